@@ -1,0 +1,69 @@
+"""``koelectra-kit`` command line: one thin file per command in this package.
+
+Each ``cli/<command>.py`` has ``register(subparsers)`` that adds its parser and sets ``func``; the
+heavy imports (torch, kiwipiepy) happen inside ``func`` so ``--help`` stays instant.
+A ``KitError`` (bad input, bad config) prints one ``error:`` line and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import KitError
+
+COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "label", "quickstart"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="koelectra-kit",
+        description="Korean ELECTRA toolkit: tokenizer -> pretrain -> finetune -> label.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name and e.name.endswith(f"cli.{name}"):
+                continue  # a stage not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def add_config_args(p: argparse.ArgumentParser, default_config: str | None = None) -> None:
+    """``--config FILE`` plus free ``key=value`` overrides, shared by config-driven commands."""
+    p.add_argument("--config", default=default_config, help="YAML config (see configs/)" +
+                   (f"; default {default_config}" if default_config else ""))
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="override any config key, dotted for sections (model.hidden_size=64)")
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(args.func(args) or 0)
+    except KitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: outputs already written are complete; rerun with the same command "
+              "(and resume where the command supports it) to continue", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Typed run configs: a dataclass per stage, filled from YAML plus dotted ``key=value`` overrides.
+
+    cfg = load_config(PretrainConfig, "configs/pretrain/tiny.yaml", ["model.hidden_size=64", "out=runs/x"])
+
+An unknown key or a value of the wrong type is a ``ConfigError`` (one line, names the key and the
+allowed keys), never a silent default. Nested dataclasses are addressed with dots (``model.num_layers``).
+A YAML file may say ``base: other.yaml`` (relative to itself) to start from another preset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; allow only lossless coercions (int -> float)."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"{key}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key}: expected one of {list(allowed)}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            # A single value where a list is expected: accept it as a one-element list (corpus=a.txt).
+            value = [value]
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        items = [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a section of keys, got {value!r}")
+        return _build(tp, value, prefix=f"{key}.")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if tp in (int, float) and isinstance(value, str):
+        try:  # YAML 1.1 reads "1e5" (no dot) as a string; numbers are what was meant
+            value = float(value)
+        except ValueError:
+            pass
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # 1e5 in YAML is a float; accept it for integer knobs like max_steps
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(cls: type[T], data: dict, prefix: str = "") -> T:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = _hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            raise ConfigError(_unknown_key_message(prefix + key, list(fields), prefix))
+        kwargs[key] = _coerce(value, hints[key], prefix + key)
+    obj = cls(**kwargs)
+    if hasattr(obj, "validate"):
+        obj.validate()
+    return obj
+
+
+def _unknown_key_message(key: str, allowed: list[str], prefix: str) -> str:
+    leaf = key[len(prefix):]
+    close = difflib.get_close_matches(leaf, allowed, n=1)
+    hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+    return f"unknown config key '{key}'{hint}; allowed: {', '.join(prefix + a for a in allowed)}"
+
+
+def _merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    """Read a config YAML, following ``base:`` chains."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    base = data.pop("base", None)
+    if base:
+        data = _merge(read_yaml(path.parent / base), data)
+    return data
+
+
+def parse_overrides(overrides: list[str] | None) -> dict:
+    """``["model.hidden_size=64", "corpus=[a.txt,b.txt]"]`` -> nested dict. Values are parsed as YAML."""
+    out: dict = {}
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' is not key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"override '{item}' has an empty key")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw  # e.g. a path with a colon: keep the raw string
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{item}' conflicts with another override")
+        node[leaf] = value
+    return out
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Defaults of ``cls`` <- YAML at ``path`` <- ``key=value`` overrides; typed and validated."""
+    data = read_yaml(path) if path else {}
+    data = _merge(data, parse_overrides(overrides))
+    return _build(cls, data)
+
+
+def to_dict(cfg: Any) -> dict:
+    """A plain dict of a config (for logging the resolved config and saving it in checkpoints)."""
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(cls: type[T], data: dict) -> T:
+    return _build(cls, data)
+
+
+def dump_yaml(cfg: Any) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)

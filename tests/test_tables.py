@@ -1,0 +1,52 @@
+import pandas as pd
+import pytest
+
+from koelectra_kit.errors import InputError
+from koelectra_kit.tables import detect_encoding, read_table, require_columns
+
+ROWS = [("정말 재밌어요, 강추!", "positive"), ('그냥 "보통"', "neutral"), ("별로\n다신 안 봄", "negative")]
+
+
+def _write(path, encoding, sep=","):
+    pd.DataFrame(ROWS, columns=["review", "label"]).to_csv(path, index=False, sep=sep, encoding=encoding)
+
+
+@pytest.mark.parametrize("encoding, expected", [("utf-8", "utf-8"), ("utf-8-sig", "utf-8-sig"),
+                                                ("cp949", "cp949"), ("euc-kr", "cp949")])
+def test_encodings_round_trip(tmp_path, encoding, expected):
+    p = tmp_path / "r.csv"
+    _write(p, encoding)
+    assert detect_encoding(p) == expected
+    df = read_table(p)
+    assert list(df.columns) == ["review", "label"]  # a BOM must not leak into the first column name
+    assert list(map(tuple, df.values)) == ROWS
+
+
+def test_tsv_jsonl_parquet(tmp_path):
+    _write(tmp_path / "r.tsv", "utf-8", sep="\t")
+    df = pd.DataFrame(ROWS, columns=["review", "label"])
+    df.to_json(tmp_path / "r.jsonl", orient="records", lines=True, force_ascii=False)
+    df.to_parquet(tmp_path / "r.parquet")
+    for name in ["r.tsv", "r.jsonl", "r.parquet"]:
+        assert list(map(tuple, read_table(tmp_path / name)[["review", "label"]].values)) == ROWS
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        read_table(tmp_path / "missing.csv")
+    (tmp_path / "empty.csv").write_bytes(b"")
+    with pytest.raises(InputError, match="empty"):
+        read_table(tmp_path / "empty.csv")
+    (tmp_path / "bin.csv").write_bytes(b"review\n\xff\xfe\xfa\xfb\x80\x81\n")
+    with pytest.raises(InputError, match="not UTF-8 or cp949"):
+        read_table(tmp_path / "bin.csv")
+    (tmp_path / "x.xlsx").write_bytes(b"x")
+    with pytest.raises(InputError, match="extension"):
+        read_table(tmp_path / "x.xlsx")
+
+
+def test_require_columns_lists_present(tmp_path):
+    p = tmp_path / "r.csv"
+    _write(p, "utf-8")
+    with pytest.raises(InputError, match="no column 'text'; columns present: review, label"):
+        require_columns(read_table(p), ["text"], p)
