@@ -1,0 +1,41 @@
+"""``koelectra-kit finetune``: fine-tune an encoder for sentiment (or any text classification)."""
+from __future__ import annotations
+
+import argparse
+
+from . import add_config_args
+
+EPILOG = """\
+examples:
+  koelectra-kit finetune --config configs/finetune/sentiment.yaml \\
+      model=runs/pretrain/discriminator train=reviews.csv dev=dev.csv out=runs/sentiment
+  koelectra-kit finetune model=monologg/koelectra-small-v3-discriminator train=reviews.csv \\
+      rating_column=stars rating_map=stars5 out=runs/stars        # ratings -> 3 classes
+  koelectra-kit finetune model=DIR train=data.tsv labels=[부정,긍정] out=runs/binary
+
+Keys (all in configs/finetune/sentiment.yaml, which equals the built-in defaults): model, train,
+dev, out, text_column, label_column, rating_column, rating_map (stars5 | nsmc10 | "1-2:negative,..."),
+labels, label_map, drop_unknown_labels, encoding, max_length, epochs, batch_size, lr, layer_decay,
+warmup_ratio, weight_decay, class_weights (none|balanced), eval_every, patience, seed,
+precision (auto|fp32|bf16), device, max_train_rows, dev_fraction, init (pretrained|random).
+Writes OUT/ as a Hugging Face model dir (best dev macro-F1 checkpoint) + eval.json, data_report.json,
+metrics.jsonl, confusion.png, curves.png. Ctrl-C stops early and still writes the best checkpoint."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "finetune", help="fine-tune a pretrained encoder on labelled reviews",
+        description="Fine-tune an ELECTRA/BERT model dir (or hub id) for review sentiment or any "
+                    "single-label text classification; keeps the checkpoint with the best dev macro-F1.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(p, None)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..config import load_config
+    from ..finetune import FinetuneConfig, finetune
+
+    cfg = load_config(FinetuneConfig, args.config, args.overrides)
+    finetune(cfg)
+    return 0

@@ -1,0 +1,62 @@
+"""``koelectra-kit pretrain``: ELECTRA (or MLM) pretraining on a text corpus; also ``pretrain plot RUN``."""
+from __future__ import annotations
+
+import argparse
+
+from . import add_config_args
+
+EPILOG = """\
+examples:
+  koelectra-kit pretrain --config configs/pretrain/tiny.yaml corpus=corpora/sample/comments.txt out=runs/tiny
+  koelectra-kit pretrain --config configs/pretrain/small.yaml corpus=[a.txt,b.csv] text_column=comment \\
+      tokenizer=runs/tok out=runs/small max_minutes=600
+  koelectra-kit pretrain --config configs/pretrain/small.yaml ... out=runs/small resume=true   # continue
+  torchrun --nproc_per_node=2 -m koelectra_kit pretrain --config configs/pretrain/base.yaml ...  # DDP
+  koelectra-kit pretrain plot runs/small           # redraw runs/small/curves.png from metrics.jsonl
+
+Every key of PretrainConfig (koelectra_kit/pretrain.py; all listed with comments in the presets)
+can be overridden: model.hidden_size=128 generator.size=0.5 lr=1e-3 schedule=one_cycle
+warmup_fraction=0.1 mask_prob=0.25 seq_len=64 max_minutes=30 objective=mlm ...
+Writes OUT/: config.yaml, metrics.jsonl, checkpoints/, discriminator/ (the encoder to fine-tune,
+with its tokenizer), generator/, curves.png, summary.json (and tokenizer/ when it trained one)."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "pretrain", help="pretrain an ELECTRA discriminator (or an MLM encoder) on a text corpus",
+        description="ELECTRA pretraining (replaced token detection) on your corpus: packed data cache, "
+                    "bf16/fp16, gradient accumulation, exact resume, torchrun DDP; exports a Hugging Face "
+                    "model dir. 'pretrain plot RUN_DIR' redraws a run's learning curves.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(p, None)
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config (defaults <- YAML <- overrides) and exit")
+    p.add_argument("--plot", metavar="RUN_DIR", default=None,
+                   help="only redraw RUN_DIR/curves.png from RUN_DIR/metrics.jsonl (same as 'pretrain plot RUN_DIR')")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..errors import ConfigError
+
+    overrides = list(args.overrides)
+    plot_dir = args.plot
+    if overrides and overrides[0] == "plot":
+        if len(overrides) != 2:
+            raise ConfigError("usage: koelectra-kit pretrain plot RUN_DIR")
+        plot_dir = overrides[1]
+    if plot_dir:
+        from ..pretrain import plot_curves
+
+        print(f"wrote {plot_curves(plot_dir)}")
+        return 0
+
+    from ..config import dump_yaml, load_config
+    from ..pretrain import PretrainConfig, pretrain
+
+    cfg = load_config(PretrainConfig, args.config, overrides)
+    if args.print_config:
+        print(dump_yaml(cfg), end="")
+        return 0
+    pretrain(cfg)
+    return 0

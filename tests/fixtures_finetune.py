@@ -1,0 +1,50 @@
+"""Fixtures for the fine-tuning tests: a tiny random-init ELECTRA model directory in exactly the
+format the pre-trainer exports (config.json + model.safetensors + tokenizer files), and one
+fine-tuned output shared by the evaluate / predictor / re-fine-tuning tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_CONFIG = ROOT / "configs" / "finetune" / "tiny.yaml"
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory, sample_dir) -> Path:
+    """Random-init ELECTRA, hidden 64, 2 layers; WordPiece vocabulary trained on the sample comments
+    plus the sample reviews' text (a pretraining corpus normally includes the domain's text)."""
+    tokenizer = pytest.importorskip("koelectra_kit.tokenizer")
+    import pandas as pd
+    import torch
+    from transformers import ElectraConfig, ElectraModel
+
+    root = tmp_path_factory.mktemp("tiny_encoder")
+    reviews = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].str.replace("\n", " ")
+    corpus = root / "corpus.txt"
+    corpus.write_text((sample_dir / "comments.txt").read_text(encoding="utf-8").rstrip("\n") + "\n"
+                      + "\n".join(reviews) + "\n", encoding="utf-8")
+    tokenizer.train_tokenizer(tokenizer.TokenizerConfig(input=[str(corpus)], out=str(root / "tok"), vocab_size=2000))
+    tok = tokenizer.KoTokenizer.from_pretrained(root / "tok")
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=tok.vocab_size, hidden_size=64, embedding_size=64, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=128, max_position_embeddings=128,
+                        pad_token_id=tok.pad_token_id)
+    model_dir = root / "model"
+    ElectraModel(cfg).save_pretrained(model_dir)
+    tok.save(model_dir)
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def finetuned_dir(tmp_path_factory, tiny_encoder_dir, sample_dir) -> Path:
+    """``koelectra-kit finetune`` with configs/finetune/tiny.yaml on the bundled labelled sample,
+    in fp32 so the predictor (also fp32) must give bit-for-bit the same labels."""
+    from koelectra_kit.cli import main
+
+    out = tmp_path_factory.mktemp("finetuned") / "sentiment"
+    rc = main(["finetune", "--config", str(TINY_CONFIG), f"model={tiny_encoder_dir}",
+               f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "precision=fp32", "progress=false"])
+    assert rc == 0
+    return out

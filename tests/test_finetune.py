@@ -1,0 +1,203 @@
+"""Fine-tuning end to end on the bundled sample with a tiny model: the acceptance checks of issue 4
+(beats the majority class, the output round-trips through plain transformers, the toolkit's
+predictor agrees), determinism, re-fine-tuning on another label set, evaluate, bad model inputs."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.config import load_config
+from koelectra_kit.finetune import FinetuneConfig, load_splits
+
+from .fixtures_finetune import TINY_CONFIG
+
+
+def _dev_split(sample_dir, **over):
+    """The dev rows a tiny.yaml run used (same seed, same stratified split)."""
+    overrides = [f"train={sample_dir / 'reviews_labelled.csv'}"] + [f"{k}={v}" for k, v in over.items()]
+    cfg = load_config(FinetuneConfig, TINY_CONFIG, overrides)
+    return load_splits(cfg).dev
+
+
+def test_finetune_beats_majority_and_round_trips(finetuned_dir, sample_dir):
+    out = finetuned_dir
+    for name in ("config.json", "model.safetensors", "eval.json", "data_report.json", "metrics.jsonl",
+                 "confusion.png", "curves.png", "finetune_config.yaml"):
+        assert (out / name).is_file(), name
+    assert not list(out.parent.glob(".sentiment.partial-*")), "staging dir left behind"
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    dev = _dev_split(sample_dir)
+    majority = np.bincount(dev.y).max() / len(dev.y)
+    assert result["dev"]["n"] == len(dev.y)
+    assert result["dev"]["accuracy"] > majority + 0.1, result["dev"]
+
+    # Plain transformers + the saved tokenizer: labels named, same accuracy as eval.json (so the
+    # published weights are the best checkpoint's, not the last step's).
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    assert model.config.id2label == {0: "negative", 1: "neutral", 2: "positive"}
+    assert model.config.label2id == {"negative": 0, "neutral": 1, "positive": 2}
+    tok = KoTokenizer.from_pretrained(out)
+    enc = tok.encode_batch(dev.texts, max_length=64, padding="longest", return_tensors="pt")
+    with torch.no_grad():
+        logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
+    pred = logits.argmax(-1).numpy()
+    assert (pred == dev.y).mean() == pytest.approx(result["dev"]["accuracy"])
+
+    # The toolkit's predictor gives the same labels.
+    classifier = pytest.importorskip("koelectra_kit.classifier")
+    clf = classifier.Classifier.load(out, device="cpu", precision="fp32")
+    preds = clf.predict(dev.texts, batch_size=7)
+    assert list(clf.labels) == ["negative", "neutral", "positive"]
+    assert preds.labels == [model.config.id2label[int(i)] for i in pred]
+    np.testing.assert_allclose(preds.probs, torch.softmax(logits, -1).numpy(), atol=1e-4)
+
+
+def test_metrics_jsonl_and_best_checkpoint(finetuned_dir):
+    rows = [json.loads(line) for line in (finetuned_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["kind"] == "train"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert train and evals
+    assert np.mean([r["loss"] for r in train[-3:]]) < np.mean([r["loss"] for r in train[:3]])  # it learned
+    result = json.loads((finetuned_dir / "eval.json").read_text(encoding="utf-8"))
+    best = max(evals, key=lambda r: r["macro_f1"])
+    assert result["best"]["step"] == best["step"]
+    assert result["dev"]["macro_f1"] == pytest.approx(best["macro_f1"])
+    assert evals[-1]["step"] == result["train"]["steps"]  # always evaluated at the end
+    cfg = json.loads((finetuned_dir / "config.json").read_text())
+    assert cfg["koelectra_kit"]["max_length"] == 64
+
+
+def _run(tmp_path, model_dir, sample_dir, name, *extra):
+    out = tmp_path / name
+    rc = main(["finetune", "--config", str(TINY_CONFIG), f"model={model_dir}",
+               f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false", "plots=false",
+               *extra])
+    return rc, out
+
+
+def test_same_seed_same_run_bf16_autocast(tmp_path, tiny_encoder_dir, sample_dir):
+    """Seeded runs reproduce exactly (default precision: bf16 autocast where the CPU has it)."""
+    def losses(name, seed):
+        rc, out = _run(tmp_path, tiny_encoder_dir, sample_dir, name, "epochs=2", f"seed={seed}", "log_every=1")
+        assert rc == 0
+        return [json.loads(x)["loss"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+    a, b, c = losses("a", 1), losses("b", 1), losses("c", 2)
+    assert a == b
+    assert a != c
+
+
+def test_refinetune_binary_label_set(tmp_path, finetuned_dir, sample_dir, capsys):
+    """A 3-class classifier re-fine-tuned on a binary label set in Korean: neutral rows dropped on
+    request (and reported), the head replaced, id2label the new names."""
+    rc, out = _run(tmp_path, finetuned_dir, sample_dir, "binary", "labels=[부정,긍정]", "drop_unknown_labels=true",
+                   "epochs=1")
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "dropped 112 rows: unknown label" in printed
+    assert "'negative' -> '부정'" in printed
+    report = json.loads((out / "data_report.json").read_text(encoding="utf-8"))
+    assert report["train_file"]["dropped"]["unknown_label"]["values"] == {"neutral": 112}
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(out).id2label == {0: "부정", 1: "긍정"}
+
+
+def test_replacing_previous_output_and_refusing_other_dirs(tmp_path, tiny_encoder_dir, sample_dir, capsys):
+    rc, out = _run(tmp_path, tiny_encoder_dir, sample_dir, "run", "epochs=0.5")
+    assert rc == 0
+    first = (out / "eval.json").stat().st_mtime_ns
+    rc, out = _run(tmp_path, tiny_encoder_dir, sample_dir, "run", "epochs=0.5", "seed=3")
+    assert rc == 0 and (out / "eval.json").stat().st_mtime_ns != first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no staging or old dirs left
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    capsys.readouterr()
+    rc, _ = _run(tmp_path, tiny_encoder_dir, sample_dir, "notes", "epochs=0.5")
+    assert rc == 2
+    assert "not a previous koelectra-kit output" in capsys.readouterr().err
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_model_dir_without_tokenizer_is_a_clear_error(tmp_path, sample_dir, capsys):
+    from transformers import ElectraConfig, ElectraModel
+
+    bare = tmp_path / "bare"
+    ElectraModel(ElectraConfig(vocab_size=100, hidden_size=32, embedding_size=32, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=64)).save_pretrained(bare)
+    rc, out = _run(tmp_path, bare, sample_dir, "out")
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert any(line.startswith("error:") and "tokenizer" in line for line in err.splitlines()), err
+    assert not out.exists()
+
+
+def test_unknown_column_via_cli_lists_columns(tmp_path, tiny_encoder_dir, sample_dir, capsys):
+    rc, _ = _run(tmp_path, tiny_encoder_dir, sample_dir, "out", "text_column=comment_text")
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "comment_text" in err and "review" in err and "label" in err
+
+
+def test_random_init_control(tmp_path, finetuned_dir, sample_dir, capsys):
+    """init=random ignores the checkpoint's weights (same architecture, fresh start)."""
+    rc, out = _run(tmp_path, finetuned_dir, sample_dir, "random", "init=random", "epochs=0.25")
+    assert rc == 0
+    assert "random initialization" in capsys.readouterr().out
+    from safetensors.torch import load_file
+
+    a = load_file(finetuned_dir / "model.safetensors")
+    b = load_file(out / "model.safetensors")
+    key = "electra.embeddings.word_embeddings.weight"
+    assert not np.allclose(a[key].numpy(), b[key].numpy(), atol=1e-2)
+
+
+def test_evaluate_cli(tmp_path, finetuned_dir, sample_dir, capsys):
+    pytest.importorskip("koelectra_kit.classifier")
+    out = tmp_path / "eval"
+    rc = main(["evaluate", "--model", str(finetuned_dir), "--data", str(sample_dir / "reviews_labelled.csv"),
+               "--out", str(out), "--precision", "fp32"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "macro-F1" in printed and "confusion matrix" in printed
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert result["dev"]["n"] == 450
+    assert result["dev"]["accuracy"] > result["dev"]["majority_accuracy"]
+    assert (out / "confusion.png").stat().st_size > 1000
+    import pandas as pd
+
+    table = pd.read_csv(out / "predictions.csv", encoding="utf-8-sig")
+    assert len(table) == 450
+    assert table["correct"].mean() == pytest.approx(result["dev"]["accuracy"])
+
+
+def test_evaluate_unknown_labels_error(tmp_path, finetuned_dir, capsys):
+    pytest.importorskip("koelectra_kit.classifier")
+    data = tmp_path / "t.csv"
+    data.write_text("text,label\n좋아요,positive\n별로,bad\n그냥,meh\n", encoding="utf-8")
+    rc = main(["evaluate", "--model", str(finetuned_dir), "--data", str(data)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "'bad' (1 rows)" in err and "'meh' (1 rows)" in err and "drop_unknown_labels" in err
+
+
+@pytest.mark.slow
+def test_nsmc3_subsample_beats_majority(tmp_path, shared_data, tiny_encoder_dir):
+    """Real data smoke test: 3k nsmc3 rows, a tiny random-init model, sentiment.yaml defaults."""
+    out = tmp_path / "nsmc"
+    rc = main(["finetune", "--config", str(TINY_CONFIG.parent / "sentiment.yaml"), f"model={tiny_encoder_dir}",
+               f"train={shared_data / 'nsmc3' / 'train.tsv'}", f"dev={shared_data / 'nsmc3' / 'dev.tsv'}",
+               "max_train_rows=3000", "lr=1e-3", "epochs=2", f"out={out}", "progress=false"])
+    assert rc == 0
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert result["dev"]["n"] == 10000
+    assert result["dev"]["accuracy"] > result["dev"]["majority_accuracy"]

@@ -1,0 +1,289 @@
+"""Fine-tuning data handling without a model: columns, label and rating mapping, bad input (clear
+errors with counts and examples, nothing dropped silently), formats and encodings, the stratified
+split and subsample, length-grouped batches, layer-wise lr groups, head alignment."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from koelectra_kit.config import load_config
+from koelectra_kit.errors import ConfigError, InputError
+from koelectra_kit.finetune import (
+    FinetuneConfig,
+    collate,
+    label_resolver,
+    length_grouped_batches,
+    load_splits,
+    param_groups,
+    parse_rating_map,
+    read_labelled,
+    stratified_split,
+    stratified_subsample,
+)
+
+L3 = ["negative", "neutral", "positive"]
+
+
+def write(path, text, encoding="utf-8"):
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def cfg_for(**kw) -> FinetuneConfig:
+    return load_config(FinetuneConfig, None, [f"{k}={v}" for k, v in kw.items()])
+
+
+# --- columns and labels --------------------------------------------------------------------------
+
+def test_sample_file_reads_with_auto_columns(sample_dir):
+    d = read_labelled(sample_dir / "reviews_labelled.csv", L3)
+    assert len(d.texts) == 450
+    assert d.report["text_column"] == "review"
+    assert d.report["class_counts"] == {"negative": 158, "neutral": 112, "positive": 180}
+    assert any("\n" in t for t in d.texts)  # quoted multi-line fields survive
+    assert d.report["dropped"] == {}
+
+
+def test_unknown_column_lists_columns_present(tmp_path):
+    f = write(tmp_path / "a.csv", "body,label\n좋아요,positive\n")
+    with pytest.raises(InputError, match="columns present: body, label"):
+        read_labelled(f, L3)
+    with pytest.raises(InputError, match=r"no column 'texte'.*columns present: body, label"):
+        read_labelled(f, L3, text_column="texte")
+    g = write(tmp_path / "b.csv", "review,stars\n좋아요,5\n")
+    with pytest.raises(InputError, match="no label column.*rating_column.*columns present: review, stars"):
+        read_labelled(g, L3)
+
+
+def test_empty_texts_dropped_counted_and_reported(tmp_path):
+    f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n,negative\n   ,neutral\n별로,negative\n")
+    d = read_labelled(f, L3)
+    assert d.texts == ["좋아요", "별로"]
+    assert d.rows.tolist() == [1, 4]
+    assert d.report["dropped"]["empty_text"] == {"count": 2, "rows": [2, 3]}
+    assert d.report["rows_read"] == 4 and d.report["rows_kept"] == 2
+
+
+def test_labels_outside_the_set_error_with_counts_and_examples_or_drop(tmp_path):
+    f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n최악,negatve\n별로,negatve\n음,??\n그냥,neutral\n")
+    with pytest.raises(InputError) as e:
+        read_labelled(f, L3)
+    msg = str(e.value)
+    assert "3 rows" in msg and "'negatve' (2 rows)" in msg and "'??' (1 rows)" in msg
+    assert "row 2: '최악'" in msg and "drop_unknown_labels=true" in msg and "label_map" in msg
+    d = read_labelled(f, L3, drop_unknown_labels=True)
+    assert d.texts == ["좋아요", "그냥"]
+    assert d.report["dropped"]["unknown_label"] == {"count": 3, "values": {"negatve": 2, "??": 1}, "rows": [2, 3, 4]}
+
+
+def test_label_names_map_onto_the_label_set(tmp_path):
+    f = write(tmp_path / "a.csv", "text,sentiment\n좋아요,긍정\n별로,부정\n그냥,중립\n최고,Positive \n")
+    d = read_labelled(f, L3)
+    assert d.y.tolist() == [2, 0, 1, 2]
+    assert d.report["label_mapping"] == {"Positive": "positive", "긍정": "positive", "부정": "negative", "중립": "neutral"}
+    # ... and the other way: a Korean label set reads English file labels
+    g = write(tmp_path / "b.csv", "review,label\n좋아요,positive\n별로,neg\n")
+    assert read_labelled(g, ["부정", "긍정"]).y.tolist() == [1, 0]
+    # explicit map for numeric labels (NSMC's 0/1)
+    h = write(tmp_path / "c.csv", "review,label\n좋아요,1\n별로,0\n")
+    assert read_labelled(h, ["negative", "positive"], label_map={0: "negative", 1: "positive"}).y.tolist() == [1, 0]
+    with pytest.raises(ConfigError, match="not one of the labels"):
+        read_labelled(h, ["negative", "positive"], label_map={"1": "good"})
+
+
+def test_class_with_no_examples_is_an_error(tmp_path):
+    f = write(tmp_path / "a.csv", "review,label\n" + "좋아요,positive\n别로,negative\n" * 5)
+    with pytest.raises(InputError, match="no examples of 'neutral'.*negative 5, neutral 0, positive 5"):
+        load_splits(cfg_for(train=f))
+    # a binary label set is fine
+    s = load_splits(cfg_for(train=f, labels="[negative,positive]"))
+    assert len(s.train.y) + len(s.dev.y) == 10
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="at least 2 labels"):
+        cfg_for(labels="[positive]")
+    with pytest.raises(ConfigError, match="distinct"):
+        cfg_for(labels="[a,a]")
+    with pytest.raises(ConfigError, match="label_map"):
+        cfg_for(label_map="{0: good}")
+    with pytest.raises(ConfigError, match="dev_fraction"):
+        cfg_for(dev_fraction=1.5)
+    with pytest.raises(ConfigError, match="unknown config key 'lr_decay'"):
+        cfg_for(lr_decay=0.8)
+
+
+# --- ratings ---------------------------------------------------------------------------------------
+
+def test_rating_presets_and_bands(tmp_path):
+    assert parse_rating_map("stars5") == [(1, 2, "negative"), (3, 3, "neutral"), (4, 5, "positive")]
+    assert parse_rating_map("nsmc10")[1] == (5, 8, "neutral")
+    assert parse_rating_map("0-2.5:bad, 3-5:good") == [(0, 2.5, "bad"), (3, 5, "good")]
+    for bad, msg in [("1-2 negative", "can't read band"), ("1-3:a,3-5:b", "overlap"), ("5-1:a", "below")]:
+        with pytest.raises(ConfigError, match=msg):
+            parse_rating_map(bad)
+    f = write(tmp_path / "a.csv", "review,stars\n최악,1\n별로,2\n그냥,3\n좋아,4\n최고,5\n")
+    d = read_labelled(f, L3, rating_map="stars5")
+    assert d.y.tolist() == [0, 0, 1, 2, 2]
+    assert "rating column 'stars' via stars5" in d.report["label_source"]
+    k = read_labelled(f, ["부정", "중립", "긍정"], rating_map="stars5")  # preset names map onto Korean labels
+    assert k.y.tolist() == [0, 0, 1, 2, 2]
+
+
+def test_rating_fitting_no_band_is_an_error(tmp_path):
+    f = write(tmp_path / "a.tsv", "id\tdocument\trating\n1\t최악\t1\n2\t그냥\t11\n3\t???\t\n4\t음\tten\n5\t최고\t10\n")
+    with pytest.raises(InputError) as e:
+        read_labelled(f, L3, rating_map="nsmc10")
+    msg = str(e.value)
+    assert "3 rows' ratings fit no band" in msg and "'11' (1 rows)" in msg and "'ten' (1 rows)" in msg
+    d = read_labelled(f, L3, rating_map="nsmc10", drop_unknown_labels=True)
+    assert d.y.tolist() == [0, 2] and d.report["dropped"]["unknown_label"]["count"] == 3
+    with pytest.raises(ConfigError, match="needs rating_map"):
+        read_labelled(f, L3, rating_column="rating")
+
+
+# --- formats and encodings -------------------------------------------------------------------------
+
+def test_formats_and_encodings(tmp_path):
+    rows = [("정말 좋아요", "positive"), ("별로예요, 비추", "negative"), ("그저 그래요", "neutral")]
+    csv_text = "review,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in rows)
+    for name, enc in [("utf8.csv", "utf-8"), ("bom.csv", "utf-8-sig"), ("cp949.csv", "cp949"), ("euckr.csv", "euc-kr")]:
+        d = read_labelled(write(tmp_path / name, csv_text, enc), L3)
+        assert d.texts == [t for t, _ in rows], name
+    # TSV without quoting (NSMC style): a stray double quote must not swallow the next rows
+    tsv = write(tmp_path / "a.tsv", 'document\tlabel\n"따옴표 하나\tpositive\n다음 줄\tnegative\n끝"\tneutral\n')
+    assert read_labelled(tsv, L3).texts == ['"따옴표 하나', "다음 줄", '끝"']
+    jl = tmp_path / "a.jsonl"
+    jl.write_text("".join(json.dumps({"text": t, "label": lab}, ensure_ascii=False) + "\n" for t, lab in rows),
+                  encoding="utf-8")
+    assert read_labelled(jl, L3).y.tolist() == [2, 0, 1]
+    import pandas as pd
+
+    pq = tmp_path / "a.parquet"
+    pd.DataFrame({"review": [t for t, _ in rows], "rating": [5, 1, 3]}).to_parquet(pq)
+    assert read_labelled(pq, L3, rating_map="stars5").y.tolist() == [2, 0, 1]
+
+
+def test_unreadable_encoding_is_a_clear_error(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_bytes(b"review,label\n\xff\xfe\xfa\xfb,positive\n")
+    with pytest.raises(InputError, match="not UTF-8 or cp949"):
+        read_labelled(f, L3)
+
+
+# --- split and subsample ---------------------------------------------------------------------------
+
+def test_stratified_split_is_seeded_and_keeps_proportions():
+    y = np.array([0] * 170 + [1] * 300 + [2] * 530)
+    tr, dv = stratified_split(y, 0.1, seed=1)
+    assert len(set(tr) | set(dv)) == 1000 and not set(tr) & set(dv)
+    assert np.bincount(y[dv]).tolist() == [17, 30, 53]
+    assert np.array_equal(dv, stratified_split(y, 0.1, seed=1)[1])
+    assert not np.array_equal(dv, stratified_split(y, 0.1, seed=2)[1])
+    tiny = np.array([0, 0, 1, 1, 1, 2, 2])  # every class still gets a dev row, and keeps a train row
+    tr, dv = stratified_split(tiny, 0.1, seed=0)
+    assert sorted(tiny[dv].tolist()) == [0, 1, 2] and sorted(set(tiny[tr].tolist())) == [0, 1, 2]
+
+
+def test_stratified_subsample():
+    y = np.array([0] * 170 + [1] * 300 + [2] * 530)
+    idx = stratified_subsample(y, 100, seed=0)
+    assert len(idx) == 100 and len(set(idx)) == 100
+    assert np.bincount(y[idx]).tolist() == [17, 30, 53]
+    rare = np.array([0] * 998 + [1] * 2)
+    assert np.bincount(rare[stratified_subsample(rare, 10, seed=0)]).tolist() == [9, 1]
+
+
+def test_dev_split_and_subsample_reported(sample_dir):
+    s = load_splits(cfg_for(train=sample_dir / "reviews_labelled.csv", max_train_rows=100, seed=7))
+    assert len(s.train.y) == 100 and len(s.dev.y) == 45
+    assert "stratified 0.1" in s.report["dev_source"] and "seed 7" in s.report["dev_source"]
+    assert s.report["train_subsample"].startswith("100 of 405")
+    assert not set(s.train.rows) & set(s.dev.rows)
+
+
+# --- batching and optimizer groups ---------------------------------------------------------------
+
+def test_length_grouped_batches_cover_everything_with_less_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 120, size=2000)
+    batches = length_grouped_batches(lengths, 32, np.random.default_rng(1))
+    allidx = np.concatenate(batches)
+    assert sorted(allidx.tolist()) == list(range(2000))
+    assert lengths[batches[0]].max() == lengths.max()  # longest batch first
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    perm = np.random.default_rng(1).permutation(2000)
+    naive = sum(len(b) * lengths[b].max() for b in np.array_split(perm, len(batches)))
+    assert padded < 0.7 * naive
+    again = length_grouped_batches(lengths, 32, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_collate_pads_to_the_longest():
+    ids = [[2, 5, 3], [2, 7, 8, 9, 3], [2, 3]]
+    input_ids, mask = collate(ids, [0, 1, 2], pad_id=0)
+    assert input_ids.tolist() == [[2, 5, 3, 0, 0], [2, 7, 8, 9, 3], [2, 3, 0, 0, 0]]
+    assert mask.sum(1).tolist() == [3, 5, 2]
+    assert collate(ids, [0, 2], pad_id=0, multiple=8)[0].shape == (2, 8)
+
+
+def _tiny_classifier(labels):
+    import torch
+    from transformers import ElectraConfig, ElectraForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=50, hidden_size=16, embedding_size=8, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=32, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                        label2id={lab: i for i, lab in enumerate(labels)})
+    return ElectraForSequenceClassification(cfg)
+
+
+def test_layerwise_lr_decay_groups():
+    model = _tiny_classifier(L3)
+    groups = param_groups(model, lr=1e-3, layer_decay=0.5, weight_decay=0.01)
+    by_name = {}
+    for g in groups:
+        for p in g["params"]:
+            by_name[id(p)] = g
+    named = dict(model.named_parameters())
+    lr = lambda n: by_name[id(named[n])]["lr"]  # noqa: E731
+    assert lr("classifier.out_proj.weight") == pytest.approx(1e-3)
+    assert lr("electra.encoder.layer.2.output.dense.weight") == pytest.approx(0.5e-3)
+    assert lr("electra.encoder.layer.0.output.dense.weight") == pytest.approx(0.125e-3)
+    assert lr("electra.embeddings.word_embeddings.weight") == pytest.approx(0.0625e-3)
+    assert lr("electra.embeddings_project.weight") == pytest.approx(0.0625e-3)
+    assert by_name[id(named["electra.encoder.layer.1.output.LayerNorm.weight"])]["weight_decay"] == 0.0
+    assert by_name[id(named["electra.encoder.layer.1.output.dense.weight"])]["weight_decay"] == 0.01
+    assert sum(len(g["params"]) for g in groups) == len(named)
+
+
+def test_refinetuning_with_reordered_labels_keeps_their_meaning(tmp_path):
+    """HF loads a same-shaped head whatever its names mean; we permute rows to the new order."""
+    import torch
+
+    from koelectra_kit.finetune import load_model
+
+    src = _tiny_classifier(["negative", "neutral", "positive"])
+    with torch.no_grad():
+        src.classifier.out_proj.bias.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    src.save_pretrained(tmp_path / "src")
+    x = torch.tensor([[1, 5, 9, 2]])
+    before = src.eval()(input_ids=x).logits[0]
+    cfg = cfg_for(model=tmp_path / "src", labels="[positive,negative,neutral]")
+    model, notes = load_model(cfg, cfg.labels)
+    assert "reordered" in notes[0]
+    after = model.eval()(input_ids=x).logits[0]
+    torch.testing.assert_close(after, before[[2, 0, 1]])
+    assert model.config.id2label == {0: "positive", 1: "negative", 2: "neutral"}
+    # other names, same count: the old head must not be reused
+    cfg = cfg_for(model=tmp_path / "src", labels="[a,b,c]")
+    model, notes = load_model(cfg, cfg.labels)
+    assert "new classification head" in notes[0]
+    assert not torch.allclose(model.classifier.out_proj.bias, torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_label_resolver_prefers_explicit_map():
+    r = label_resolver(L3, {"neutral": "positive"})
+    assert r("neutral") == "positive" and r("NEG") == "negative" and r("x") is None

@@ -1,0 +1,250 @@
+"""End-to-end pretraining tests on the bundled sample corpus with the tiny preset: losses fall, exports load
+with transformers and reproduce the toolkit's hidden states, exact resume, checkpoint failure modes, bad
+input, the mlm objective, time budgets, and a 2-process torchrun (gloo) run."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from koelectra_kit.cli import main
+from koelectra_kit.errors import ConfigError, InputError, KitError
+from koelectra_kit.pretrain import pretrain, read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "pretrain" / "tiny.yaml"
+DIAGNOSTICS = {"step", "tokens", "elapsed_s", "loss", "gen_loss", "disc_loss", "gen_acc", "gen_unigram_acc", "disc_acc",
+               "disc_precision", "disc_recall", "disc_auc", "replaced_frac", "lr", "disc_weight", "tokens_per_s",
+               "on_plateau"}
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def test_tiny_preset_learns_and_writes_everything(tiny_run):
+    rows = read_metrics(tiny_run / "metrics.jsonl")
+    assert len(rows) == 12 and rows[-1]["step"] == 120
+    assert DIAGNOSTICS <= set(rows[0])
+    first, last = rows[:2], rows[-2:]
+    assert mean([r["gen_loss"] for r in last]) < mean([r["gen_loss"] for r in first]) - 0.5
+    assert mean([r["disc_loss"] for r in last]) < mean([r["disc_loss"] for r in first]) - 0.05
+    assert all(0 < r["replaced_frac"] < 0.15 for r in rows)  # only masked tokens can be replaced
+    assert rows[-1]["tokens"] > rows[0]["tokens"] > 0
+    assert (tiny_run / "curves.png").stat().st_size > 10_000
+    assert (tiny_run / "tokenizer" / "tokenizer.json").exists()  # trained by the run (no tokenizer= given)
+    saved = (tiny_run / "config.yaml").read_text(encoding="utf-8")
+    assert "seq_len: 64" in saved and "hidden_size: 64" in saved
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    assert summary["steps"] == 120 and summary["ranks_in_sync"]
+    assert sorted(p.name for p in (tiny_run / "checkpoints").glob("step-*")) == ["step-00000120"]  # keep 1
+
+
+def test_export_loads_with_transformers_and_matches_toolkit(tiny_run):
+    from safetensors.torch import load_model
+    from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassification
+
+    from koelectra_kit import electra
+    from koelectra_kit.config import load_config
+    from koelectra_kit.pretrain import PretrainConfig
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    disc_dir, gen_dir = tiny_run / "discriminator", tiny_run / "generator"
+    tok = KoTokenizer.from_pretrained(disc_dir)  # the tokenizer travels with the model
+    cfg = load_config(PretrainConfig, tiny_run / "config.yaml")
+    own = electra.build_pretrain_model(tok.vocab_size, tok.pad_token_id, tok.all_special_ids, cfg.model,
+                                       cfg.generator, cfg.objective, cfg.model.max_position_embeddings)
+    load_model(own, str(tiny_run / "checkpoints" / "step-00000120" / "model.safetensors"))
+    own.eval()
+    batch = tok.encode_batch(["이 영화 정말 재밌어요 ㅋㅋ", "별로였다"], padding="longest", return_tensors="pt")
+    ids, attn = batch["input_ids"], batch["attention_mask"]
+
+    auto = AutoModel.from_pretrained(disc_dir).eval()
+    assert type(auto).__name__ == "ElectraModel" and auto.config.hidden_size == 64
+    with torch.no_grad():
+        ours = own.discriminator.electra(ids, attention_mask=attn).last_hidden_state
+        theirs = auto(input_ids=ids, attention_mask=attn).last_hidden_state
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    clf = ElectraForSequenceClassification.from_pretrained(disc_dir, num_labels=3).eval()
+    assert torch.allclose(clf.electra(ids, attention_mask=attn).last_hidden_state, theirs, atol=1e-5)
+
+    gen = ElectraForMaskedLM.from_pretrained(gen_dir).eval()
+    assert gen.config.hidden_size == 32 and gen.config.embedding_size == auto.config.embedding_size
+    assert torch.equal(gen.electra.embeddings.word_embeddings.weight, auto.embeddings.word_embeddings.weight)
+    with torch.no_grad():
+        ref = own.generator(ids, attention_mask=attn).logits
+        assert torch.allclose(gen(ids, attention_mask=attn).logits, ref, atol=1e-4)
+
+
+def test_plot_and_print_config_commands(tiny_run, capsys):
+    (tiny_run / "curves.png").unlink()
+    assert main(["pretrain", "plot", str(tiny_run)]) == 0
+    assert (tiny_run / "curves.png").stat().st_size > 10_000
+    assert main(["pretrain", "--config", str(TINY), "--print-config", "corpus=a.txt", "out=o", "lr=0.01"]) == 0
+    printed = capsys.readouterr().out
+    assert "lr: 0.01" in printed and "seq_len: 64" in printed
+
+
+def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
+    """Killed after step 6 (last checkpoint: step 4) and resumed: steps 5-8 match an uninterrupted run
+    exactly, with dropout and gradient accumulation on (all RNG streams and the data position restored)."""
+    common = ("max_steps=8", "save_every=4", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
+              "grad_accum=2")
+    full = pretrain(tiny_cfg(*common, f"out={tmp_path / 'full'}"))
+
+    class Killed(Exception):
+        pass
+
+    def kill(step, row):
+        if step == 6:
+            raise Killed
+
+    with pytest.raises(Killed):
+        pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=kill)
+    resumed = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}", "resume=true"))
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k not in ("elapsed_s", "tokens_per_s")} for r in rows]
+
+    a = strip(read_metrics(tmp_path / "full" / "metrics.jsonl"))
+    b = strip(read_metrics(tmp_path / "cut" / "metrics.jsonl"))
+    assert [r["step"] for r in b] == list(range(1, 9))  # the killed run's steps 5-6 were replaced
+    assert a == b
+    assert full["rank_param_digests"] == resumed["rank_param_digests"]
+
+
+def test_existing_run_needs_resume_or_overwrite(tiny_cfg):
+    pretrain(tiny_cfg("max_steps=2"))
+    with pytest.raises(ConfigError, match="resume=true"):
+        pretrain(tiny_cfg("max_steps=2"))
+    summary = pretrain(tiny_cfg("max_steps=3", "overwrite=true"))
+    assert summary["steps"] == 3
+    # resume with a larger budget continues from step 3
+    assert pretrain(tiny_cfg("max_steps=5", "resume=true"))["steps"] == 5
+
+
+def test_truncated_or_corrupt_checkpoint_is_a_clear_error(tiny_cfg, tmp_path):
+    pretrain(tiny_cfg("max_steps=2"))
+    ckpt = tmp_path / "run" / "checkpoints" / "step-00000002"
+    weights = ckpt / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="damaged.*truncated"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true"))
+    weights.write_bytes(b"\xff" * len(data))  # same size, garbage header
+    with pytest.raises(InputError, match="damaged.*model.safetensors"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true"))
+    weights.write_bytes(data)
+    state = ckpt / "state.pt"
+    raw = state.read_bytes()
+    state.write_bytes(raw[:100] + b"\0" * (len(raw) - 100))
+    with pytest.raises(InputError, match="damaged"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true"))
+
+
+def test_resume_with_another_tokenizer_is_refused(tiny_cfg, tmp_path, sample_dir):
+    from koelectra_kit.tokenizer import TokenizerConfig, train_tokenizer
+
+    pretrain(tiny_cfg("max_steps=2"))
+    other = tmp_path / "other_tok"
+    train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(other), vocab_size=1500))
+    with pytest.raises(InputError, match="another tokenizer"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true", f"tokenizer={other}"))
+    with pytest.raises(ConfigError, match="model shape"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true", "model.hidden_size=32"))
+
+
+def test_disk_full_while_saving_keeps_the_previous_checkpoint(tiny_cfg, tmp_path, monkeypatch):
+    import safetensors.torch
+
+    real_save = safetensors.torch.save_model
+    calls = []
+
+    def failing_save(model, filename, *a, **kw):
+        calls.append(filename)
+        if len(calls) == 2:  # the step-4 checkpoint: write part of the file, then the disk is full
+            Path(filename).write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(model, filename, *a, **kw)
+
+    monkeypatch.setattr(safetensors.torch, "save_model", failing_save)
+    with pytest.raises(KitError, match="No space left on device.*step-00000002 is intact"):
+        pretrain(tiny_cfg("max_steps=6", "save_every=2"))
+    root = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in root.iterdir()) == ["latest.json", "step-00000002"]  # no partial dir left
+    assert json.loads((root / "latest.json").read_text())["step"] == 2
+    monkeypatch.setattr(safetensors.torch, "save_model", real_save)
+    assert pretrain(tiny_cfg("max_steps=6", "save_every=2", "resume=true"))["steps"] == 6
+
+
+@pytest.mark.parametrize("content, msg", [
+    (b"", "empty"),
+    (b"\n  \n\n", "no text"),
+    ("짧은 한 줄\n".encode(), "too small"),
+    (b"\xff\xfe\xfa broken bytes \x80\x81\n" * 50, "byte|decode|encoding|UTF-8|utf-8"),
+])
+def test_bad_corpus_is_a_one_line_error(tiny_cfg, tmp_path, content, msg):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(content)
+    with pytest.raises(KitError, match=msg) as e:
+        pretrain(tiny_cfg(f"corpus={corpus}"))
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
+    assert main(["pretrain", "corpus=a.txt", f"out={tmp_path}", "nope=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown config key 'nope'") and "\n" not in err
+    assert main(["pretrain", f"corpus={tmp_path / 'missing.txt'}", f"out={tmp_path / 'o'}", "progress=false"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_mlm_objective_trains_the_same_encoder(tiny_cfg, tmp_path):
+    from transformers import ElectraForMaskedLM, ElectraForSequenceClassification
+
+    summary = pretrain(tiny_cfg("objective=mlm", "max_steps=3"))
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert "disc_loss" not in rows[-1] and rows[-1]["gen_acc"] is not None
+    disc = tmp_path / "run" / "discriminator"
+    assert json.loads((disc / "config.json").read_text())["architectures"] == ["ElectraModel"]
+    clf = ElectraForSequenceClassification.from_pretrained(disc, num_labels=3)
+    assert clf.config.hidden_size == 64 and clf.config.num_hidden_layers == 2  # the discriminator's shape
+    mlm = ElectraForMaskedLM.from_pretrained(tmp_path / "run" / "generator")
+    assert mlm.config.hidden_size == 64
+    assert summary["encoder_parameters"] == sum(p.numel() for p in clf.electra.parameters())
+
+
+def test_time_budget_and_learning_warning(tiny_cfg, tmp_path, capsys):
+    summary = pretrain(tiny_cfg("max_steps=0", "max_minutes=0.02", "warmup_steps=0", "warmup_fraction=0.2",
+                                "plateau_check_tokens=1", "plateau_auc=1.01"))
+    assert summary["steps"] >= 2 and summary["elapsed_s"] >= 1.2
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert rows[-1]["lr"] < max(r["lr"] for r in rows)  # decays towards the end of the time budget
+    assert all(r["on_plateau"] for r in rows)
+    assert "learning? after" in capsys.readouterr().err
+
+
+def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_tokenizer, pretrain_cache,
+                                                           sample_dir):
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "koelectra_kit", "pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
+           f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=4",
+           "log_every=2", "save_every=2", "progress=false", "plot=false", "model.hidden_dropout=0.1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and len(summary["rank_param_digests"]) == 2
+    assert summary["ranks_in_sync"], summary["rank_param_digests"]
+    assert proc.stderr.count("resolved config") == 1  # only rank 0 logs
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [2, 4]
+    assert (out / "discriminator" / "model.safetensors").exists()
