@@ -158,8 +158,12 @@ class ElectraPretrainModel(nn.Module):
         # Flattened to [B*K, V]: a log-softmax over a strided (transposed) dim is several times slower on CPU.
         ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), reduction="none")
         gen_loss = (ce * validf.view(-1)).sum() / n_masked
-        stats = {"gen_loss": gen_loss.detach(), "gen_correct": ((logits.argmax(-1) == targets) & valid).sum(),
-                 "n_masked": valid.sum(), "targets": targets[valid]}
+        # Accuracy only where the input was corrupted ([MASK] or a random token): at the slots left unchanged
+        # (15% in ELECTRA's recipe) copying the visible token scores for free, which would hide a model that
+        # learned nothing but copying (up to +15 points).
+        corrupted = valid & (torch.gather(masked_ids, 1, positions) != targets)
+        stats = {"gen_loss": gen_loss.detach(), "gen_correct": ((logits.argmax(-1) == targets) & corrupted).sum(),
+                 "n_masked": corrupted.sum(), "targets": targets[valid]}
         if self.discriminator is None:
             return gen_loss, stats
 
@@ -227,10 +231,99 @@ def build_pretrain_model(vocab_size: int, pad_token_id: int, special_ids, model_
     if objective == "mlm":
         # BERT-style baseline at equal compute: the discriminator-shaped encoder with ELECTRA's MLM head.
         mlm = ElectraForMaskedLM(electra_config(vocab_size, pad_token_id, **disc_shape, **common))
-        return ElectraPretrainModel(mlm, None, special_ids, temperature)
-    disc = ElectraForPreTraining(electra_config(vocab_size, pad_token_id, **disc_shape, **common))
-    gen = ElectraForMaskedLM(electra_config(vocab_size, pad_token_id, **generator_shape(model_cfg, gen_cfg), **common))
-    return ElectraPretrainModel(gen, disc, special_ids, temperature)
+        model = ElectraPretrainModel(mlm, None, special_ids, temperature)
+    else:
+        disc = ElectraForPreTraining(electra_config(vocab_size, pad_token_id, **disc_shape, **common))
+        gen = ElectraForMaskedLM(electra_config(vocab_size, pad_token_id, **generator_shape(model_cfg, gen_cfg),
+                                                **common))
+        model = ElectraPretrainModel(gen, disc, special_ids, temperature)
+    if getattr(model_cfg, "init", "normal") == "positional":
+        encoders = [m.electra for m in (model.discriminator, model.generator) if m is not None]
+        positional_prior_(encoders, scale=model_cfg.init_scale, shifts=tuple(model_cfg.init_shifts),
+                          pos_dims=model_cfg.init_pos_dims, initializer_range=model_cfg.initializer_range)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Positional-attention prior initialization (the recipe that leaves the unigram plateau; docs/RESULTS.md)
+# ---------------------------------------------------------------------------------------------
+
+
+def positional_prior_(electra_models, *, scale: float = 2.0, shifts=(1, -1), pos_dims: int = 32,
+                      initializer_range: float = 0.02) -> None:
+    """Initialise ``ElectraModel``s (discriminator and generator, which share one embedding block) so that
+    at step 0 each attention head already looks at a fixed neighbour (offset +1, -1, +2, ...) of its token.
+
+    Why: with learned absolute positions initialised at random, attention starts uniform over the sequence;
+    the only cheap solution is then the unigram one (predict frequent tokens everywhere), and on short noisy
+    comments the models sit there for >10^7 tokens (../shared/notes/PRETRAINING-PROBE.md). Starting the heads
+    as "previous/next token" readers makes bigram-like predictions available from step 0, so the generator's
+    masked-token accuracy rises at once and the discriminator gets non-trivial replacements to detect. It is
+    an initialization only (the mimetic-initialization idea, Trockman & Kolter 2023): every tensor keeps the
+    shape transformers' ELECTRA classes give it, so the exported model loads with ``from_pretrained``.
+
+    - position table: sinusoids ``(cos wp, sin wp)`` for ``pos_dims/2`` frequencies in the first ``pos_dims``
+      embedding dims, sized so their norm matches the word embeddings' (std ``initializer_range``) in the
+      other dims; word and token-type tables are zeroed in those dims (position and content start apart).
+    - ``embeddings_project`` (E -> H, when the sizes differ): identity from the position dims to the first
+      ``pos_dims`` hidden dims, which no other hidden dim reads.
+    - every layer, head h: its first ``pos_dims`` query/key dims read the position dims; the query rotated
+      by ``shift`` positions (R(w * shift) per frequency pair), the key unrotated, both scaled by ``scale``:
+      q.k peaks where p' = p + shift. Heads take shifts round-robin across layers and heads, so a one-head
+      model still gets both directions over its layers. The rest of each head stays random (content).
+    """
+    emb = electra_models[0].embeddings  # shared by all models given
+    E = emb.word_embeddings.weight.shape[1]
+    F_ = pos_dims // 2
+    if F_ < 1 or 2 * F_ >= E:
+        raise ValueError(f"pos_dims {pos_dims} must be in [2, embedding_size {E})")
+    d = 2 * F_
+    with torch.no_grad():
+        n_pos = emb.position_embeddings.weight.shape[0]
+        freqs = torch.linspace(math.pi / F_, math.pi, F_)  # from a 2F-token period down to 2 tokens
+        angles = torch.arange(n_pos).float()[:, None] * freqs[None, :]  # [P, F]
+        amp = initializer_range * math.sqrt((E - d) / F_)  # |pos part|^2 = F amp^2 = |word part|^2
+        table = emb.position_embeddings.weight
+        table[:, :d] = 0.0
+        table[:, 0:d:2] = amp * torch.cos(angles)
+        table[:, 1:d:2] = amp * torch.sin(angles)
+        table[:, d:].normal_(0.0, initializer_range * 0.1)  # little content in the position table
+        emb.word_embeddings.weight[:, :d] = 0.0
+        emb.token_type_embeddings.weight[:, :d] = 0.0
+
+        rot = torch.zeros(len(shifts), d, d)  # R(shift): per frequency a 2x2 rotation by w*shift
+        for i, s in enumerate(shifts):
+            c, sn = torch.cos(freqs * s), torch.sin(freqs * s)
+            for f in range(F_):
+                rot[i, 2 * f:2 * f + 2, 2 * f:2 * f + 2] = torch.tensor([[c[f], -sn[f]], [sn[f], c[f]]])
+        for model in electra_models:
+            H = model.config.hidden_size
+            proj = getattr(model, "embeddings_project", None)
+            if proj is not None:
+                proj.weight[:d, :] = 0.0
+                proj.weight[:, :d] = 0.0
+                proj.weight[:d, :d] = torch.eye(d)
+                proj.bias[:d] = 0.0
+                # Content dims at unit gain (orthonormal rows): at std initializer_range a narrow generator's
+                # projection shrinks the token content ~4x next to the position dims, and it learns slowly.
+                content = torch.empty(H - d, E - d)
+                nn.init.orthogonal_(content)
+                proj.weight[d:, d:] = content
+            heads = model.config.num_attention_heads
+            hd = H // heads
+            k = min(d, hd)  # dims of each head given to position
+            for li, layer in enumerate(model.encoder.layer):
+                attn = layer.attention.self
+                for h in range(heads):
+                    r = rot[(li * heads + h) % len(shifts)]
+                    rows = slice(h * hd, h * hd + k)
+                    # q_pos = scale * R x_pos, k_pos = scale * x_pos (rows of W are output dims)
+                    attn.query.weight[rows, :] = 0.0
+                    attn.query.weight[rows, :d] = scale * r[:k, :]
+                    attn.key.weight[rows, :] = 0.0
+                    attn.key.weight[rows, :d] = scale * torch.eye(d)[:k, :]
+                    attn.query.bias[rows] = 0.0
+                    attn.key.bias[rows] = 0.0
 
 
 def generator_shape(model_cfg, gen_cfg) -> dict:

@@ -57,6 +57,13 @@ class ModelConfig:
     attention_dropout: float = 0.1
     initializer_range: float = 0.02  # std of the normal init of every Linear and Embedding weight
     hidden_act: str = "gelu"
+    # normal: transformers' init (the paper's). positional: the same plus a positional-attention prior (each
+    # head starts as a previous/next-token reader; electra.positional_prior_): leaves the unigram plateau at
+    # once on small budgets. Initialization only: the exported model is a plain ELECTRA.
+    init: Literal["normal", "positional"] = "normal"
+    init_scale: float = 2.0  # query/key gain on the position dims (sharpness of the neighbour attention)
+    init_shifts: list[int] = field(default_factory=lambda: [1, -1, 2, -2])  # offsets the heads attend to
+    init_pos_dims: int = 32  # embedding dims that carry the sinusoidal positions (< every model's hidden size)
 
 
 @dataclass
@@ -160,6 +167,17 @@ class PretrainConfig:
                               f"{m.max_position_embeddings}; raise the latter or shorten the former")
         if m.hidden_size % m.num_heads:
             raise ConfigError(f"model.hidden_size {m.hidden_size} is not a multiple of model.num_heads {m.num_heads}")
+        if m.init == "positional":
+            from .electra import generator_shape
+
+            hiddens = [m.hidden_size, m.embedding_size]
+            if self.objective == "electra":
+                hiddens.append(generator_shape(m, self.generator)["hidden_size"])
+            if m.init_pos_dims < 2 or m.init_pos_dims % 2 or m.init_pos_dims >= min(hiddens):
+                raise ConfigError(f"model.init_pos_dims {m.init_pos_dims} must be even, >= 2 and below every "
+                                  f"hidden/embedding size {sorted(set(hiddens))}; lower it")
+            if not m.init_shifts:
+                raise ConfigError("model.init_shifts is empty: give the offsets heads attend to, e.g. [1,-1]")
         for name, p in (("model.hidden_dropout", m.hidden_dropout), ("model.attention_dropout", m.attention_dropout)):
             if not 0.0 <= p < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {p}")

@@ -1,0 +1,73 @@
+"""``koelectra-kit tokenizer train|encode``: build a Kiwi + WordPiece vocabulary; look at what it does."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import add_config_args
+
+TRAIN_EPILOG = """\
+examples:
+  koelectra-kit tokenizer train --config configs/tokenizer/default.yaml input=comments.txt out=runs/tok
+  koelectra-kit tokenizer train input=[a.txt,b.csv] text_column=comment vocab_size=16000 out=runs/tok16k
+  koelectra-kit tokenizer train input=a.txt presplit=none model=unigram out=runs/spm   # sentencepiece
+
+Writes OUT/: tokenizer.json (Hugging Face tokenizers; input = pre-split text), vocab.txt,
+tokenizer_config.json, special_tokens_map.json, koelectra_tokenizer.json (normalization, pre-split,
+Kiwi versions). The pre-split corpus is cached: a second pass over the same file does no Kiwi work."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("tokenizer", help="train a tokenizer (Kiwi pre-split + WordPiece) or encode text",
+                              description="Korean tokenizer pipeline: normalize -> Kiwi morpheme pre-split -> "
+                                          "WordPiece (or sentencepiece unigram).")
+    sub = p.add_subparsers(dest="action", metavar="{train,encode}")
+    sub.required = True
+    t = sub.add_parser("train", help="train a vocabulary on a corpus and save the tokenizer",
+                       description="Train a tokenizer on corpus files and save it to out=DIR.",
+                       epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(t, None)
+    t.set_defaults(func=run_train)
+    e = sub.add_parser("encode", help="show pieces, ids, offsets and the decoded text",
+                       description="Encode texts with a saved tokenizer and print what each stage did.")
+    e.add_argument("--tokenizer", required=True, help="tokenizer dir (or a model dir that carries one)")
+    e.add_argument("texts", nargs="*", help="texts to encode (default: read lines from stdin)")
+    e.add_argument("--max-length", type=int, default=None, help="truncate to this many tokens (with [CLS]/[SEP])")
+    e.add_argument("--json", action="store_true", help="one JSON object per text instead of a readable listing")
+    e.set_defaults(func=run_encode)
+
+
+def run_train(args) -> int:
+    from ..config import load_config
+    from ..tokenizer import TokenizerConfig, train_tokenizer
+
+    cfg = load_config(TokenizerConfig, args.config, args.overrides)
+    train_tokenizer(cfg)
+    return 0
+
+
+def run_encode(args) -> int:
+    import sys
+
+    from ..tokenizer import KoTokenizer
+
+    tok = KoTokenizer.from_pretrained(args.tokenizer)
+    texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
+    enc = tok.encode_batch(texts, max_length=args.max_length, return_tokens=True)
+    for i, text in enumerate(texts):
+        ids, offs, toks = enc["input_ids"][i], enc["offsets"][i], enc["tokens"][i]
+        decoded = tok.decode(ids)
+        if args.json:
+            print(json.dumps({"text": text, "normalized": tok.normalize(text), "tokens": toks, "ids": ids,
+                              "offsets": offs, "truncated": enc["truncated"][i], "decoded": decoded},
+                             ensure_ascii=False))
+            continue
+        print(f"text       {text}")
+        print(f"normalized {tok.normalize(text)}")
+        print(f"tokens     {' '.join(toks)}")
+        print(f"ids        {ids}")
+        print(f"offsets    {' '.join(f'{a}:{b}={text[a:b]!r}' for a, b in offs[1:-1])}")
+        print(f"decoded    {decoded}" + ("   (truncated)" if enc["truncated"][i] else ""))
+        if i < len(texts) - 1:
+            print()
+    return 0

@@ -1,0 +1,644 @@
+"""The Korean tokenizer pipeline: normalize -> Kiwi morpheme pre-split -> WordPiece (or unigram).
+
+    koelectra-kit tokenizer train --config configs/tokenizer/default.yaml input=corpus.txt out=runs/tok
+    tok = KoTokenizer.from_pretrained("runs/tok"); tok.encode_batch(["재밌었는데 ㅋㅋ"], max_length=128)
+
+Pre-split. Kiwi cuts the normalized text into morphemes with character offsets. Contractions overlap
+(봤 = 보 + 었 both span one syllable) and are merged into one surface piece, so no character is lost or
+rewritten; a merged piece spanning a space (multi-word names) is cut at the space. A piece that does not begin
+a space-separated word is written with the WordPiece continuation mark: "영화는 봤는데" -> 영화 ##는 봤 ##는데.
+The same "##" then means "glued to the previous token" for morphemes and for subwords alike, so the standard
+WordPiece decoder restores the original spacing and a plain ``tokenizers``/``transformers`` user of our
+tokenizer.json gets the same ids from the pre-split string.
+
+Subwords. Hugging Face ``tokenizers`` WordPiece trained on the pre-split corpus (``WhitespaceSplit``: the input
+is already split; BERT's pre-tokenizer would cut the "##"), or sentencepiece unigram (identity normalization,
+byte fallback) converted to a ``tokenizers`` Unigram model, or either with ``presplit: none``.
+
+Corpora. ``iter_corpus_ids`` streams any corpus through Kiwi with all cores and caches the pre-split text
+(one line per text, pieces joined by spaces) under a key of (file content, normalization, Kiwi versions); the
+second pass over the same corpus (tokenizer training, then pretraining) reads the cache and does no Kiwi work.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+from .config import from_dict, to_dict
+from .errors import ConfigError, InputError
+from .normalize import PLACEHOLDERS, NormalizeConfig, Normalizer
+from .utils import atomic_path, write_json_atomic
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
+SETTINGS_FILE = "koelectra_tokenizer.json"
+FORMAT = 1
+
+
+@dataclass
+class TokenizerConfig:
+    """One tokenizer training run (``koelectra-kit tokenizer train``)."""
+
+    input: list[str] = field(default_factory=list)  # corpus files: .txt (a text a line), .csv/.tsv/.jsonl
+    out: str = ""  # directory the tokenizer is saved to
+    text_column: str | None = None  # csv/tsv/jsonl column with the text (None: guess)
+    vocab_size: int = 32000
+    model: Literal["wordpiece", "unigram"] = "wordpiece"  # unigram: sentencepiece (byte fallback)
+    presplit: Literal["kiwi", "none"] = "kiwi"  # none: subwords straight on the normalized text
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
+    # WordPiece has no byte fallback: every character outside its alphabet becomes [UNK]. Keep the alphabet
+    # large (Hangul syllables alone are 11,172; a comment corpus has ~3-5k distinct characters).
+    limit_alphabet: int = 8000
+    max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
+    num_workers: int | None = None  # Kiwi threads (None: all cores)
+    cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    progress: bool = True
+
+    def validate(self) -> None:
+        if not self.input:
+            raise ConfigError("input is empty: pass input=FILE (or a list: input=[a.txt,b.txt])")
+        if not self.out:
+            raise ConfigError("out is not set: pass out=DIR")
+        if self.vocab_size < len(SPECIAL_TOKENS) + 50:
+            raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
+        if self.model == "unigram" and self.presplit == "kiwi":
+            raise ConfigError("model=unigram works on the plain text: set presplit=none (Kiwi pre-split "
+                              "pieces are for WordPiece)")
+
+
+@dataclass
+class Encoding:
+    ids: list[int]
+    offsets: list[tuple[int, int]]  # into the text as given; (0, 0) for special tokens
+    truncated: bool = False
+    tokens: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Kiwi pre-split
+# ---------------------------------------------------------------------------------------------
+
+_KIWI: dict = {}
+
+
+def kiwi_instance(num_workers: int | None = None):
+    """One shared Kiwi per worker count (loading the model takes ~2 s and ~0.5 GB). num_workers None: all cores."""
+    if num_workers is None:
+        num_workers = os.cpu_count() or 1
+    if num_workers not in _KIWI:
+        import warnings as _w
+
+        from kiwipiepy import Kiwi
+
+        with _w.catch_warnings():
+            _w.simplefilter("ignore", DeprecationWarning)
+            _KIWI[num_workers] = Kiwi(num_workers=num_workers if num_workers > 1 else -1)
+    return _KIWI[num_workers]
+
+
+def kiwi_versions() -> dict:
+    import kiwipiepy
+
+    try:
+        import kiwipiepy_model
+
+        model = kiwipiepy_model.__version__
+    except Exception:  # noqa: BLE001 - a custom model path has no package version
+        model = None
+    return {"kiwipiepy": kiwipiepy.__version__, "kiwipiepy_model": model}
+
+
+def pieces_from_tokens(text: str, tokens) -> list[tuple[int, int]]:
+    """Surface pieces (start, end) covering every non-space character of ``text`` once, from Kiwi tokens.
+
+    Overlapping tokens (contractions: 보+었 -> 봤; Z_CODA: 닼 -> 다 + ᆿ) merge into one piece; zero-length tokens
+    (an inferred copula) vanish; characters no token covers become pieces of their own; a piece that spans a
+    space is cut there."""
+    spans: list[list[int]] = []
+    for t in tokens:
+        s, e = t.start, t.end
+        if e <= s:
+            continue
+        if spans and s < spans[-1][1]:
+            if e > spans[-1][1]:
+                spans[-1][1] = e
+        else:
+            spans.append([s, e])
+    out: list[tuple[int, int]] = []
+    pos = 0
+    n = len(text)
+
+    def emit(a: int, b: int) -> None:  # cut [a, b) at spaces, keep the non-space runs
+        i = a
+        while i < b:
+            while i < b and text[i].isspace():
+                i += 1
+            j = i
+            while j < b and not text[j].isspace():
+                j += 1
+            if j > i:
+                out.append((i, j))
+            i = j
+
+    for s, e in spans:
+        if s > pos:
+            emit(pos, s)  # characters Kiwi skipped
+        emit(max(s, pos), e)
+        pos = max(pos, e)
+    if pos < n:
+        emit(pos, n)
+    return out
+
+
+def mark_pieces(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    """Piece strings with "##" on the pieces that continue a space-separated word."""
+    return [text[s:e] if s == 0 or text[s - 1] == " " else "##" + text[s:e] for s, e in spans]
+
+
+def _protect_placeholders(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Placeholders ([URL], [EMAIL], [USER]) stay one piece (Kiwi would cut them into '[', 'URL', ']')."""
+    found = []
+    for ph in PLACEHOLDERS.values():
+        i = text.find(ph)
+        while i >= 0:
+            found.append((i, i + len(ph)))
+            i = text.find(ph, i + len(ph))
+    if not found:
+        return spans
+    kept = [sp for sp in spans if not any(a <= sp[0] < b for a, b in found)]
+    return sorted(kept + found)
+
+
+def presplit_texts(normalized: Iterable[str], num_workers: int | None = None) -> Iterator[list[tuple[int, int]]]:
+    """Pre-split spans for each (already normalized) text, streaming, Kiwi's worker threads busy meanwhile."""
+    kiwi = kiwi_instance(num_workers)
+    queue: deque = deque()
+
+    def feed():
+        for t in normalized:
+            queue.append(t)
+            yield t
+
+    for tokens in kiwi.tokenize(feed()):
+        text = queue.popleft()
+        spans = pieces_from_tokens(text, tokens)
+        if "[" in text:
+            spans = _protect_placeholders(text, spans)
+        yield spans
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Corpus pass with a pre-split cache
+# ---------------------------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KOELECTRA_CACHE", Path.home() / ".cache" / "koelectra-kit"))
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def presplit_file(path: str | Path, *, text_column: str | None, normalize: NormalizeConfig, presplit: str,
+                  num_workers: int | None = None, cache_dir: str | Path | None = None, progress: bool = False,
+                  max_lines: int = 0) -> Path:
+    """The corpus file as pre-split text (one line per non-empty text, pieces joined by spaces), from the cache
+    when this file and these settings were seen before. Written atomically, so a killed pass leaves no cache."""
+    from .corpus import iter_texts
+
+    path = Path(path)
+    key_src = json.dumps({"file": _file_digest(path), "column": text_column, "normalize": to_dict(normalize),
+                          "presplit": presplit, "kiwi": kiwi_versions() if presplit == "kiwi" else None,
+                          "max_lines": max_lines, "format": FORMAT}, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    target = root / "presplit" / f"{path.stem[:40]}-{key}.txt"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    norm = Normalizer(normalize)
+    stats = {"texts": 0, "empty": 0}
+    size = path.stat().st_size
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"pre-splitting {path.name}", disable=not progress,
+               leave=False)
+
+    def texts():
+        done = 0
+        for raw in iter_texts(path, text_column):
+            bar.update(len(raw.encode("utf-8", "replace")) + 1)
+            t = norm(raw)
+            if not t:
+                stats["empty"] += 1
+                continue
+            yield t
+            done += 1
+            if max_lines and done >= max_lines:
+                return
+
+    t0 = time.perf_counter()
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        if presplit == "kiwi":
+            queue: deque = deque()
+
+            def feed():
+                for t in texts():
+                    queue.append(t)
+                    yield t
+
+            kiwi = kiwi_instance(num_workers)
+            for tokens in kiwi.tokenize(feed()):
+                text = queue.popleft()
+                spans = pieces_from_tokens(text, tokens)
+                if "[" in text:
+                    spans = _protect_placeholders(text, spans)
+                f.write(" ".join(mark_pieces(text, spans)))
+                f.write("\n")
+                stats["texts"] += 1
+        else:
+            for t in texts():
+                f.write(t)
+                f.write("\n")
+                stats["texts"] += 1
+    bar.close()
+    if stats["texts"] == 0:
+        target.unlink(missing_ok=True)
+        raise InputError(f"{path}: no text in it ({stats['empty']} empty lines)")
+    if progress:
+        print(f"pre-split {path.name}: {stats['texts']:,} texts ({stats['empty']:,} empty skipped) in "
+              f"{time.perf_counter() - t0:.1f}s -> {target}", flush=True)
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Training
+# ---------------------------------------------------------------------------------------------
+
+
+def _build_backend(model: str, presplit: str):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    if model == "wordpiece":
+        # max_input_chars_per_word: a longer word becomes one [UNK]; URLs and ㅋ-runs can be long.
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=200))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit() if presplit == "kiwi" else pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+        return tok
+    raise ValueError(model)
+
+
+def _post_processor(tok):
+    from tokenizers import processors
+
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    return processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+
+
+def _train_unigram(files: list[Path], cfg: TokenizerConfig):
+    """sentencepiece unigram (identity normalization, byte fallback) -> a ``tokenizers`` Unigram model."""
+    import tempfile
+
+    import sentencepiece as spm
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    with tempfile.TemporaryDirectory() as d:
+        spm.SentencePieceTrainer.train(
+            input=",".join(str(f) for f in files), model_prefix=f"{d}/spm", vocab_size=cfg.vocab_size,
+            model_type="unigram", normalization_rule_name="identity", byte_fallback=True,
+            character_coverage=0.9995, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+            pad_piece="[PAD]", unk_piece="[UNK]", bos_piece="[CLS]", eos_piece="[SEP]",
+            user_defined_symbols=["[MASK]"], input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            train_extremely_large_corpus=False, minloglevel=2, num_threads=os.cpu_count() or 1)
+        sp = spm.SentencePieceProcessor(model_file=f"{d}/spm.model")
+        vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=1, byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)])
+    return tok
+
+
+def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
+    """Pre-split the corpus (cached), train the subword model on it, save to ``cfg.out``; returns the tokenizer."""
+    from tokenizers import AddedToken, trainers
+
+    cfg.validate()
+    t0 = time.perf_counter()
+    files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,
+                           num_workers=cfg.num_workers, cache_dir=cfg.cache_dir, progress=cfg.progress,
+                           max_lines=cfg.max_lines) for p in _check_inputs(cfg.input)]
+    if cfg.model == "unigram":
+        backend = _train_unigram(files, cfg)
+    else:
+        backend = _build_backend(cfg.model, cfg.presplit)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=SPECIAL_TOKENS,
+            limit_alphabet=cfg.limit_alphabet, continuing_subword_prefix="##", show_progress=cfg.progress)
+        backend.train([str(f) for f in files], trainer)
+    placeholders = [ph for key, ph in PLACEHOLDERS.items() if getattr(cfg.normalize, key) == "placeholder"]
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    if placeholders:
+        backend.add_tokens([AddedToken(t, single_word=False, normalized=False) for t in placeholders])
+    backend.post_processor = _post_processor(backend)
+    tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit, model=cfg.model)
+    tok.save(cfg.out)
+    if cfg.progress:
+        print(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
+              f"{time.perf_counter() - t0:.1f}s -> {cfg.out}", flush=True)
+    return tok
+
+
+def _check_inputs(paths: list[str]) -> list[Path]:
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise InputError(f"corpus file not found: {p}")
+        if path.stat().st_size == 0:
+            raise InputError(f"corpus file is empty: {p}")
+        out.append(path)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The tokenizer object every later stage uses
+# ---------------------------------------------------------------------------------------------
+
+
+class KoTokenizer:
+    """normalize -> pre-split -> subwords, with ids, attention masks and offsets into the text as given.
+
+    Later stages use only this interface (``encode_batch``, ``iter_corpus_ids``, the special ids, ``save``),
+    so a plain Hugging Face tokenizer directory (e.g. a downloaded KcELECTRA) works through it too: then the
+    HF tokenizer does all the work and there is no Kiwi step."""
+
+    def __init__(self, backend, *, normalize: NormalizeConfig | None = None, presplit: str = "kiwi",
+                 model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None):
+        self.backend = backend  # tokenizers.Tokenizer
+        self.normalize_cfg = normalize
+        self.presplit = presplit
+        self.model = model
+        self.hf = hf_tokenizer  # set for a foreign HF tokenizer dir (its own normalization / special tokens)
+        self.num_workers = num_workers
+        self._norm = Normalizer(normalize) if normalize is not None else None
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        if hf_tokenizer is not None:
+            ids = {k: getattr(hf_tokenizer, f"{k}_token_id") for k in ("pad", "unk", "cls", "sep", "mask")}
+            if ids["cls"] is None:  # e.g. RoBERTa-style <s> </s>
+                ids["cls"], ids["sep"] = hf_tokenizer.bos_token_id, hf_tokenizer.eos_token_id
+            self._special = ids
+            self.all_special_ids = sorted({i for i in hf_tokenizer.all_special_ids if i is not None})
+        else:
+            self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
+            self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
+
+    # -- ids
+    vocab_size = property(lambda self: self.backend.get_vocab_size(with_added_tokens=True))
+    pad_token_id = property(lambda self: self._special["pad"])
+    unk_token_id = property(lambda self: self._special["unk"])
+    cls_token_id = property(lambda self: self._special["cls"])
+    sep_token_id = property(lambda self: self._special["sep"])
+    mask_token_id = property(lambda self: self._special["mask"])
+
+    def __repr__(self) -> str:
+        return f"KoTokenizer(vocab_size={self.vocab_size}, model={self.model}, presplit={self.presplit})"
+
+    # -- text -> pieces
+    def normalize(self, text: str) -> str:
+        return self._norm(text) if self._norm is not None else text
+
+    def presplit_text(self, text: str) -> list[str]:
+        """The pre-split pieces of one text, as the subword model sees them ("##" = glued to the previous)."""
+        return self._pieces([self.normalize(text)])[0]
+
+    def _pieces(self, normalized: list[str]) -> list[list[str]]:
+        if self.presplit != "kiwi":
+            return [[t] if t else [] for t in normalized]
+        workers = self.num_workers if len(normalized) > 64 else 1
+        return [mark_pieces(t, sp) for t, sp in zip(normalized, presplit_texts(normalized, workers))]
+
+    def presplit_batch(self, texts: list[str]) -> list[str]:
+        """Pre-split strings (pieces joined by spaces): what ``tokenizer.json`` alone expects as input."""
+        return [" ".join(p) for p in self._pieces([self.normalize(t) for t in texts])]
+
+    # -- encoding
+    def encode(self, text: str, max_length: int | None = None, truncation: bool = True,
+               add_special_tokens: bool = True) -> Encoding:
+        enc = self.encode_batch([text], max_length=max_length, truncation=truncation,
+                                add_special_tokens=add_special_tokens, return_tokens=True)
+        return Encoding(enc["input_ids"][0], enc["offsets"][0], enc["truncated"][0], enc["tokens"][0])
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
+                     truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
+                     return_offsets: bool = True, return_tokens: bool = False) -> dict:
+        """ids, attention_mask, offsets (character spans into each text as given; (0, 0) for special tokens)
+        and a truncated flag per text. padding: False | True/"longest" | "max_length"."""
+        texts = ["" if t is None else str(t) for t in texts]
+        if self.hf is not None:
+            normalized, maps = texts, [None] * len(texts)
+        elif return_offsets:
+            maps = [self._norm.with_map(t) for t in texts]
+            normalized = [m[0] for m in maps]
+        else:
+            normalized, maps = [self._norm(t) for t in texts], [None] * len(texts)
+
+        if self.presplit == "kiwi" and self.hf is None:
+            pieces = self._pieces(normalized)
+            encs = self.backend.encode_batch(pieces, is_pretokenized=True, add_special_tokens=False)
+        else:
+            encs = self.backend.encode_batch(normalized, add_special_tokens=False)
+
+        budget = None
+        if max_length is not None and truncation:
+            budget = max_length - (2 if add_special_tokens else 0)
+            if budget < 1:
+                raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
+        out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
+        for i, enc in enumerate(encs):
+            ids = enc.ids
+            trunc = budget is not None and len(ids) > budget
+            n = budget if trunc else len(ids)
+            ids = ids[:n]
+            offs = []
+            if return_offsets:
+                offs = self._offsets(enc, n, normalized[i], pieces[i] if self.presplit == "kiwi" and self.hf is None
+                                     else None, maps[i])
+            toks = enc.tokens[:n] if return_tokens else []
+            if add_special_tokens:
+                ids = [self.cls_token_id] + ids + [self.sep_token_id]
+                offs = [(0, 0)] + offs + [(0, 0)] if return_offsets else offs
+                toks = ["[CLS]"] + toks + ["[SEP]"] if return_tokens else toks
+            out_ids.append(ids)
+            out_offsets.append(offs)
+            out_trunc.append(trunc)
+            out_tokens.append(toks)
+        result = {"input_ids": out_ids, "offsets": out_offsets, "truncated": out_trunc}
+        if return_tokens:
+            result["tokens"] = out_tokens
+        longest = max((len(x) for x in out_ids), default=0)
+        target = max_length if padding == "max_length" and max_length else (longest if padding else None)
+        if target is not None:
+            result["attention_mask"] = [[1] * len(x) + [0] * (target - len(x)) for x in out_ids]
+            result["input_ids"] = [x + [self.pad_token_id] * (target - len(x)) for x in out_ids]
+        else:
+            result["attention_mask"] = [[1] * len(x) for x in out_ids]
+        if return_tensors == "pt":
+            import torch
+
+            if target is None and len({len(x) for x in result["input_ids"]}) > 1:
+                raise ConfigError("return_tensors='pt' needs padding=True (texts have different lengths)")
+            result["input_ids"] = torch.tensor(result["input_ids"], dtype=torch.long)
+            result["attention_mask"] = torch.tensor(result["attention_mask"], dtype=torch.long)
+        return result
+
+    def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map) -> list[tuple[int, int]]:
+        """Token spans in the normalized text, then mapped to the text as given."""
+        if pieces is not None:
+            # is_pretokenized: offsets are relative to each piece (its "##" included): shift by the piece's
+            # start in the normalized text, found by walking the pieces in order.
+            starts, pos = [], 0
+            for p in pieces:
+                core = p[2:] if p.startswith("##") else p
+                pos = normalized.find(core, pos)
+                starts.append(pos)
+                pos += len(core)
+            spans = []
+            for j in range(n):
+                w = enc.word_ids[j]
+                a, b = enc.offsets[j]
+                mark = 2 if pieces[w].startswith("##") else 0
+                base = starts[w]
+                spans.append((base + max(0, a - mark), base + max(0, b - mark)))
+        else:
+            spans = [tuple(o) for o in enc.offsets[:n]]
+        if norm_map is None:
+            return spans
+        _, st, en = norm_map
+        return [(st[a], en[b - 1]) if b > a else (st[a] if a < len(st) else (en[-1] if en else 0),) * 2
+                for a, b in spans]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """Ids -> the normalized text (spacing restored from the "##" marks)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if skip_special_tokens:
+            special = set(self.all_special_ids) - {self.unk_token_id}
+            ids = [i for i in ids if i not in special]
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        return [self.backend.id_to_token(int(i)) for i in ids]
+
+    # -- corpora
+    def iter_corpus_ids(self, paths, text_column: str | None = None, num_workers: int | None = None,
+                        cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
+        """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming.
+        Kiwi runs once per (file, settings): the pre-split text is cached (see ``presplit_file``)."""
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        for p in _check_inputs([str(x) for x in paths]):
+            if self.hf is not None:
+                from .corpus import iter_texts
+
+                lines = iter_texts(p, text_column)
+            else:
+                cached = presplit_file(p, text_column=text_column, normalize=self.normalize_cfg,
+                                       presplit=self.presplit, num_workers=num_workers or self.num_workers,
+                                       cache_dir=cache_dir, progress=progress)
+                lines = (line.rstrip("\n") for line in open(cached, encoding="utf-8"))
+            buf: list[str] = []
+            for line in lines:
+                buf.append(line)
+                if len(buf) >= chunk:
+                    yield from (e.ids for e in self.backend.encode_batch(buf, add_special_tokens=False))
+                    buf = []
+            if buf:
+                yield from (e.ids for e in self.backend.encode_batch(buf, add_special_tokens=False))
+
+    # -- save / load
+    def save(self, directory: str | Path) -> Path:
+        """tokenizer.json (+ vocab.txt for WordPiece), tokenizer_config.json, special_tokens_map.json for
+        transformers, and koelectra_tokenizer.json with the normalization and pre-split settings and the Kiwi
+        versions. Other files in the directory (a model's) are kept."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if self.hf is not None:
+            self.hf.save_pretrained(str(d))
+            return d
+        with atomic_path(d / "tokenizer.json") as tmp:
+            self.backend.save(str(tmp))
+        if self.model == "wordpiece":
+            vocab = self.backend.get_vocab(with_added_tokens=True)
+            with atomic_path(d / "vocab.txt") as tmp:
+                Path(tmp).write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])),
+                                     encoding="utf-8")
+        specials = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                    "mask_token": "[MASK]"}
+        write_json_atomic(d / "special_tokens_map.json", specials)
+        write_json_atomic(d / "tokenizer_config.json", {
+            "tokenizer_class": "PreTrainedTokenizerFast", **specials, "model_max_length": 512,
+            "clean_up_tokenization_spaces": False,
+            "koelectra_note": "tokenizer.json expects Kiwi-pre-split text (KoTokenizer.presplit_batch); "
+                              "load with koelectra_kit.tokenizer.KoTokenizer.from_pretrained for raw text"})
+        write_json_atomic(d / SETTINGS_FILE, {
+            "format": FORMAT, "model": self.model, "presplit": self.presplit,
+            "normalize": to_dict(self.normalize_cfg), **({"kiwi": kiwi_versions()} if self.presplit == "kiwi" else {})})
+        return d
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str | Path, num_workers: int | None = None) -> "KoTokenizer":
+        """A directory saved by ``save`` (or any model dir carrying one), a plain Hugging Face tokenizer
+        directory, or a hub model id (downloads with transformers on a machine with internet)."""
+        from tokenizers import Tokenizer
+
+        d = Path(name_or_dir)
+        settings_path = d / SETTINGS_FILE
+        if settings_path.is_file():
+            try:
+                s = json.loads(settings_path.read_text(encoding="utf-8"))
+                backend = Tokenizer.from_file(str(d / "tokenizer.json"))
+            except (OSError, ValueError, Exception) as e:  # noqa: BLE001 - corrupt files: one clear message
+                raise InputError(f"cannot read the tokenizer in {d}: {e}") from None
+            if s.get("presplit") == "kiwi":
+                saved, now = s.get("kiwi", {}), kiwi_versions()
+                if saved != now:
+                    warnings.warn(f"tokenizer in {d} was made with {saved}, this machine has {now}: Kiwi may split "
+                                  "some texts differently, changing token ids; install the saved versions for "
+                                  "identical results", stacklevel=2)
+            norm = from_dict(NormalizeConfig, s.get("normalize", {}))
+            return cls(backend, normalize=norm, presplit=s.get("presplit", "kiwi"), model=s.get("model", "wordpiece"),
+                       num_workers=num_workers)
+        if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
+                and not (d / "tokenizer_config.json").exists():
+            raise InputError(f"no tokenizer in {d}: expected {SETTINGS_FILE} + tokenizer.json (saved by "
+                             "koelectra-kit) or a Hugging Face tokenizer")
+        if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
+            raise InputError(f"tokenizer directory not found: {name_or_dir}")
+        from transformers import AutoTokenizer
+
+        try:
+            hf = AutoTokenizer.from_pretrained(str(name_or_dir), use_fast=True)
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot load a tokenizer from {name_or_dir}: {str(e).splitlines()[0]}") from None
+        if not getattr(hf, "is_fast", False):
+            raise InputError(f"{name_or_dir}: only fast (tokenizer.json) Hugging Face tokenizers are supported")
+        return cls(hf.backend_tokenizer, normalize=None, presplit="none", model="hf", hf_tokenizer=hf)
+
+
+__all__ = ["TokenizerConfig", "KoTokenizer", "Encoding", "train_tokenizer", "presplit_file", "pieces_from_tokens",
+           "mark_pieces", "SPECIAL_TOKENS"]
