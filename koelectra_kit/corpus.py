@@ -83,7 +83,12 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")
-    enc = detect_encoding(path, encoding)
+    try:
+        enc = detect_encoding(path, encoding)
+    except InputError:
+        # Neither clean UTF-8 nor cp949: a crawl with some broken bytes. Read it as UTF-8; the broken lines
+        # get U+FFFD and are counted (warning at the end) rather than stopping a long corpus pass.
+        enc = "utf-8"
     if enc == "utf-8-sig":
         enc = "utf-8"  # the BOM is stripped below, line by line decoding would keep it
     stats = {"bad": 0, "first_bad": None}

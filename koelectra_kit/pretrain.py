@@ -325,7 +325,7 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
     tmp.mkdir(parents=True)
     try:
         ids_iter = tok.iter_corpus_ids([str(p) for p in corpus], text_column=cfg.text_column,
-                                       num_workers=cfg.num_workers, cache_dir=str(cache_root / "presplit"),
+                                       num_workers=cfg.num_workers, cache_dir=str(cache_root),
                                        progress=cfg.progress)
         buf = np.full((block_rows, L), tok.pad_token_id, dtype=dtype)
         filled = 0

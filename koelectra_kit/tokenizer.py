@@ -316,20 +316,28 @@ def _train_unigram(files: list[Path], cfg: TokenizerConfig):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     with tempfile.TemporaryDirectory() as d:
-        spm.SentencePieceTrainer.train(
-            input=",".join(str(f) for f in files), model_prefix=f"{d}/spm", vocab_size=cfg.vocab_size,
-            model_type="unigram", normalization_rule_name="identity", byte_fallback=True,
-            character_coverage=0.9995, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-            pad_piece="[PAD]", unk_piece="[UNK]", bos_piece="[CLS]", eos_piece="[SEP]",
-            user_defined_symbols=["[MASK]"], input_sentence_size=2_000_000, shuffle_input_sentence=True,
-            train_extremely_large_corpus=False, minloglevel=2, num_threads=os.cpu_count() or 1)
+        try:
+            _spm_train(spm, d, files, cfg)
+        except RuntimeError as e:
+            raise InputError(f"sentencepiece: {str(e).split('] ')[-1]}") from None
         sp = spm.SentencePieceProcessor(model_file=f"{d}/spm.model")
         vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
     tok = Tokenizer(models.Unigram(vocab, unk_id=1, byte_fallback=True))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
-    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)])
+    # (Fuse before Metaspace loses the spaces in tokenizers 0.23; Metaspace per token, then bytes, is right)
+    tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+                                     decoders.ByteFallback(), decoders.Fuse()])
     return tok
+
+
+def _spm_train(spm, d, files, cfg):
+    spm.SentencePieceTrainer.train(
+        input=",".join(str(f) for f in files), model_prefix=f"{d}/spm", vocab_size=cfg.vocab_size,
+        model_type="unigram", normalization_rule_name="identity", byte_fallback=True,
+        character_coverage=0.9995, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        pad_piece="[PAD]", unk_piece="[UNK]", bos_piece="[CLS]", eos_piece="[SEP]",
+        user_defined_symbols=["[MASK]"], input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        train_extremely_large_corpus=False, minloglevel=2, num_threads=os.cpu_count() or 1)
 
 
 def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":

@@ -1,0 +1,212 @@
+"""The tokenizer pipeline on real noisy text: pre-split pieces, offsets, decode, save/load, the CLI, bad input."""
+import json
+
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.errors import InputError
+from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, mark_pieces, pieces_from_tokens, \
+    train_tokenizer
+
+NOISY = [
+    "영화는 봤는데 진짜 닼ㅋㅋㅋㅋ 재밌었다!!!!  😀",
+    "저거 인간되긴 틀렸다 꼬장 뺨한대 맞고 아버지한테 말하는 소리보소~전혀 자신의 잘못을 모르는 철면피다",
+    "연장하나요?내용이 한달내내 지겹네요.빨리 끝내세요진도가안나가요",
+    "청아엄마, 준휘엄마.... 시네마 천국 최고",
+    "abc DEF 123", "😀😀😀", "",
+]
+
+
+def _pieces(text):
+    spans = pieces_from_tokens(text, kiwi_instance(1).tokenize(text))
+    return mark_pieces(text, spans)
+
+
+def test_contractions_are_merged_not_rewritten():
+    # 봤 = 보 + 었 (overlapping spans), 닼 = 다 + ᆿ (Z_CODA): one surface piece each, text unchanged
+    assert _pieces("봤는데") == ["봤", "##는데"]
+    assert _pieces("닼ㅋㅋ")[0] == "닼"
+    assert "".join(p.removeprefix("##") for p in _pieces("재밌었다")) == "재밌었다"
+
+
+def test_multiword_piece_is_cut_at_the_space():
+    assert _pieces("시네마 천국") == ["시네마", "천국"]
+
+
+def test_pieces_cover_every_character():
+    for text in NOISY[:5]:
+        text = " ".join(text.split())
+        spans = pieces_from_tokens(text, kiwi_instance(1).tokenize(text))
+        covered = "".join(text[a:b] for a, b in spans)
+        assert covered == text.replace(" ", "")
+
+
+def test_spacing_restored_by_decode(sample_tokenizer):
+    tok = sample_tokenizer
+    for text in NOISY:
+        ids = tok.encode(text).ids
+        dec = tok.decode(ids)
+        norm = tok.normalize(text)
+        if tok.unk_token_id not in ids:
+            assert dec == norm
+        else:  # an unknown piece is one [UNK] (WordPiece has no byte fallback): its characters are lost
+            assert "[UNK]" in dec and len(dec.replace("[UNK]", "")) < len(norm)
+
+
+def test_offsets_point_at_source_characters(sample_tokenizer):
+    tok = sample_tokenizer
+    enc = tok.encode_batch(NOISY, return_tokens=True)
+    for text, offs, toks, ids in zip(NOISY, enc["offsets"], enc["tokens"], enc["input_ids"]):
+        assert offs[0] == (0, 0) and offs[-1] == (0, 0)
+        for (a, b), t, i in zip(offs[1:-1], toks[1:-1], ids[1:-1]):
+            assert 0 <= a < b <= len(text)
+            if i == tok.unk_token_id:
+                continue
+            piece = t.removeprefix("##")
+            src = text[a:b]
+            # the source holds the token's characters; a collapsed run (ㅋㅋㅋㅋ -> ㅋㅋ) maps to its first chars
+            assert src == piece, (text, t, src)
+
+
+def test_padding_truncation_and_tensors(sample_tokenizer):
+    tok = sample_tokenizer
+    enc = tok.encode_batch(NOISY, max_length=8, padding=True, return_tensors="pt")
+    assert tuple(enc["input_ids"].shape) == (len(NOISY), 8)
+    assert enc["truncated"][1] and not enc["truncated"][-1]
+    assert enc["input_ids"][-1].tolist()[:2] == [tok.cls_token_id, tok.sep_token_id]
+    assert enc["attention_mask"][-1].tolist() == [1, 1] + [0] * 6
+    assert (enc["input_ids"][:, -1] != tok.pad_token_id).sum() >= 1
+    fixed = tok.encode_batch(["짧다"], max_length=16, padding="max_length")
+    assert len(fixed["input_ids"][0]) == 16
+
+
+def test_special_ids_and_vocab(sample_tokenizer):
+    tok = sample_tokenizer
+    assert [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id] == [0, 1, 2, 3, 4]
+    assert tok.vocab_size == 2000
+    assert tok.all_special_ids == [0, 1, 2, 3, 4]
+
+
+def test_save_load_roundtrip_and_transformers(sample_tokenizer, tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = sample_tokenizer
+    d = tok.save(tmp_path / "model")
+    (tmp_path / "model" / "config.json").write_text("{}")  # a model's files stay
+    tok.save(d)
+    assert (d / "config.json").exists()
+    again = KoTokenizer.from_pretrained(d)
+    assert again.encode_batch(NOISY)["input_ids"] == tok.encode_batch(NOISY)["input_ids"]
+    # plain transformers, fed the pre-split string, gives the same ids
+    hf = AutoTokenizer.from_pretrained(str(d))
+    pre = tok.presplit_batch(NOISY[:4])
+    assert hf(pre)["input_ids"] == tok.encode_batch(NOISY[:4])["input_ids"]
+    settings = json.loads((d / "koelectra_tokenizer.json").read_text())
+    assert settings["presplit"] == "kiwi" and settings["kiwi"]["kiwipiepy"]
+
+
+def test_version_mismatch_warns(sample_tokenizer, tmp_path):
+    d = sample_tokenizer.save(tmp_path / "t")
+    s = json.loads((d / "koelectra_tokenizer.json").read_text())
+    s["kiwi"]["kiwipiepy_model"] = "0.0.1"
+    (d / "koelectra_tokenizer.json").write_text(json.dumps(s))
+    with pytest.warns(UserWarning, match="may split"):
+        KoTokenizer.from_pretrained(d)
+
+
+def test_plain_hf_tokenizer_dir_works(sample_tokenizer, tmp_path):
+    """A foreign Hugging Face tokenizer dir (e.g. a downloaded KcELECTRA) loads without Kiwi settings."""
+    from transformers import PreTrainedTokenizerFast
+
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(sample_tokenizer.save(tmp_path / "a") / "tokenizer.json"),
+                                 pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                                 mask_token="[MASK]")
+    hf.save_pretrained(tmp_path / "hf")
+    tok = KoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok.presplit == "none" and tok.cls_token_id == 2
+    enc = tok.encode_batch(["영화 ##는 좋다"], max_length=16)
+    assert enc["input_ids"][0][0] == 2 and enc["input_ids"][0][-1] == 3
+
+
+def test_iter_corpus_ids_cached_second_pass(sample_dir, sample_tokenizer, tmp_path):
+    import time
+
+    tok = sample_tokenizer
+    t0 = time.perf_counter()
+    first = list(tok.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path)))
+    t1 = time.perf_counter()
+    second = list(tok.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path)))
+    assert first == second and len(first) == 400
+    assert len(list((tmp_path / "presplit").iterdir())) == 1
+    # the cached pass does no Kiwi work: kill Kiwi and read again
+    import koelectra_kit.tokenizer as T
+
+    saved = dict(T._KIWI)
+    T._KIWI.clear()
+    try:
+        T._KIWI.update({n: None for n in range(0, 65)})
+        assert list(tok.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path))) == first
+    finally:
+        T._KIWI.clear()
+        T._KIWI.update(saved)
+    assert t1 > t0
+
+
+def test_sentencepiece_unigram_and_plain_modes(sample_dir, tmp_path):
+    for model, presplit in (("unigram", "none"), ("wordpiece", "none")):
+        tok = train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / model),
+                                              vocab_size=1500, model=model, presplit=presplit, progress=False,
+                                              cache_dir=str(tmp_path / "c")))
+        text = "ㅋㅋ 이 영화 진짜 재밌네요 😀 ☃"
+        ids = tok.encode(text).ids
+        assert ids[0] == tok.cls_token_id and len(ids) > 4
+        if model == "unigram":  # byte fallback: nothing is [UNK], and decode is exact
+            assert tok.unk_token_id not in ids
+            assert tok.decode(ids) == tok.normalize(text)
+        again = KoTokenizer.from_pretrained(tmp_path / model)
+        assert again.encode(text).ids == ids
+
+
+def test_cli_train_and_encode(sample_dir, tmp_path, capsys):
+    out = tmp_path / "tok"
+    rc = main(["tokenizer", "train", "--config", "configs/tokenizer/tiny.yaml", f"input={sample_dir / 'comments.txt'}",
+               f"out={out}", f"cache_dir={tmp_path / 'c'}", "vocab_size=500", "progress=false"])
+    assert rc == 0 and (out / "tokenizer.json").exists()
+    rc = main(["tokenizer", "encode", "--tokenizer", str(out), "--json", "봤는데 ㅋㅋㅋ"])
+    assert rc == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["normalized"] == "봤는데 ㅋㅋ" and row["decoded"].replace("[UNK]", "") != ""
+
+
+@pytest.mark.parametrize("content,expect", [
+    (None, "not found"), (b"", "empty"), (b"\n\n   \n", "no text"),
+])
+def test_bad_corpus_files(tmp_path, content, expect, capsys):
+    path = tmp_path / "c.txt"
+    if content is not None:
+        path.write_bytes(content)
+    rc = main(["tokenizer", "train", f"input={path}", f"out={tmp_path / 'o'}", f"cache_dir={tmp_path / 'c'}",
+               "vocab_size=100", "progress=false"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and expect in err and "Traceback" not in err
+
+
+def test_odd_lines_do_not_break_training(tmp_path):
+    """Invalid UTF-8 bytes, a 1 MB line, emoji-only and Latin-only lines: counted or tokenized, no hang."""
+    path = tmp_path / "odd.txt"
+    lines = ["정상적인 댓글입니다 ㅋㅋ".encode(), b"\xff\xfe broken \xc3 bytes", ("가나다라마바사 " * 75000).encode(),
+             "😀😀😀".encode(), b"only latin text here", "또 다른 댓글 ㅎㅎ".encode()] * 3
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    tok = train_tokenizer(TokenizerConfig(input=[str(path)], out=str(tmp_path / "t"), vocab_size=200,
+                                          progress=False, cache_dir=str(tmp_path / "c")))
+    ids = list(tok.iter_corpus_ids([path], cache_dir=str(tmp_path / "c")))
+    assert len(ids) == len(lines)
+    assert max(len(x) for x in ids) > 10000  # the long line was tokenized, not dropped
+    enc = tok.encode_batch(["😀😀😀", "", "only latin"], max_length=32)
+    assert [len(x) for x in enc["input_ids"]][1] == 2
+
+
+def test_missing_tokenizer_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="no tokenizer"):
+        KoTokenizer.from_pretrained(tmp_path)
