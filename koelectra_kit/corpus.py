@@ -36,7 +36,7 @@ CORPORA: dict[str, dict] = {
     "kcbert-comments": {
         "what": "Naver news comments 2019-2020 used to pretrain KcBERT/KcELECTRA (~12 GB raw, one comment a line)",
         "url": "https://www.kaggle.com/datasets/junbumlee/kcbert-pretraining-corpus-korean-news-comments",
-        "license": "CC BY-SA 4.0 (as published with KcBERT)", "format": "txt", "text_column": None,
+        "license": "see the dataset page (not verified here)", "format": "txt", "text_column": None,
     },
     "korean-hate-speech": {
         "what": "Entertainment news comments with hate/bias labels (8k) and 2M unlabeled comments",

@@ -1,0 +1,152 @@
+"""Shared pieces of the experiment scripts: run a CLI command (logged, timed), pretrain, fine-tune, baseline,
+and write a markdown table whose every row carries its exact command, compute and seed.
+
+Every number in docs/RESULTS.md comes from a script in this folder; nothing is typed by hand. Each script
+caches finished runs (a run directory with summary.json / eval.json is reused), so a killed experiment resumes
+where it stopped and a rerun only redoes what is missing. ``--fresh`` starts over.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+CORPUS = [DATA / "pretrain" / "nsmc_reviews.txt", DATA / "pretrain" / "comments_mix.txt"]
+TRAIN, DEV = DATA / "nsmc3" / "train.tsv", DATA / "nsmc3" / "dev.tsv"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), CPU only"
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "experiments"), help="where run directories go")
+    ap.add_argument("--minutes", type=float, default=30, help="pretraining budget per encoder (wall-clock)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="fine-tuning seeds")
+    ap.add_argument("--ft", nargs="*", default=[], help="extra fine-tuning overrides (e.g. max_train_rows=30000)")
+    ap.add_argument("--fresh", action="store_true", help="redo runs even when their results exist")
+    return ap
+
+
+def check_data() -> None:
+    missing = [p for p in CORPUS + [TRAIN, DEV] if not p.exists()]
+    if missing:
+        sys.exit(f"experiment data missing: {missing[0]} (the scripts need ../shared/data; "
+                 "set KOELECTRA_SHARED_DATA to its location)")
+
+
+def run(argv: list[str], log: Path) -> float:
+    """``koelectra-kit ARGV`` in a subprocess (its own torch threads, a clean slate), output to ``log``."""
+    cmd = [sys.executable, "-m", "koelectra_kit", *argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"$ koelectra-kit {shlex.join(argv)}", flush=True)
+    t0 = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    if rc:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        sys.exit(f"command failed (exit {rc}); last lines of {log}:\n" + "\n".join(tail))
+    return time.perf_counter() - t0
+
+
+def pretrain(out: Path, preset: str, overrides: list[str], minutes: float, fresh: bool) -> dict:
+    """Pretrain (or reuse) an encoder; returns its summary plus the command."""
+    argv = ["pretrain", "--config", f"configs/pretrain/{preset}.yaml",
+            f"corpus=[{','.join(str(p) for p in CORPUS)}]", f"out={out}", f"max_minutes={minutes:g}",
+            "progress=false", *overrides]
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    if not (out / "summary.json").exists():
+        if (out / "checkpoints").exists():
+            argv.append("resume=true")  # an interrupted run continues from its last checkpoint
+        run(argv, out.parent / f"{out.name}.log")
+    summary = json.loads((out / "summary.json").read_text())
+    summary["command"] = "koelectra-kit " + shlex.join([a for a in argv if a != "resume=true"])
+    return summary
+
+
+def tail_mean(run_dir: Path, key: str, n: int = 5) -> float | None:
+    """Mean of the last ``n`` logged values of a metric (single rows are noisy: one micro-batch each)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    vals = [r[key] for r in rows[-n:] if r.get(key) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def finetune(out: Path, model: Path, seed: int, init: str, extra: list[str], fresh: bool) -> dict:
+    argv = ["finetune", "--config", "configs/finetune/sentiment.yaml", f"model={model}", f"train={TRAIN}",
+            f"dev={DEV}", f"out={out}", f"seed={seed}", f"init={init}", "progress=false", "plots=true", *extra]
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    if not (out / "eval.json").exists():
+        run(argv, out.parent / f"{out.name}.log")
+    result = json.loads((out / "eval.json").read_text())
+    result["command"] = "koelectra-kit " + shlex.join(argv)
+    return result
+
+
+def baseline(out: Path, fresh: bool) -> dict:
+    argv = ["baseline", "--config", "configs/finetune/sentiment.yaml", f"train={TRAIN}", f"dev={DEV}",
+            f"out={out}"]
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    if not (out / "eval.json").exists():
+        secs = run(argv, out.parent / f"{out.name}.log")
+        (out / "wall_s.txt").write_text(f"{secs:.1f}")
+    result = json.loads((out / "eval.json").read_text())
+    result["command"] = "koelectra-kit " + shlex.join(argv)
+    wall = out / "wall_s.txt"
+    result["wall_s"] = float(wall.read_text()) if wall.exists() else None
+    return result
+
+
+def ft_row(name: str, pre: dict | None, ft: dict, seed: int) -> dict:
+    tr = ft["train"]
+    compute = f"fine-tune {tr['train_time_s'] / 60:.1f} min, {tr['rows']:,} rows x {tr['epochs']:g} epochs"
+    if pre is not None:
+        compute = (f"pretrain {pre['elapsed_s'] / 60:.1f} min, {pre['tokens'] / 1e6:.1f}M tokens; " + compute)
+    return {"encoder": name, "seed": seed, "accuracy": ft["dev"]["accuracy"], "macro_f1": ft["dev"]["macro_f1"],
+            "compute": compute, "command": ft["command"], "pretrain_command": pre["command"] if pre else None}
+
+
+def write_table(path: Path, title: str, intro: str, rows: list[dict], extra_sections: list[str] = ()) -> None:
+    """Markdown: a results table (mean over seeds per encoder, then every run) and the commands."""
+    lines = [f"# {title}", "", f"_Generated by `{Path(sys.argv[0]).relative_to(ROOT) if Path(sys.argv[0]).is_absolute() else sys.argv[0]}`"
+             f" on {time.strftime('%Y-%m-%d')}, {machine()}._", "", intro, ""]
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["encoder"], []).append(r)
+    lines += ["| encoder | dev accuracy | dev macro-F1 | seeds | compute (per run) |", "|---|---|---|---|---|"]
+    for name, rs in by.items():
+        acc = sum(r["accuracy"] for r in rs) / len(rs)
+        f1 = sum(r["macro_f1"] for r in rs) / len(rs)
+        spread = f" (±{(max(r['macro_f1'] for r in rs) - min(r['macro_f1'] for r in rs)) / 2:.3f})" if len(rs) > 1 else ""
+        lines.append(f"| {name} | {acc:.4f} | {f1:.4f}{spread} | {', '.join(str(r['seed']) for r in rs)} | "
+                     f"{rs[0]['compute']} |")
+    lines += ["", "Every run, with its exact command:", ""]
+    lines += ["| encoder | seed | accuracy | macro-F1 | command |", "|---|---|---|---|---|"]
+    for r in rows:
+        cmd = r["command"].replace("|", "\\|")
+        pre = f"<br>pretrained by: `{r['pretrain_command']}`" if r.get("pretrain_command") else ""
+        lines.append(f"| {r['encoder']} | {r['seed']} | {r['accuracy']:.4f} | {r['macro_f1']:.4f} | `{cmd}`{pre} |")
+    lines += ["", *extra_sections]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {path}")

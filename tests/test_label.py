@@ -1,0 +1,167 @@
+"""Batch labelling: every row and column kept, encodings, empty/malformed rows, resume, atomic output, API."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.label import label_dataframe, label_file
+
+OUT_COLS = ["label", "confidence", "prob_negative", "prob_neutral", "prob_positive", "status"]
+
+
+def _read(path):
+    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
+def test_sample_file_rows_columns_and_order(tmp_path, tiny_classifier, sample_dir):
+    src = sample_dir / "reviews_unlabelled.csv"
+    out = tmp_path / "out.csv"
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=7)
+    got = _read(out)
+    orig = pd.read_csv(src, dtype=str, keep_default_na=False)
+    assert list(got.columns) == list(orig.columns) + OUT_COLS
+    pd.testing.assert_frame_equal(got[list(orig.columns)], orig)  # input columns unchanged, same order
+    assert s.rows == len(orig) == 60
+    row5 = got[got["id"] == "5"].iloc[0]
+    assert row5["status"] == "empty" and row5["label"] == ""
+    assert got.loc[got["id"] == "9", "review"].iloc[0].count("\n") == 1  # quoted newline survived
+    assert got.loc[got["id"] == "6", "status"].iloc[0] == "truncated"  # 616 chars > max_length 32
+    ok = got[got["status"].isin(["ok", "truncated"])]
+    probs = ok[["prob_negative", "prob_neutral", "prob_positive"]].astype(float).to_numpy()
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=2e-3)
+    assert (ok["label"] == np.array(["negative", "neutral", "positive"])[probs.argmax(1)]).all()
+    assert out.read_bytes().startswith(b"\xef\xbb\xbf")  # BOM for Excel
+
+
+def test_same_labels_as_predictor_whatever_the_chunking(tmp_path, tiny_classifier, sample_dir):
+    src = sample_dir / "reviews_unlabelled.csv"
+    a = label_file(None, src, tmp_path / "a.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=5)
+    b = label_file(None, src, tmp_path / "b.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=1000)
+    assert a.rows == b.rows
+    assert _read(tmp_path / "a.csv")["label"].tolist() == _read(tmp_path / "b.csv")["label"].tolist()
+
+
+@pytest.mark.parametrize("encoding", ["cp949", "utf-8-sig", "utf-8"])
+def test_encodings_detected(tmp_path, tiny_classifier, encoding):
+    src = tmp_path / "in.csv"
+    src.write_bytes("번호,리뷰\n1,배송이 빨라요\n2,별로예요 ㅠㅠ\n".encode(encoding))
+    label_file(None, src, tmp_path / "o.csv", "리뷰", classifier=tiny_classifier, progress=False)
+    got = _read(tmp_path / "o.csv")
+    assert got["리뷰"].tolist() == ["배송이 빨라요", "별로예요 ㅠㅠ"] and (got["status"] == "ok").all()
+
+
+def test_malformed_lines_are_kept_flagged_with_line_numbers(tmp_path, tiny_classifier):
+    src = tmp_path / "bad.csv"
+    src.write_text('id,review,stars\n1,좋아요,5\n2,"안 닫힌 따옴표,4\n3,괜찮아요,3\n4,필드가,너무,많음\n'
+                   '5,"여러\n줄",1\n6,,2\n', encoding="utf-8")
+    s = label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False)
+    got = _read(tmp_path / "o.csv")
+    assert got["id"].tolist()[:1] == ["1"] and len(got) == 6 and s.rows == 6
+    status = got["status"].tolist()
+    assert status[1] == "error: malformed line 3: unbalanced quote"
+    assert status[3] == "error: malformed line 5: 4 fields, expected 3"
+    assert got["review"].tolist()[4] == "여러\n줄" and status[4] == "ok"
+    assert status[5] == "empty" and status[0] == status[2] == "ok"
+    assert any("line 3" in m for m in s.malformed)
+
+
+def test_missing_column_lists_present_ones(tmp_path, tiny_classifier, sample_dir, capsys):
+    out = tmp_path / "o.csv"
+    rc = main(["label", "--model", "unused", "--input", str(sample_dir / "reviews_unlabelled.csv"),
+               "--text-column", "text", "--output", str(out), "--no-progress"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "no column 'text'" in err and "'review'" in err and not out.exists()
+
+
+def test_resume_after_kill_every_row_once(tmp_path, tiny_classifier, sample_dir):
+    src = sample_dir / "reviews_unlabelled.csv"
+    out = tmp_path / "o.csv"
+
+    def die(n):
+        if n == 3:
+            raise KeyboardInterrupt  # a kill after the third chunk
+
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=8,
+                   _after_chunk=die)
+    assert not out.exists()  # never a partial file at the final path
+    partial = tmp_path / "o.csv.partial"
+    state = json.loads((tmp_path / "o.csv.partial.json").read_text())
+    assert state["rows_done"] == 24 and partial.exists()
+    with open(partial, "a", encoding="utf-8") as f:  # a half-written chunk the kill left behind
+        f.write("half,written,row\n")
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=8, resume=True)
+    assert s.rows == 60 and s.new_rows == 36
+    got = _read(out)
+    full = label_file(None, src, tmp_path / "ref.csv", "review", classifier=tiny_classifier, progress=False)
+    pd.testing.assert_frame_equal(got, _read(tmp_path / "ref.csv"))
+    assert full.rows == 60 and not partial.exists()
+
+
+def test_resume_refuses_another_input(tmp_path, tiny_classifier, sample_dir):
+    from koelectra_kit.errors import InputError
+
+    src = tmp_path / "in.csv"
+    src.write_text("review\n" + "\n".join(f"리뷰 {i}" for i in range(30)) + "\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=10,
+                   _after_chunk=lambda n: (_ for _ in ()).throw(KeyboardInterrupt))
+    src.write_text("review\n다른 파일\n", encoding="utf-8")
+    with pytest.raises(InputError, match="another input fingerprint"):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True)
+
+
+def test_failure_leaves_no_output(tmp_path, tiny_classifier, sample_dir, monkeypatch):
+    import koelectra_kit.label as L
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(L, "_write_chunk", boom)
+    with pytest.raises(RuntimeError):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
+                   classifier=tiny_classifier, progress=False)
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_tsv_jsonl_parquet_inputs(tmp_path, tiny_classifier):
+    df = pd.DataFrame({"id": ["1", "2", "3"], "text": ["좋아요", "", '따옴표 "그대로"']})
+    df.to_csv(tmp_path / "a.tsv", sep="\t", index=False)
+    df.to_json(tmp_path / "a.jsonl", orient="records", lines=True, force_ascii=False)
+    df.to_parquet(tmp_path / "a.parquet")
+    for name in ("a.tsv", "a.jsonl", "a.parquet"):
+        out = tmp_path / f"{name}.out.jsonl"
+        label_file(None, tmp_path / name, out, "text", classifier=tiny_classifier, progress=False)
+        got = pd.read_json(out, lines=True, dtype=False)
+        assert got["id"].astype(str).tolist() == ["1", "2", "3"], name
+        assert got["status"].tolist()[1] == "empty", name
+
+
+def test_python_api_and_column_clash(tiny_classifier):
+    df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
+    out = label_dataframe(df, text_column="review", classifier=tiny_classifier)
+    assert out["label"].tolist() == ["x", "y", "z"]  # the user's column is untouched
+    assert out["pred_status"].tolist()[1] == "empty" and len(out) == 3
+
+
+def test_cli_end_to_end_with_plot(tmp_path, tiny_classifier_dir, sample_dir, capsys):
+    out = tmp_path / "o.csv"
+    rc = main(["label", "--model", str(tiny_classifier_dir), "--input", str(sample_dir / "reviews_unlabelled.csv"),
+               "--text-column", "review", "--output", str(out), "--plot", str(tmp_path / "d.png"), "--no-progress",
+               "--precision", "fp32"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "labelled 60 rows" in printed and "rows/s" in printed and "empty 1" in printed
+    assert (tmp_path / "d.png").stat().st_size > 1000
+
+
+def test_quantized_predictor_agrees(tiny_classifier_dir, sample_dir):
+    from koelectra_kit.classifier import Classifier
+
+    texts = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].tolist()
+    a = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32").predict(texts)
+    b = Classifier.load(tiny_classifier_dir, device="cpu", quantize=True).predict(texts)
+    assert np.abs(a.probs - b.probs).max() < 0.05
