@@ -65,7 +65,9 @@ CORPORA: dict[str, dict] = {
 }
 
 
-def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
+def _decoded_lines(path: Path, encoding: str, stats: dict, keepends: bool = False) -> Iterator[str]:
+    # csv.reader needs the line ends to keep a newline inside a quoted field; plain-text corpora drop them.
+    end = "\n" if keepends else ""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
@@ -75,7 +77,12 @@ def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
                 stats["bad"] += 1
                 if stats["first_bad"] is None:
                     stats["first_bad"] = lineno
-            yield line.rstrip("\r\n")
+                if stats["bad"] >= 20 and stats["bad"] * 2 > lineno:
+                    # Most lines broken is not a crawl with a few bad bytes but a wrong encoding (or a binary
+                    # file): training on U+FFFD soup would waste the run.
+                    raise InputError(f"{path}: {stats['bad']} of the first {lineno} lines are not valid {encoding}; "
+                                     f"pass the file's encoding (e.g. encoding=cp949) or convert it to UTF-8")
+            yield line.rstrip("\r\n") + end
 
 
 def iter_texts(path: str | Path, text_column: str | int | None = None, encoding: str | None = None) -> Iterator[str]:
@@ -93,7 +100,7 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
         enc = "utf-8"  # the BOM is stripped below, line by line decoding would keep it
     stats = {"bad": 0, "first_bad": None}
     suffix = path.suffix.lower()
-    lines = _decoded_lines(path, enc, stats)
+    lines = _decoded_lines(path, enc, stats, keepends=suffix == ".csv")
     first = True
     if suffix in (".csv", ".tsv"):
         yield from _iter_table(path, lines, "\t" if suffix == ".tsv" else ",", text_column)

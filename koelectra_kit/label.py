@@ -88,8 +88,16 @@ def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: in
         quotes += line.count('"')
         if quotes % 2 == 0:
             text = "".join(ln for _, ln in pending).rstrip("\r\n")
-            if text or len(pending) > 1:
-                yield parse(text, pending[0][0])
+            rec = parse(text, pending[0][0]) if text or len(pending) > 1 else None
+            if rec is not None and rec.error and len(pending) > 1:
+                # The quotes balanced only by swallowing later lines and the result is not a valid record:
+                # the first line's quote was stray. Flag that line alone and read the others again.
+                (lineno, bad), rest = pending[0], pending[1:]
+                rec = Record(_fit([bad.rstrip("\r\n")], header_len), lineno,
+                             f"malformed line {lineno}: unbalanced quote")
+                again.extendleft(reversed(rest))
+            if rec is not None:
+                yield rec
             pending, quotes = [], 0
         elif len(pending) >= max_record_lines:
             (lineno, bad), rest = pending[0], pending[1:]

@@ -43,6 +43,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="fine-tuning seeds")
     ap.add_argument("--ft", nargs="*", default=[], help="extra fine-tuning overrides (e.g. max_train_rows=30000)")
     ap.add_argument("--fresh", action="store_true", help="redo runs even when their results exist")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="run this many pretraining/fine-tuning jobs at once, 1 thread each (equal compute per arm "
+                         "on a 2-core machine: --parallel 2)")
     return ap
 
 
@@ -67,20 +70,62 @@ def run(argv: list[str], log: Path) -> float:
     return time.perf_counter() - t0
 
 
-def pretrain(out: Path, preset: str, overrides: list[str], minutes: float, fresh: bool) -> dict:
-    """Pretrain (or reuse) an encoder; returns its summary plus the command."""
-    argv = ["pretrain", "--config", f"configs/pretrain/{preset}.yaml",
+def run_many(jobs: list[tuple[list[str], Path]], parallel: int) -> None:
+    """Run ``koelectra-kit`` jobs, ``parallel`` at a time (each with threads=1 when parallel > 1)."""
+    if parallel <= 1:
+        for argv, log in jobs:
+            run(argv, log)
+        return
+    procs: list[tuple[subprocess.Popen, Path, object]] = []
+    queue = list(jobs)
+    while queue or procs:
+        while queue and len(procs) < parallel:
+            argv, log = queue.pop(0)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            print(f"$ koelectra-kit {shlex.join(argv)}   (in parallel)", flush=True)
+            f = open(log, "w", encoding="utf-8")
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            procs.append((subprocess.Popen([sys.executable, "-m", "koelectra_kit", *argv], stdout=f,
+                                           stderr=subprocess.STDOUT, cwd=ROOT, env=env), log, f))
+        time.sleep(2)
+        for item in list(procs):
+            proc, log, f = item
+            if proc.poll() is not None:
+                f.close()
+                procs.remove(item)
+                if proc.returncode:
+                    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+                    sys.exit(f"job failed (exit {proc.returncode}); last lines of {log}:\n" + "\n".join(tail))
+
+
+def pretrain_argv(out: Path, preset: str, overrides: list[str], minutes: float, parallel: int = 1) -> list[str]:
+    return ["pretrain", "--config", f"configs/pretrain/{preset}.yaml",
             f"corpus=[{','.join(str(p) for p in CORPUS)}]", f"out={out}", f"max_minutes={minutes:g}",
-            "progress=false", *overrides]
-    if fresh and out.exists():
-        shutil.rmtree(out)
-    if not (out / "summary.json").exists():
-        if (out / "checkpoints").exists():
-            argv.append("resume=true")  # an interrupted run continues from its last checkpoint
-        run(argv, out.parent / f"{out.name}.log")
-    summary = json.loads((out / "summary.json").read_text())
-    summary["command"] = "koelectra-kit " + shlex.join([a for a in argv if a != "resume=true"])
-    return summary
+            "progress=false", *overrides, *(["threads=1"] if parallel > 1 else [])]
+
+
+def pretrain_all(specs: list[tuple[Path, str, list[str]]], minutes: float, fresh: bool, parallel: int = 1) -> list[dict]:
+    """Pretrain (or reuse) encoders; returns their summaries, each with the command that made it."""
+    jobs = []
+    for out, preset, overrides in specs:
+        if fresh and out.exists():
+            shutil.rmtree(out)
+        if not (out / "summary.json").exists():
+            argv = pretrain_argv(out, preset, overrides, minutes, parallel)
+            if (out / "checkpoints").exists():
+                argv.append("resume=true")  # an interrupted run continues from its last checkpoint
+            jobs.append((argv, out.parent / f"{out.name}.log"))
+    run_many(jobs, parallel)
+    result = []
+    for out, preset, overrides in specs:
+        summary = json.loads((out / "summary.json").read_text())
+        summary["command"] = "koelectra-kit " + shlex.join(pretrain_argv(out, preset, overrides, minutes, parallel))
+        result.append(summary)
+    return result
+
+
+def pretrain(out: Path, preset: str, overrides: list[str], minutes: float, fresh: bool) -> dict:
+    return pretrain_all([(out, preset, overrides)], minutes, fresh)[0]
 
 
 def tail_mean(run_dir: Path, key: str, n: int = 5) -> float | None:
@@ -90,16 +135,30 @@ def tail_mean(run_dir: Path, key: str, n: int = 5) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def finetune_argv(out: Path, model: Path, seed: int, init: str, extra: list[str], parallel: int = 1) -> list[str]:
+    return ["finetune", "--config", "configs/finetune/sentiment.yaml", f"model={model}", f"train={TRAIN}",
+            f"dev={DEV}", f"out={out}", f"seed={seed}", f"init={init}", "progress=false", *extra]
+
+
+def finetune_all(specs: list[tuple[Path, Path, int, str]], extra: list[str], fresh: bool, parallel: int = 1) -> list[dict]:
+    """Fine-tune (or reuse) each (out, model, seed, init); returns eval.json contents with their commands."""
+    jobs = []
+    for out, model, seed, init in specs:
+        if fresh and out.exists():
+            shutil.rmtree(out)
+        if not (out / "eval.json").exists():
+            jobs.append((finetune_argv(out, model, seed, init, extra), out.parent / f"{out.name}.log"))
+    run_many(jobs, parallel)
+    results = []
+    for out, model, seed, init in specs:
+        r = json.loads((out / "eval.json").read_text())
+        r["command"] = "koelectra-kit " + shlex.join(finetune_argv(out, model, seed, init, extra))
+        results.append(r)
+    return results
+
+
 def finetune(out: Path, model: Path, seed: int, init: str, extra: list[str], fresh: bool) -> dict:
-    argv = ["finetune", "--config", "configs/finetune/sentiment.yaml", f"model={model}", f"train={TRAIN}",
-            f"dev={DEV}", f"out={out}", f"seed={seed}", f"init={init}", "progress=false", "plots=true", *extra]
-    if fresh and out.exists():
-        shutil.rmtree(out)
-    if not (out / "eval.json").exists():
-        run(argv, out.parent / f"{out.name}.log")
-    result = json.loads((out / "eval.json").read_text())
-    result["command"] = "koelectra-kit " + shlex.join(argv)
-    return result
+    return finetune_all([(out, model, seed, init)], extra, fresh)[0]
 
 
 def baseline(out: Path, fresh: bool) -> dict:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, baseline, check_data, finetune, ft_row, parser, pretrain, tail_mean, write_table  # noqa: E402
+from common import ROOT, baseline, check_data, finetune_all, ft_row, parser, pretrain_all, tail_mean, write_table  # noqa: E402
 
 
 def main() -> None:
@@ -22,20 +22,21 @@ def main() -> None:
     check_data()
     runs = Path(args.runs) / f"electra_vs_mlm-{args.minutes:g}min"
     rows, notes = [], []
-    first = None
-    for objective in ("electra", "mlm"):
-        pre_dir = runs / objective
-        pre = pretrain(pre_dir, "cpu-30min", [f"objective={objective}"], args.minutes, args.fresh)
-        first = first or pre_dir
+    objectives = ("electra", "mlm")
+    pres = pretrain_all([(runs / o, "cpu-30min", [f"objective={o}"]) for o in objectives], args.minutes, args.fresh,
+                        args.parallel)
+    specs, names = [], []
+    for objective, pre in zip(objectives, pres):
         notes.append(f"| {objective} | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | {pre['tokens_per_s']:,.0f} | "
-                     f"{tail_mean(pre_dir, 'gen_acc'):.3f} | `{pre['command']}` |")
+                     f"{tail_mean(runs / objective, 'gen_acc'):.3f} | `{pre['command']}` |")
         for seed in args.seeds:
-            ft = finetune(runs / f"ft-{objective}-s{seed}", pre_dir / "discriminator", seed, "pretrained", args.ft,
-                          args.fresh)
-            rows.append(ft_row(f"{objective.upper()} {args.minutes:g} min", pre, ft, seed))
+            specs.append((runs / f"ft-{objective}-s{seed}", runs / objective / "discriminator", seed, "pretrained"))
+            names.append((f"{objective.upper()} {args.minutes:g} min", pre, seed))
     for seed in args.seeds:
-        ft = finetune(runs / f"ft-random-s{seed}", first / "discriminator", seed, "random", args.ft, args.fresh)
-        rows.append(ft_row("random init (no pretraining)", None, ft, seed))
+        specs.append((runs / f"ft-random-s{seed}", runs / "electra" / "discriminator", seed, "random"))
+        names.append(("random init (no pretraining)", None, seed))
+    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
+        rows.append(ft_row(name, pre, ft, seed))
     base = baseline(Path(args.runs) / "tfidf", args.fresh)
     rows.append({"encoder": "TF-IDF char 1-3-grams + logistic regression", "seed": "-",
                  "accuracy": base["dev"]["accuracy"], "macro_f1": base["dev"]["macro_f1"],

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, check_data, finetune, ft_row, parser, pretrain, tail_mean, write_table  # noqa: E402
+from common import ROOT, check_data, finetune_all, ft_row, parser, pretrain_all, tail_mean, write_table  # noqa: E402
 
 SIZES = {"1/4": 0.25, "1/2": 0.5, "1/1": 1.0}
 
@@ -21,16 +21,18 @@ def main() -> None:
     check_data()
     runs = Path(args.runs) / f"generator-{args.minutes:g}min"
     rows, notes = [], []
-    for label, size in SIZES.items():
-        pre_dir = runs / f"gen{size:g}"
-        pre = pretrain(pre_dir, "cpu-30min", [f"generator.size={size}", "model.init_pos_dims=16"], args.minutes,
-                       args.fresh)
-        notes.append(f"| {label} | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | {tail_mean(pre_dir, 'gen_acc'):.3f} | "
-                     f"{tail_mean(pre_dir, 'disc_auc'):.3f} | {tail_mean(pre_dir, 'replaced_frac'):.3f} |")
+    dirs = {label: runs / f"gen{size:g}" for label, size in SIZES.items()}
+    pres = pretrain_all([(dirs[label], "cpu-30min", [f"generator.size={size}", "model.init_pos_dims=16"])
+                         for label, size in SIZES.items()], args.minutes, args.fresh, args.parallel)
+    specs, names = [], []
+    for (label, d), pre in zip(dirs.items(), pres):
+        notes.append(f"| {label} | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | {tail_mean(d, 'gen_acc'):.3f} | "
+                     f"{tail_mean(d, 'disc_auc'):.3f} | {tail_mean(d, 'replaced_frac'):.3f} |")
         for seed in args.seeds:
-            ft = finetune(runs / f"ft-gen{size:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained", args.ft,
-                          args.fresh)
-            rows.append(ft_row(f"generator {label}", pre, ft, seed))
+            specs.append((runs / f"ft-{d.name}-s{seed}", d / "discriminator", seed, "pretrained"))
+            names.append((f"generator {label}", pre, seed))
+    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
+        rows.append(ft_row(name, pre, ft, seed))
     extra = ["## Pretraining runs", "", "| generator | steps | tokens | gen acc | disc AUC | replaced fraction |",
              "|---|---|---|---|---|---|", *notes]
     write_table(ROOT / "docs" / "results" / "generator_size.md", "Experiment 3: generator size",

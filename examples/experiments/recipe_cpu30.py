@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, baseline, check_data, finetune, ft_row, parser, pretrain, tail_mean, write_table  # noqa: E402
+from common import ROOT, baseline, check_data, finetune_all, ft_row, parser, pretrain, tail_mean, write_table  # noqa: E402
 
 
 def main() -> None:
@@ -28,12 +28,11 @@ def main() -> None:
     docs.mkdir(parents=True, exist_ok=True)
 
     budgets = [args.minutes] + ([args.long_minutes] if args.long_minutes else [])
-    rows, pre_lines = [], []
-    first_pre = None
+    rows, pre_lines, specs, names = [], [], [], []
+    pres = {}
     for minutes in budgets:
         pre_dir = runs / f"cpu-{minutes:g}min"
-        pre = pretrain(pre_dir, "cpu-30min", [], minutes, args.fresh)
-        first_pre = first_pre or pre_dir
+        pre = pres[minutes] = pretrain(pre_dir, "cpu-30min", [], minutes, args.fresh)
         gen, auc = tail_mean(pre_dir, "gen_acc"), tail_mean(pre_dir, "disc_auc")
         final = pre["final"]
         pre_lines.append(f"| {minutes:g} min | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | "
@@ -43,12 +42,14 @@ def main() -> None:
         if png.exists():
             shutil.copy(png, docs / f"recipe_cpu{minutes:g}min_curves.png")
         for seed in args.seeds:
-            ft = finetune(runs / f"ft-cpu{minutes:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained",
-                          args.ft, args.fresh)
-            rows.append(ft_row(f"cpu-30min preset, pretrained {minutes:g} min", pre, ft, seed))
+            specs.append((runs / f"ft-cpu{minutes:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained"))
+            names.append((f"cpu-30min preset, pretrained {minutes:g} min", pre, seed))
+    first_pre = runs / f"cpu-{budgets[0]:g}min"
     for seed in args.seeds:
-        ft = finetune(runs / f"ft-random-s{seed}", first_pre / "discriminator", seed, "random", args.ft, args.fresh)
-        rows.append(ft_row("same architecture, random init", None, ft, seed))
+        specs.append((runs / f"ft-random-s{seed}", first_pre / "discriminator", seed, "random"))
+        names.append(("same architecture, random init", None, seed))
+    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
+        rows.append(ft_row(name, pre, ft, seed))
     base = baseline(runs / "tfidf", args.fresh)
     rows.append({"encoder": "TF-IDF char 1-3-grams + logistic regression", "seed": "-",
                  "accuracy": base["dev"]["accuracy"], "macro_f1": base["dev"]["macro_f1"],

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, ROOT, check_data, finetune, ft_row, parser, pretrain, run, tail_mean, write_table  # noqa: E402
+from common import CORPUS, ROOT, check_data, finetune_all, ft_row, parser, pretrain_all, run, tail_mean, write_table  # noqa: E402
 
 TOKENIZERS = {
     "Kiwi pre-split + WordPiece 8k": ["presplit=kiwi", "model=wordpiece"],
@@ -25,21 +25,26 @@ def main() -> None:
     args = parser(__doc__).parse_args()
     check_data()
     runs = Path(args.runs) / f"tokenizers-{args.minutes:g}min"
-    rows, notes = [], []
+    rows, notes, tok_cmds = [], [], []
     for i, (name, settings) in enumerate(TOKENIZERS.items()):
         tok_dir = runs / f"tok{i}"
         argv = ["tokenizer", "train", "--config", "configs/tokenizer/small-budget.yaml",
                 f"input=[{','.join(str(p) for p in CORPUS)}]", f"out={tok_dir}", "progress=false", *settings]
         if not (tok_dir / "tokenizer.json").exists():
             run(argv, runs / f"tok{i}.log")
-        pre_dir = runs / f"pre{i}"
-        pre = pretrain(pre_dir, "cpu-30min", [f"tokenizer={tok_dir}"], args.minutes, args.fresh)
+        tok_cmds.append("koelectra-kit " + " ".join(argv))
+    pres = pretrain_all([(runs / f"pre{i}", "cpu-30min", [f"tokenizer={runs / f'tok{i}'}"]) for i in range(len(TOKENIZERS))],
+                        args.minutes, args.fresh, args.parallel)
+    specs, names = [], []
+    for i, (name, pre) in enumerate(zip(TOKENIZERS, pres)):
         notes.append(f"| {name} | {pre['data']['tokens'] / 1e6:.1f}M | {pre['tokens'] / 1e6:.1f}M | "
-                     f"{tail_mean(pre_dir, 'gen_acc'):.3f} | {tail_mean(pre_dir, 'disc_auc'):.3f} | "
-                     f"`koelectra-kit {' '.join(argv)}` |")
+                     f"{tail_mean(runs / f'pre{i}', 'gen_acc'):.3f} | {tail_mean(runs / f'pre{i}', 'disc_auc'):.3f} | "
+                     f"`{tok_cmds[i]}` |")
         for seed in args.seeds:
-            ft = finetune(runs / f"ft{i}-s{seed}", pre_dir / "discriminator", seed, "pretrained", args.ft, args.fresh)
-            rows.append(ft_row(name, pre, ft, seed))
+            specs.append((runs / f"ft{i}-s{seed}", runs / f"pre{i}" / "discriminator", seed, "pretrained"))
+            names.append((name, pre, seed))
+    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
+        rows.append(ft_row(name, pre, ft, seed))
     extra = ["## Tokenizers and pretraining", "", "Corpus size in tokens differs by tokenizer (a finer split gives "
              "more tokens for the same text); the pretraining budget is the same wall-clock.", "",
              "| tokenizer | corpus tokens | tokens seen | gen acc | disc AUC | tokenizer command |",
