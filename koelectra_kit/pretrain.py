@@ -239,7 +239,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
             log(f"training a {cfg.vocab_size}-token tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
             train_tokenizer(TokenizerConfig(input=list(cfg.corpus), out=str(tok_dir), vocab_size=cfg.vocab_size,
-                                            **kwargs))
+                                            progress=cfg.progress, **kwargs))
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)
 

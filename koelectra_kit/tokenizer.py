@@ -89,9 +89,12 @@ _KIWI: dict = {}
 
 
 def kiwi_instance(num_workers: int | None = None):
-    """One shared Kiwi per worker count (loading the model takes ~2 s and ~0.5 GB). num_workers None: all cores."""
+    """One shared Kiwi per worker count (loading the model takes ~2 s and ~0.5 GB). num_workers None: all cores,
+    or OMP_NUM_THREADS when set."""
     if num_workers is None:
-        num_workers = os.cpu_count() or 1
+        # OMP_NUM_THREADS is how a user (or a job runner packing jobs onto cores) caps a process's threads
+        env = os.environ.get("OMP_NUM_THREADS", "")
+        num_workers = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
     if num_workers not in _KIWI:
         import warnings as _w
 
@@ -99,7 +102,7 @@ def kiwi_instance(num_workers: int | None = None):
 
         with _w.catch_warnings():
             _w.simplefilter("ignore", DeprecationWarning)
-            _KIWI[num_workers] = Kiwi(num_workers=num_workers if num_workers > 1 else -1)
+            _KIWI[num_workers] = Kiwi(num_workers=num_workers)  # 1: one worker thread (0 could not stream)
     return _KIWI[num_workers]
 
 

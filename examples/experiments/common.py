@@ -56,6 +56,12 @@ def check_data() -> None:
                  "set KOELECTRA_SHARED_DATA to its location)")
 
 
+def show(argv: list[str]) -> str:
+    """The command as a user types it from the repository root (paths relative, not this machine's)."""
+    text = "koelectra-kit " + shlex.join(argv)
+    return text.replace(f"{ROOT}/", "").replace(f"{ROOT.parent}/", "../")
+
+
 def run(argv: list[str], log: Path) -> float:
     """``koelectra-kit ARGV`` in a subprocess (its own torch threads, a clean slate), output to ``log``."""
     cmd = [sys.executable, "-m", "koelectra_kit", *argv]
@@ -119,7 +125,7 @@ def pretrain_all(specs: list[tuple[Path, str, list[str]]], minutes: float, fresh
     result = []
     for out, preset, overrides in specs:
         summary = json.loads((out / "summary.json").read_text())
-        summary["command"] = "koelectra-kit " + shlex.join(pretrain_argv(out, preset, overrides, minutes, parallel))
+        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, parallel))
         result.append(summary)
     return result
 
@@ -152,7 +158,7 @@ def finetune_all(specs: list[tuple[Path, Path, int, str]], extra: list[str], fre
     results = []
     for out, model, seed, init in specs:
         r = json.loads((out / "eval.json").read_text())
-        r["command"] = "koelectra-kit " + shlex.join(finetune_argv(out, model, seed, init, extra))
+        r["command"] = show(finetune_argv(out, model, seed, init, extra))
         results.append(r)
     return results
 
@@ -170,7 +176,7 @@ def baseline(out: Path, fresh: bool) -> dict:
         secs = run(argv, out.parent / f"{out.name}.log")
         (out / "wall_s.txt").write_text(f"{secs:.1f}")
     result = json.loads((out / "eval.json").read_text())
-    result["command"] = "koelectra-kit " + shlex.join(argv)
+    result["command"] = show(argv)
     wall = out / "wall_s.txt"
     result["wall_s"] = float(wall.read_text()) if wall.exists() else None
     return result

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, ROOT, check_data, finetune_all, ft_row, parser, pretrain_all, run, tail_mean, write_table  # noqa: E402
+from common import CORPUS, ROOT, check_data, show, finetune_all, ft_row, parser, pretrain_all, run, tail_mean, write_table  # noqa: E402
 
 TOKENIZERS = {
     "Kiwi pre-split + WordPiece 8k": ["presplit=kiwi", "model=wordpiece"],
@@ -32,7 +32,7 @@ def main() -> None:
                 f"input=[{','.join(str(p) for p in CORPUS)}]", f"out={tok_dir}", "progress=false", *settings]
         if not (tok_dir / "tokenizer.json").exists():
             run(argv, runs / f"tok{i}.log")
-        tok_cmds.append("koelectra-kit " + " ".join(argv))
+        tok_cmds.append(show(argv))
     pres = pretrain_all([(runs / f"pre{i}", "cpu-30min", [f"tokenizer={runs / f'tok{i}'}"]) for i in range(len(TOKENIZERS))],
                         args.minutes, args.fresh, args.parallel)
     specs, names = [], []
