@@ -519,24 +519,23 @@ class KoTokenizer:
 
     def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map) -> list[tuple[int, int]]:
         """Token spans in the normalized text, then mapped to the text as given."""
+        offsets = enc.offsets  # a property that converts the whole list from Rust: read it once
         if pieces is not None:
             # is_pretokenized: offsets are relative to each piece (its "##" included): shift by the piece's
             # start in the normalized text, found by walking the pieces in order.
-            starts, pos = [], 0
+            starts, marks, pos = [], [], 0
             for p in pieces:
-                core = p[2:] if p.startswith("##") else p
-                pos = normalized.find(core, pos)
+                m = 2 if p[:2] == "##" else 0
+                pos = normalized.find(p[m:], pos)
                 starts.append(pos)
-                pos += len(core)
+                marks.append(m)
+                pos += len(p) - m
             spans = []
-            for j in range(n):
-                w = enc.word_ids[j]
-                a, b = enc.offsets[j]
-                mark = 2 if pieces[w].startswith("##") else 0
-                base = starts[w]
-                spans.append((base + max(0, a - mark), base + max(0, b - mark)))
+            for w, (a, b) in zip(enc.word_ids[:n], offsets[:n]):
+                m, base = marks[w], starts[w]
+                spans.append((base + (a - m if a > m else 0), base + (b - m if b > m else 0)))
         else:
-            spans = [tuple(o) for o in enc.offsets[:n]]
+            spans = [tuple(o) for o in offsets[:n]]
         if norm_map is None:
             return spans
         _, st, en = norm_map
@@ -559,7 +558,8 @@ class KoTokenizer:
     def iter_corpus_ids(self, paths, text_column: str | None = None, num_workers: int | None = None,
                         cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
         """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming.
-        Kiwi runs once per (file, settings): the pre-split text is cached (see ``presplit_file``)."""
+        Kiwi runs once per (file, settings): the pre-split text is cached (see ``presplit_file``), and so are the
+        ids for this tokenizer (``_cached_ids``): a second pass reads them memory-mapped."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
         for p in _check_inputs([str(x) for x in paths]):
@@ -571,15 +571,59 @@ class KoTokenizer:
                 cached = presplit_file(p, text_column=text_column, normalize=self.normalize_cfg,
                                        presplit=self.presplit, num_workers=num_workers or self.num_workers,
                                        cache_dir=cache_dir, progress=progress)
-                lines = (line.rstrip("\n") for line in open(cached, encoding="utf-8"))
-            buf: list[str] = []
-            for line in lines:
-                buf.append(line)
-                if len(buf) >= chunk:
-                    yield from (e.ids for e in self.backend.encode_batch(buf, add_special_tokens=False))
-                    buf = []
-            if buf:
+                yield from self._cached_ids(cached, chunk)
+                continue
+            yield from self._encode_lines(lines, chunk)
+
+    def _encode_lines(self, lines: Iterable[str], chunk: int) -> Iterator[list[int]]:
+        buf: list[str] = []
+        for line in lines:
+            buf.append(line)
+            if len(buf) >= chunk:
                 yield from (e.ids for e in self.backend.encode_batch(buf, add_special_tokens=False))
+                buf = []
+        if buf:
+            yield from (e.ids for e in self.backend.encode_batch(buf, add_special_tokens=False))
+
+    def _cached_ids(self, presplit_path: Path, chunk: int) -> Iterator[list[int]]:
+        """Ids of a pre-split cache file, themselves cached beside it (keyed by this tokenizer's exact
+        model): a third pass does neither Kiwi nor WordPiece work, only a memory-mapped read. Raw int32
+        ids + int64 text offsets (no pickle); written to temporary files, renamed once complete."""
+        import numpy as np
+
+        key = hashlib.sha256((presplit_path.name + self.backend.to_str()).encode()).hexdigest()[:20]
+        root = presplit_path.parent.parent / "ids"
+        ids_path, idx_path = root / f"{presplit_path.stem}-{key}.ids", root / f"{presplit_path.stem}-{key}.idx"
+        if ids_path.exists() and idx_path.exists():
+            ids = np.memmap(ids_path, dtype=np.int32, mode="r") if ids_path.stat().st_size else np.zeros(0, np.int32)
+            idx = np.fromfile(idx_path, dtype=np.int64)
+            for a, b in zip(idx[:-1].tolist(), idx[1:].tolist()):
+                yield ids[a:b].tolist()
+            return
+        root.mkdir(parents=True, exist_ok=True)
+        tmp_ids, tmp_idx = ids_path.with_suffix(f".ids.tmp{os.getpid()}"), idx_path.with_suffix(f".idx.tmp{os.getpid()}")
+        done = False
+        try:
+            with open(tmp_ids, "wb") as fi, open(tmp_idx, "wb") as fx:
+                total, offsets = 0, [0]
+                lines = (line.rstrip("\n") for line in open(presplit_path, encoding="utf-8"))
+                for ids in self._encode_lines(lines, chunk):
+                    np.asarray(ids, dtype=np.int32).tofile(fi)
+                    total += len(ids)
+                    offsets.append(total)
+                    if len(offsets) >= 65536:
+                        np.asarray(offsets[:-1], dtype=np.int64).tofile(fx)
+                        offsets = offsets[-1:]
+                    yield ids
+                np.asarray(offsets, dtype=np.int64).tofile(fx)
+            done = True
+        finally:
+            if done:
+                os.replace(tmp_ids, ids_path)
+                os.replace(tmp_idx, idx_path)
+            else:  # the caller stopped early or failed: no half-written cache
+                tmp_ids.unlink(missing_ok=True)
+                tmp_idx.unlink(missing_ok=True)
 
     # -- save / load
     def save(self, directory: str | Path) -> Path:

@@ -150,6 +150,19 @@ def test_iter_corpus_ids_cached_second_pass(sample_dir, sample_tokenizer, tmp_pa
         T._KIWI.clear()
         T._KIWI.update(saved)
     assert t1 > t0
+    # the ids are cached too (memory-mapped on later passes), and match a fresh encoding
+    assert len([p for p in (tmp_path / "ids").iterdir() if p.suffix == ".ids"]) == 1
+    assert first[:50] == [tok.encode(t, add_special_tokens=False).ids
+                          for t in (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
+                          if tok.normalize(t)][:50]
+
+
+def test_iter_corpus_ids_abandoned_pass_leaves_no_id_cache(sample_dir, sample_tokenizer, tmp_path):
+    it = sample_tokenizer.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path))
+    next(it)
+    it.close()  # a consumer that stops early (or dies) must not leave a truncated id cache behind
+    assert not list((tmp_path / "ids").iterdir())
+    assert len(list(sample_tokenizer.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path)))) == 400
 
 
 def test_sentencepiece_unigram_and_plain_modes(sample_dir, tmp_path):
