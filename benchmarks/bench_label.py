@@ -25,14 +25,31 @@ sys.path.insert(0, str(ROOT))
 DEV = ROOT.parent / "shared" / "data" / "nsmc3" / "dev.tsv"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
-    ap.add_argument("--rows", type=int, default=20000)
-    ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the memory test file (0: skip)")
-    args = ap.parse_args()
-    if not DEV.exists():
-        sys.exit(f"needs {DEV}")
+def random_model_like(model_dir: str, shape: str, out: Path) -> str:
+    """A random-init classifier of a preset's shape (configs/pretrain/<shape>.yaml) with ``model_dir``'s
+    tokenizer and labels: labelling speed does not depend on the weights, only on the shape."""
+    import shutil
+
+    import yaml
+    from transformers import AutoConfig, ElectraConfig, ElectraForSequenceClassification
+
+    src = AutoConfig.from_pretrained(model_dir)
+    m = yaml.safe_load((ROOT / "configs" / "pretrain" / f"{shape}.yaml").read_text())["model"]
+    cfg = ElectraConfig(vocab_size=src.vocab_size, hidden_size=m["hidden_size"], num_hidden_layers=m["num_layers"],
+                        num_attention_heads=m["num_heads"], intermediate_size=m["intermediate_size"],
+                        embedding_size=m["embedding_size"], max_position_embeddings=512, num_labels=src.num_labels,
+                        id2label=src.id2label, label2id=src.label2id, pad_token_id=src.pad_token_id)
+    if getattr(src, "koelectra_kit", None):
+        cfg.koelectra_kit = src.koelectra_kit
+    ElectraForSequenceClassification(cfg).save_pretrained(out)
+    for f in Path(model_dir).iterdir():
+        if "token" in f.name or f.name == "vocab.txt":
+            shutil.copy(f, out / f.name)
+    return str(out)
+
+
+def compare(args, dev, tmp: Path) -> None:
+    """(a) pipeline vs (b) label vs (c) label --quantize on --rows reviews; accuracies on nsmc3 dev."""
     import pandas as pd
     import torch
     from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
@@ -40,19 +57,22 @@ def main() -> None:
     from koelectra_kit.label import label_file
     from koelectra_kit.tokenizer import KoTokenizer
 
-    dev = pd.read_csv(DEV, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False)
     reps = -(-args.rows // len(dev))
     data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
-    tmp = Path(tempfile.mkdtemp())
     src = tmp / "reviews.csv"
     data[["id", "document", "label"]].to_csv(src, index=False)
     print(f"{len(data):,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads")
 
+    model_dir = args.model
+    if args.shape:
+        model_dir = random_model_like(args.model, args.shape, tmp / f"random-{args.shape}")
+        print(f"speed measured on a random-init classifier of the {args.shape} preset's shape "
+              f"(configs/pretrain/{args.shape}.yaml), accuracy on {args.model}")
     # (a) transformers pipeline on pre-split text
-    tok = KoTokenizer.from_pretrained(args.model)
+    tok = KoTokenizer.from_pretrained(model_dir)
     presplit = tok.presplit_batch(data["document"].tolist())
-    hf_tok = PreTrainedTokenizerFast.from_pretrained(args.model)
-    model = AutoModelForSequenceClassification.from_pretrained(args.model)
+    hf_tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     pipe = pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
                     max_length=128)
     pipe(presplit[:64], batch_size=32)  # warm
@@ -64,8 +84,12 @@ def main() -> None:
     timings = {}
     for name, q in (("label", False), ("label --quantize", True)):
         t0 = time.perf_counter()
-        label_file(args.model, src, tmp / f"out{int(q)}.csv", "document", quantize=q, progress=False)
+        label_file(model_dir, src, tmp / f"out{int(q)}.csv", "document", quantize=q, progress=False)
         timings[name] = time.perf_counter() - t0
+    if model_dir != args.model:  # accuracy needs the trained model: label dev with it, both ways
+        for q in (False, True):
+            label_file(args.model, src, tmp / f"out{int(q)}.csv", "document", quantize=q, progress=False)
+        pipe_out = None
     n = len(data)
     print(f"\n{'method':<58}{'rows/s':>10}{'vs pipeline':>13}")
     print(f"{'transformers pipeline, batch 32 (pre-split not timed)':<58}{n / t_pipe:>10,.0f}{1.0:>12.2f}x")
@@ -79,10 +103,29 @@ def main() -> None:
     acc_a = (a["pred_label"][:m] == a["label"][:m]).mean()  # the input's own "label" column -> pred_*
     acc_b = (b["pred_label"][:m] == b["label"][:m]).mean()
     agree = (a["pred_label"] == b["pred_label"]).mean()
-    pipe_agree = (pd.Series([o["label"] for o in pipe_out]) == a["pred_label"]).mean()
     print(f"\nnsmc3 dev accuracy ({m:,} rows): unquantized {acc_a:.4f}, quantized {acc_b:.4f} "
-          f"({(acc_b - acc_a) * 100:+.2f} points); quantized agrees on {agree:.2%} of rows; "
-          f"pipeline agrees with label on {pipe_agree:.2%}")
+          f"({(acc_b - acc_a) * 100:+.2f} points); quantized agrees on {agree:.2%} of rows")
+    if pipe_out is not None:
+        pipe_agree = (pd.Series([o["label"] for o in pipe_out]) == a["pred_label"]).mean()
+        print(f"pipeline's labels agree with koelectra-kit label's on {pipe_agree:.2%} of rows")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
+    ap.add_argument("--rows", type=int, default=20000, help="reviews for the speed comparison (0: skip it)")
+    ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
+                    "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
+    ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the memory test file (0: skip)")
+    args = ap.parse_args()
+    if not DEV.exists():
+        sys.exit(f"needs {DEV}")
+    import pandas as pd
+
+    dev = pd.read_csv(DEV, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False)
+    tmp = Path(tempfile.mkdtemp())
+    if args.rows:
+        compare(args, dev, tmp)
 
     # memory on a big generated file
     if args.big_rows:

@@ -454,41 +454,69 @@ class KoTokenizer:
                                 add_special_tokens=add_special_tokens, return_tokens=True)
         return Encoding(enc["input_ids"][0], enc["offsets"][0], enc["truncated"][0], enc["tokens"][0])
 
+    def _encodings(self, texts: list[str], with_map: bool, sub: int = 256):
+        """(tokenizers Encoding, normalized text, pre-split pieces or None, normalization map or None) per text,
+        in order. With Kiwi, texts are normalized as Kiwi pulls them and the subword/offset work runs on
+        sub-batches as Kiwi's results stream in, so the Python work overlaps Kiwi's worker threads instead of
+        leaving cores idle before and after each batch."""
+        if self.hf is not None:
+            def norm(t):
+                return t, None
+        elif with_map:
+            def norm(t):
+                m = self._norm.with_map(t)
+                return m[0], m
+        else:
+            def norm(t):
+                return self._norm(t), None
+        if self.presplit != "kiwi" or self.hf is not None:
+            normed = [norm(t) for t in texts]
+            encs = self.backend.encode_batch([x for x, _ in normed], add_special_tokens=False)
+            for enc, (x, m) in zip(encs, normed):
+                yield enc, x, None, m
+            return
+        normed: list = []
+
+        def feed():
+            for t in texts:
+                normed.append(norm(t))
+                yield normed[-1][0]
+
+        done, buf = 0, []
+
+        def flush():
+            encs = self.backend.encode_batch(buf, is_pretokenized=True, add_special_tokens=False)
+            for j, enc in enumerate(encs):
+                x, m = normed[done + j]
+                yield enc, x, buf[j], m
+
+        workers = self.num_workers if len(texts) > 64 else 1
+        for spans in presplit_texts(feed(), workers):
+            buf.append(mark_pieces(normed[done + len(buf)][0], spans))
+            if len(buf) >= sub:
+                yield from flush()
+                done, buf = done + len(buf), []
+        if buf:
+            yield from flush()
+
     def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
                      truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
                      return_offsets: bool = True, return_tokens: bool = False) -> dict:
         """ids, attention_mask, offsets (character spans into each text as given; (0, 0) for special tokens)
         and a truncated flag per text. padding: False | True/"longest" | "max_length"."""
         texts = ["" if t is None else str(t) for t in texts]
-        if self.hf is not None:
-            normalized, maps = texts, [None] * len(texts)
-        elif return_offsets:
-            maps = [self._norm.with_map(t) for t in texts]
-            normalized = [m[0] for m in maps]
-        else:
-            normalized, maps = [self._norm(t) for t in texts], [None] * len(texts)
-
-        if self.presplit == "kiwi" and self.hf is None:
-            pieces = self._pieces(normalized)
-            encs = self.backend.encode_batch(pieces, is_pretokenized=True, add_special_tokens=False)
-        else:
-            encs = self.backend.encode_batch(normalized, add_special_tokens=False)
-
         budget = None
         if max_length is not None and truncation:
             budget = max_length - (2 if add_special_tokens else 0)
             if budget < 1:
                 raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
         out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
-        for i, enc in enumerate(encs):
+        for enc, normalized, pieces, norm_map in self._encodings(texts, return_offsets):
             ids = enc.ids
             trunc = budget is not None and len(ids) > budget
             n = budget if trunc else len(ids)
             ids = ids[:n]
-            offs = []
-            if return_offsets:
-                offs = self._offsets(enc, n, normalized[i], pieces[i] if self.presplit == "kiwi" and self.hf is None
-                                     else None, maps[i])
+            offs = self._offsets(enc, n, normalized, pieces, norm_map) if return_offsets else []
             toks = enc.tokens[:n] if return_tokens else []
             if add_special_tokens:
                 ids = [self.cls_token_id] + ids + [self.sep_token_id]

@@ -21,6 +21,8 @@ from common import ROOT, baseline, check_data, finetune_all, ft_row, parser, pre
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--long-minutes", type=float, default=0, help="also pretrain this long (0: skip)")
+    ap.add_argument("--long-seeds", type=int, nargs="+", default=None, help="fine-tuning seeds of the long run "
+                    "(default: --seeds)")
     args = ap.parse_args()
     check_data()
     runs = Path(args.runs) / "recipe"
@@ -41,7 +43,7 @@ def main() -> None:
         png = pre_dir / "curves.png"
         if png.exists():
             shutil.copy(png, docs / f"recipe_cpu{minutes:g}min_curves.png")
-        for seed in args.seeds:
+        for seed in (args.long_seeds or args.seeds) if minutes != args.minutes else args.seeds:
             specs.append((runs / f"ft-cpu{minutes:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained"))
             names.append((f"cpu-30min preset, pretrained {minutes:g} min", pre, seed))
     first_pre = runs / f"cpu-{budgets[0]:g}min"
