@@ -5,8 +5,10 @@
 
 Fast on CPU for the reasons the labeller needs: texts sorted by length so each batch pads only to its own
 longest text, bf16 autocast where the CPU/GPU has it, optional int8 dynamic quantization of the Linear layers,
-``torch.inference_mode``, and tokenization of the next batch group (Kiwi, which releases the GIL) overlapped
-with the model's forward pass of the current one.
+``torch.inference_mode``; on a GPU, tokenization of the next batch group (Kiwi, which releases the GIL)
+overlapped with the model's forward pass of the current one. On a CPU the two run one after the other, each
+with every core: overlapped, Kiwi's workers and torch's OpenMP threads fight over the same cores and the
+model ran 3x slower (benchmarks/bench_label.py, 2 cores).
 """
 from __future__ import annotations
 
@@ -101,12 +103,17 @@ class Classifier:
         def encode(chunk):
             return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False)
 
-        # Tokenize group g+1 in a thread while the model runs group g (Kiwi and torch both release the GIL).
+        # On a GPU, tokenize group g+1 in a thread while the model runs group g (Kiwi releases the GIL). On a
+        # CPU, overlapping oversubscribes the cores (OpenMP threads spin while Kiwi's workers hold them).
+        overlap = self.device.type != "cpu"
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(encode, groups[0][1]) if groups else None
-            for gi, (start, _) in enumerate(groups):
-                enc = pending.result()
-                pending = pool.submit(encode, groups[gi + 1][1]) if gi + 1 < len(groups) else None
+            pending = pool.submit(encode, groups[0][1]) if overlap and groups else None
+            for gi, (start, chunk) in enumerate(groups):
+                if overlap:
+                    enc = pending.result()
+                    pending = pool.submit(encode, groups[gi + 1][1]) if gi + 1 < len(groups) else None
+                else:
+                    enc = encode(chunk)
                 logits = predict_logits(self.model, enc["input_ids"], pad_id=self.tok.pad_token_id,
                                         device=self.device, dtype=self.dtype, batch_size=batch_size)
                 probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
