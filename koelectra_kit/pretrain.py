@@ -718,8 +718,10 @@ def plot_curves(run_dir: str | Path, dest: str | Path | None = None) -> Path:
         ax.set_title(title)
         ax.set_xlabel("tokens seen (M)")
         ax.grid(alpha=0.3)
-        if len(keys) > 1:
+        if len(keys) > 1 and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
+        elif not ax.lines:  # objective=mlm: no discriminator to draw
+            ax.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(f"pretraining {run_dir.name}: step {rows[-1]['step']}, {rows[-1]['tokens'] / 1e6:.2f}M tokens")
     fig.tight_layout()
     dest = Path(dest) if dest else run_dir / "curves.png"

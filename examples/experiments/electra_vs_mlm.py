@@ -1,7 +1,7 @@
-"""Experiment 1: ELECTRA vs MLM at equal compute (issue 7) -> docs/results/electra_vs_mlm.md
+"""Experiment 1: ELECTRA vs MLM at equal compute (issue 7) -> docs/results/electra_vs_mlm-<minutes>min.md
 
     python examples/experiments/electra_vs_mlm.py --minutes 30
-    python examples/experiments/electra_vs_mlm.py --minutes 10 --ft max_train_rows=30000   # ~1 hour in all
+    python examples/experiments/electra_vs_mlm.py --minutes 10 --parallel 2 --ft max_train_rows=30000   # ~35 minutes in all
 
 The same encoder (configs/pretrain/cpu-30min.yaml: 2 layers x 128, positional-prior init, Kiwi + 8k WordPiece)
 pretrained for the same wall-clock budget with objective=electra and objective=mlm (BERT-style: the encoder
@@ -46,7 +46,13 @@ def main() -> None:
              "its generator; MLM: the encoder itself), mean of the last 5 logged rows.", "",
              "| objective | steps | tokens | tokens/s | masked-token acc | command |", "|---|---|---|---|---|---|",
              *notes]
-    write_table(ROOT / "docs" / "results" / "electra_vs_mlm.md", "Experiment 1: ELECTRA vs MLM at equal compute",
+    from koelectra_kit.pretrain import plot_curves
+
+    tag = f"electra_vs_mlm-{args.minutes:g}min"
+    for objective in objectives:  # learning curves beside the table, regenerated from each run's metrics
+        plot_curves(runs / objective, ROOT / "docs" / "results" / f"{tag}-{objective}.png")
+    extra += ["", *(f"![{o} learning curves]({tag}-{o}.png)" for o in objectives)]
+    write_table(ROOT / "docs" / "results" / f"{tag}.md", "Experiment 1: ELECTRA vs MLM at equal compute",
                 f"Each encoder pretrained {args.minutes:g} minutes of wall-clock on 2 CPU cores, then fine-tuned "
                 "with configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft else "") +
                 " on nsmc3/train, scored on nsmc3/dev (10,000 reviews of unseen movies).", rows, extra)
