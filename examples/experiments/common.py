@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the scripts import koelectra_kit even without `pip install -e .`
 DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
 CORPUS = [DATA / "pretrain" / "nsmc_reviews.txt", DATA / "pretrain" / "comments_mix.txt"]
 TRAIN, DEV = DATA / "nsmc3" / "train.tsv", DATA / "nsmc3" / "dev.tsv"
