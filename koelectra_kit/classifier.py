@@ -87,8 +87,10 @@ class Classifier:
             dtype = None
         return cls(model, tok, labels, max_length, dev, dtype, str(name_or_dir))
 
-    def predict(self, texts, batch_size: int = 64, group: int = 2048) -> Predictions:
-        """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order."""
+    def predict(self, texts, batch_size: int = 64, group: int = 2048, overlap: bool | None = None) -> Predictions:
+        """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
+        ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
+        Kiwi's workers and torch's OpenMP threads would fight over the same cores)."""
         import torch
 
         from .finetune import predict_logits
@@ -99,25 +101,28 @@ class Classifier:
         probs = np.zeros((n, k), dtype=np.float32)
         truncated: list[bool] = []
         groups = [(s, texts[s:s + group]) for s in range(0, n, group)]
+        if overlap is None:
+            overlap = self.device.type != "cpu"
 
         def encode(chunk):
             return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False)
 
-        # On a GPU, tokenize group g+1 in a thread while the model runs group g (Kiwi releases the GIL). On a
-        # CPU, overlapping oversubscribes the cores (OpenMP threads spin while Kiwi's workers hold them).
-        overlap = self.device.type != "cpu"
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(encode, groups[0][1]) if overlap and groups else None
-            for gi, (start, chunk) in enumerate(groups):
-                if overlap:
-                    enc = pending.result()
-                    pending = pool.submit(encode, groups[gi + 1][1]) if gi + 1 < len(groups) else None
-                else:
-                    enc = encode(chunk)
-                logits = predict_logits(self.model, enc["input_ids"], pad_id=self.tok.pad_token_id,
-                                        device=self.device, dtype=self.dtype, batch_size=batch_size)
-                probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
-                truncated.extend(enc["truncated"])
+        def encoded():
+            if not overlap:
+                yield from (encode(chunk) for _, chunk in groups)
+                return
+            with ThreadPoolExecutor(max_workers=1) as pool:  # Kiwi releases the GIL while the model runs
+                pending = [pool.submit(encode, chunk) for _, chunk in groups[:1]]
+                for gi in range(len(groups)):
+                    if gi + 1 < len(groups):
+                        pending.append(pool.submit(encode, groups[gi + 1][1]))
+                    yield pending.pop(0).result()
+
+        for (start, _), enc in zip(groups, encoded()):
+            logits = predict_logits(self.model, enc["input_ids"], pad_id=self.tok.pad_token_id,
+                                    device=self.device, dtype=self.dtype, batch_size=batch_size)
+            probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
+            truncated.extend(enc["truncated"])
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if n else []
         return Predictions(labels, probs, truncated)
 

@@ -183,7 +183,8 @@ def _protect_placeholders(text: str, spans: list[tuple[int, int]]) -> list[tuple
 @contextmanager
 def _serial_tokenizers():
     """tokenizers' encode_batch on the calling thread only (it reads TOKENIZERS_PARALLELISM on every call).
-    Inside the Kiwi pipeline this measured 0.74x Kiwi's own throughput on 2 cores instead of 0.67x."""
+    Inside the Kiwi pipeline, rayon's threads fight Kiwi's workers for the cores: benchmarks/bench_tokenizer.py
+    went from 0.67x Kiwi's own throughput on 2 cores to 0.72-0.81x. Process-wide, so restored right after."""
     old = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
@@ -456,8 +457,11 @@ class KoTokenizer:
     def _pieces(self, normalized: list[str]) -> list[list[str]]:
         if self.presplit != "kiwi":
             return [[t] if t else [] for t in normalized]
-        workers = self.num_workers if len(normalized) > 64 else 1
-        return [mark_pieces(t, sp) for t, sp in zip(normalized, presplit_texts(normalized, workers))]
+        return [mark_pieces(t, sp) for t, sp in zip(normalized, self._spans(normalized, len(normalized)))]
+
+    def _spans(self, normalized: Iterable[str], n: int) -> Iterator[list[tuple[int, int]]]:
+        """Kiwi spans per text, streaming; a batch too small to feed several workers runs on one."""
+        return presplit_texts(normalized, self.num_workers if n > 64 else 1)
 
     def presplit_batch(self, texts: list[str]) -> list[str]:
         """Pre-split strings (pieces joined by spaces): what ``tokenizer.json`` alone expects as input."""
@@ -507,8 +511,7 @@ class KoTokenizer:
                 x, m = normed[done + j]
                 yield enc, x, buf[j], m
 
-        workers = self.num_workers if len(texts) > 64 else 1
-        for spans in presplit_texts(feed(), workers):
+        for spans in self._spans(feed(), len(texts)):
             buf.append(mark_pieces(normed[done + len(buf)][0], spans))
             if len(buf) >= sub:
                 yield from flush()

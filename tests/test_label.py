@@ -165,3 +165,16 @@ def test_quantized_predictor_agrees(tiny_classifier_dir, sample_dir):
     a = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32").predict(texts)
     b = Classifier.load(tiny_classifier_dir, device="cpu", quantize=True).predict(texts)
     assert np.abs(a.probs - b.probs).max() < 0.05
+
+
+def test_overlapped_and_sequential_tokenization_agree(tiny_classifier_dir, sample_dir):
+    # CPU default is sequential; the overlapped (GPU default) path must give the same rows, in order, across groups
+    from koelectra_kit.classifier import Classifier
+
+    texts = [l for l in (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines() if l.strip()][:150]
+    clf = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32")
+    a = clf.predict(texts, group=32, overlap=False)
+    b = clf.predict(texts, group=32, overlap=True)
+    assert a.labels == b.labels and len(a.labels) == len(texts)
+    np.testing.assert_allclose(a.probs, b.probs, atol=1e-6)
+    assert a.truncated == b.truncated

@@ -1,5 +1,6 @@
 """The tokenizer pipeline on real noisy text: pre-split pieces, offsets, decode, save/load, the CLI, bad input."""
 import json
+import os
 
 import pytest
 
@@ -223,3 +224,15 @@ def test_odd_lines_do_not_break_training(tmp_path):
 def test_missing_tokenizer_dir_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no tokenizer"):
         KoTokenizer.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("before", [None, "true"])
+def test_kiwi_pipeline_restores_tokenizers_parallelism(sample_tokenizer, monkeypatch, before):
+    # the pipeline turns rayon off around its sub-batch encodes; the user's setting must come back unchanged
+    if before is None:
+        monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    else:
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", before)
+    enc = sample_tokenizer.encode_batch(["배송 빠르고 좋아요 ㅋㅋ"] * 300)
+    assert len(enc["input_ids"]) == 300
+    assert os.environ.get("TOKENIZERS_PARALLELISM") == before

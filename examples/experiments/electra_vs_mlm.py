@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, baseline, check_data, finetune_all, ft_row, parser, pretrain_all, tail_mean, write_table  # noqa: E402
+from koelectra_kit.pretrain import plot_curves  # noqa: E402  (common puts the repo on sys.path)
 
 
 def main() -> None:
@@ -46,8 +47,6 @@ def main() -> None:
              "its generator; MLM: the encoder itself), mean of the last 5 logged rows.", "",
              "| objective | steps | tokens | tokens/s | masked-token acc | command |", "|---|---|---|---|---|---|",
              *notes]
-    from koelectra_kit.pretrain import plot_curves
-
     tag = f"electra_vs_mlm-{args.minutes:g}min"
     for objective in objectives:  # learning curves beside the table, regenerated from each run's metrics
         plot_curves(runs / objective, ROOT / "docs" / "results" / f"{tag}-{objective}.png")
