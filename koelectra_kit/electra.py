@@ -266,7 +266,8 @@ def positional_prior_(electra_models, *, scale: float = 2.0, shifts=(1, -1), pos
       embedding dims, sized so their norm matches the word embeddings' (std ``initializer_range``) in the
       other dims; word and token-type tables are zeroed in those dims (position and content start apart).
     - ``embeddings_project`` (E -> H, when the sizes differ): identity from the position dims to the first
-      ``pos_dims`` hidden dims, which no other hidden dim reads.
+      ``pos_dims`` hidden dims, which no other hidden dim reads. A model with ``H <= pos_dims`` (a 1/4-width
+      generator) reads ``H/4`` of the frequencies, spread and highest included, into its first ``H/2`` dims.
     - every layer, head h: its first ``pos_dims`` query/key dims read the position dims; the query rotated
       by ``shift`` positions (R(w * shift) per frequency pair), the key unrotated, both scaled by ``scale``:
       q.k peaks where p' = p + shift. Heads take shifts round-robin across layers and heads, so a one-head
@@ -298,30 +299,41 @@ def positional_prior_(electra_models, *, scale: float = 2.0, shifts=(1, -1), pos
                 rot[i, 2 * f:2 * f + 2, 2 * f:2 * f + 2] = torch.tensor([[c[f], -sn[f]], [sn[f], c[f]]])
         for model in electra_models:
             H = model.config.hidden_size
+            fsel = torch.arange(F_)
+            if d >= H:
+                # A model no wider than the position block (a 1/4-width generator) reads a spread subset of the
+                # frequencies, highest included (it makes the +-1 peaks sharp), in half its hidden dims; the
+                # other half stays content.
+                fsel = torch.linspace(F_ - 1, 0, max(1, H // 4)).round().long().unique()
+            sel = torch.stack([2 * fsel, 2 * fsel + 1], 1).flatten()  # position dims this model reads
+            dm = len(sel)
             proj = getattr(model, "embeddings_project", None)
             if proj is not None:
-                proj.weight[:d, :] = 0.0
                 proj.weight[:, :d] = 0.0
-                proj.weight[:d, :d] = torch.eye(d)
-                proj.bias[:d] = 0.0
+                proj.weight[:dm, :] = 0.0
+                proj.weight[torch.arange(dm), sel] = 1.0  # identity onto its first dm hidden dims
+                proj.bias[:dm] = 0.0
                 # Content dims at unit gain (orthonormal rows): at std initializer_range a narrow generator's
                 # projection shrinks the token content ~4x next to the position dims, and it learns slowly.
-                content = torch.empty(H - d, E - d)
+                content = torch.empty(H - dm, E - d)
                 nn.init.orthogonal_(content)
-                proj.weight[d:, d:] = content
+                proj.weight[dm:, d:] = content
+            elif dm < d:
+                raise ValueError(f"hidden size {H} <= pos_dims {d} needs an embedding projection")
             heads = model.config.num_attention_heads
             hd = H // heads
-            k = min(d, hd)  # dims of each head given to position
+            k = min(dm, hd)  # dims of each head given to position
+            rot_m = rot[:, sel][:, :, sel]
             for li, layer in enumerate(model.encoder.layer):
                 attn = layer.attention.self
                 for h in range(heads):
-                    r = rot[(li * heads + h) % len(shifts)]
+                    r = rot_m[(li * heads + h) % len(shifts)]
                     rows = slice(h * hd, h * hd + k)
                     # q_pos = scale * R x_pos, k_pos = scale * x_pos (rows of W are output dims)
                     attn.query.weight[rows, :] = 0.0
-                    attn.query.weight[rows, :d] = scale * r[:k, :]
+                    attn.query.weight[rows, :dm] = scale * r[:k, :]
                     attn.key.weight[rows, :] = 0.0
-                    attn.key.weight[rows, :d] = scale * torch.eye(d)[:k, :]
+                    attn.key.weight[rows, :dm] = scale * torch.eye(dm)[:k, :]
                     attn.query.bias[rows] = 0.0
                     attn.key.bias[rows] = 0.0
 

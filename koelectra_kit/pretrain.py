@@ -63,7 +63,7 @@ class ModelConfig:
     init: Literal["normal", "positional"] = "normal"
     init_scale: float = 2.0  # query/key gain on the position dims (sharpness of the neighbour attention)
     init_shifts: list[int] = field(default_factory=lambda: [1, -1, 2, -2])  # offsets the heads attend to
-    init_pos_dims: int = 32  # embedding dims that carry the sinusoidal positions (< every model's hidden size)
+    init_pos_dims: int = 32  # embedding dims that carry the sinusoidal positions (< hidden and embedding size)
 
 
 @dataclass
@@ -170,12 +170,13 @@ class PretrainConfig:
         if m.init == "positional":
             from .electra import generator_shape
 
-            hiddens = [m.hidden_size, m.embedding_size]
-            if self.objective == "electra":
-                hiddens.append(generator_shape(m, self.generator)["hidden_size"])
-            if m.init_pos_dims < 2 or m.init_pos_dims % 2 or m.init_pos_dims >= min(hiddens):
-                raise ConfigError(f"model.init_pos_dims {m.init_pos_dims} must be even, >= 2 and below every "
-                                  f"hidden/embedding size {sorted(set(hiddens))}; lower it")
+            # The generator reads a subset of the position dims when it is narrower (positional_prior_).
+            sizes = [m.hidden_size, m.embedding_size]
+            if m.init_pos_dims < 2 or m.init_pos_dims % 2 or m.init_pos_dims >= min(sizes):
+                raise ConfigError(f"model.init_pos_dims {m.init_pos_dims} must be even, >= 2 and below the "
+                                  f"hidden and embedding sizes {sorted(set(sizes))}; lower it")
+            if self.objective == "electra" and generator_shape(m, self.generator)["hidden_size"] < 4:
+                raise ConfigError("the positional prior needs a generator at least 4 wide; raise generator.size")
             if not m.init_shifts:
                 raise ConfigError("model.init_shifts is empty: give the offsets heads attend to, e.g. [1,-1]")
         for name, p in (("model.hidden_dropout", m.hidden_dropout), ("model.attention_dropout", m.attention_dropout)):

@@ -145,6 +145,27 @@ def test_shared_embeddings_and_tied_head():
         assert (id(p) in no_decay) == ("LayerNorm" in name or name.endswith(".bias")), name
 
 
+@pytest.mark.parametrize("gen_size", [0.25, 0.5])
+def test_positional_prior_heads_start_on_their_neighbour(gen_size):
+    """model.init=positional: at step 0 every first-layer head of the discriminator and of the generator (also
+    one narrower than the position block, which reads a subset of its frequencies) attends to its offset."""
+    m_cfg, g_cfg = tiny_shapes(hidden_size=128, embedding_size=128, intermediate_size=256, init="positional",
+                               init_scale=2.0, init_shifts=[1, -1, 2, -2], init_pos_dims=32)
+    g_cfg.size = gen_size
+    torch.manual_seed(0)
+    model = electra.build_pretrain_model(V, 0, SPECIAL, m_cfg, g_cfg, attn_implementation="eager")
+    ids, _ = random_batch(B=2, L=24)
+    for enc in (model.discriminator.electra, model.generator.electra):
+        heads = enc.config.num_attention_heads
+        with torch.no_grad():
+            att = enc(ids, output_attentions=True).attentions  # per layer [B, heads, L, L]
+        for h in range(heads):
+            shift = m_cfg.init_shifts[h % 4]
+            rows = torch.arange(3, 21)
+            hits = (att[0][:, h, rows].argmax(-1) == rows + shift).float().mean().item()
+            assert hits >= 0.9, (enc.config.hidden_size, h, shift, hits)
+
+
 def test_masked_only_generator_loss_equals_full_logits():
     """Our gather-then-head generator loss equals transformers' ElectraForMaskedLM loss at the same targets."""
     torch.manual_seed(0)

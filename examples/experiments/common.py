@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the scripts import koelectra_kit even without `pip install -e .`
 DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -47,6 +49,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--parallel", type=int, default=1,
                     help="run this many pretraining/fine-tuning jobs at once, 1 thread each (equal compute per arm "
                          "on a 2-core machine: --parallel 2)")
+    ap.add_argument("--pretrain-parallel", type=int, default=None,
+                    help="pretraining jobs at once (default: --parallel); e.g. --parallel 2 --pretrain-parallel 1 "
+                         "pretrains one arm at a time on both cores and fine-tunes two at a time")
     return ap
 
 
@@ -126,7 +131,9 @@ def pretrain_all(specs: list[tuple[Path, str, list[str]]], minutes: float, fresh
     result = []
     for out, preset, overrides in specs:
         summary = json.loads((out / "summary.json").read_text())
-        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, parallel))
+        # The command as the run was made (a reused run may have had both cores though this call has --parallel 2).
+        ran_alone = yaml.safe_load((out / "config.yaml").read_text()).get("threads") != 1
+        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, 1 if ran_alone else 2))
         result.append(summary)
     return result
 

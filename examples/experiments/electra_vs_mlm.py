@@ -25,7 +25,7 @@ def main() -> None:
     rows, notes = [], []
     objectives = ("electra", "mlm")
     pres = pretrain_all([(runs / o, "cpu-30min", [f"objective={o}"]) for o in objectives], args.minutes, args.fresh,
-                        args.parallel)
+                        args.pretrain_parallel or args.parallel)
     specs, names = [], []
     for objective, pre in zip(objectives, pres):
         notes.append(f"| {objective} | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | {pre['tokens_per_s']:,.0f} | "

@@ -34,7 +34,7 @@ def main() -> None:
             run(argv, runs / f"tok{i}.log")
         tok_cmds.append(show(argv))
     pres = pretrain_all([(runs / f"pre{i}", "cpu-30min", [f"tokenizer={runs / f'tok{i}'}"]) for i in range(len(TOKENIZERS))],
-                        args.minutes, args.fresh, args.parallel)
+                        args.minutes, args.fresh, args.pretrain_parallel or args.parallel)
     specs, names = [], []
     for i, (name, pre) in enumerate(zip(TOKENIZERS, pres)):
         notes.append(f"| {name} | {pre['data']['tokens'] / 1e6:.1f}M | {pre['tokens'] / 1e6:.1f}M | "
