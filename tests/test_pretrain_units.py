@@ -281,6 +281,8 @@ def test_time_budget_progress_and_lambda_warmup():
     (["batch_size=10", "grad_accum=4"], "multiple"),
     (["model.num_heads=5"], "multiple"),
     (["model.hidden_dropout=1.0"], "hidden_dropout"),
+    (["model.init=positional", "generator.size=0.01"], "at least 4 wide"),
+    (["model.init=positional", "model.init_pos_dims=128"], "below the hidden and embedding"),
     (["mask_token_prob=0.8", "random_token_prob=0.3"], "sum"),
     (["nope=1"], "unknown config key"),
 ])
