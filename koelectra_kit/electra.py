@@ -318,8 +318,6 @@ def positional_prior_(electra_models, *, scale: float = 2.0, shifts=(1, -1), pos
                 content = torch.empty(H - dm, E - d)
                 nn.init.orthogonal_(content)
                 proj.weight[dm:, d:] = content
-            elif dm < d:
-                raise ValueError(f"hidden size {H} <= pos_dims {d} needs an embedding projection")
             heads = model.config.num_attention_heads
             hd = H // heads
             k = min(dm, hd)  # dims of each head given to position

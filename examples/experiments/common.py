@@ -132,8 +132,8 @@ def pretrain_all(specs: list[tuple[Path, str, list[str]]], minutes: float, fresh
     for out, preset, overrides in specs:
         summary = json.loads((out / "summary.json").read_text())
         # The command as the run was made (a reused run may have had both cores though this call has --parallel 2).
-        ran_alone = yaml.safe_load((out / "config.yaml").read_text()).get("threads") != 1
-        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, 1 if ran_alone else 2))
+        threads = yaml.safe_load((out / "config.yaml").read_text()).get("threads")
+        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, 2 if threads == 1 else 1))
         result.append(summary)
     return result
 
