@@ -89,6 +89,7 @@ class PretrainConfig:
     out: str = ""  # run directory: metrics.jsonl, checkpoints/, discriminator/, generator/, curves.png
     tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
     vocab_size: int = 32000  # only when training the tokenizer here
+    tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
     cache_dir: str | None = None  # packed-data cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
     num_workers: int | None = None  # tokenization processes (None: all cores)
 
@@ -158,6 +159,9 @@ class PretrainConfig:
             raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv])")
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR for the run's outputs")
+        if self.tokenizer_model not in ("wordpiece", "characters"):
+            raise ConfigError(f"tokenizer_model must be wordpiece or characters, got {self.tokenizer_model!r} (train "
+                              "other tokenizers with `koelectra-kit tokenizer train` and pass tokenizer=DIR)")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.seq_len < 8:
@@ -240,7 +244,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
             log(f"training a {cfg.vocab_size}-token tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
             train_tokenizer(TokenizerConfig(input=list(cfg.corpus), out=str(tok_dir), vocab_size=cfg.vocab_size,
-                                            progress=cfg.progress, **kwargs))
+                                            model=cfg.tokenizer_model, progress=cfg.progress, **kwargs))
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)
 

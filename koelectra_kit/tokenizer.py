@@ -50,12 +50,15 @@ class TokenizerConfig:
     out: str = ""  # directory the tokenizer is saved to
     text_column: str | None = None  # csv/tsv/jsonl column with the text (None: guess)
     vocab_size: int = 32000
-    model: Literal["wordpiece", "unigram"] = "wordpiece"  # unigram: sentencepiece (byte fallback)
+    # unigram: sentencepiece (byte fallback). characters: a WordPiece vocabulary of the alphabet and its "##"
+    # forms only (no merged pieces; vocab_size unused): the cpu-30min preset's, which learns fastest on 2 cores
+    model: Literal["wordpiece", "unigram", "characters"] = "wordpiece"
     presplit: Literal["kiwi", "none"] = "kiwi"  # none: subwords straight on the normalized text
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
-    # WordPiece has no byte fallback: every character outside its alphabet becomes [UNK]. Keep the alphabet
-    # large (Hangul syllables alone are 11,172; a comment corpus has ~3-5k distinct characters).
+    # WordPiece has no byte fallback: every character outside its alphabet becomes [UNK]. An upper bound: the
+    # alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95% of the corpus's
+    # characters (see alphabet_size; a comment corpus has ~3-5k distinct characters, most of them rare).
     limit_alphabet: int = 8000
     max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
     num_workers: int | None = None  # Kiwi threads (None: all cores)
@@ -372,22 +375,66 @@ def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
     if cfg.model == "unigram":
         backend = _train_unigram(files, cfg)
     else:
-        backend = _build_backend(cfg.model, cfg.presplit)
+        backend = _build_backend("wordpiece", cfg.presplit)
+        chars = cfg.model == "characters"
+        alphabet = cfg.limit_alphabet
+        if not chars:
+            alphabet, note = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
+            if cfg.progress:
+                print(note, flush=True)
+        # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
+        # vocab_size of zero merges leaves exactly those
         trainer = trainers.WordPieceTrainer(
-            vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=SPECIAL_TOKENS,
-            limit_alphabet=cfg.limit_alphabet, continuing_subword_prefix="##", show_progress=cfg.progress)
+            vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
+            special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, continuing_subword_prefix="##",
+            show_progress=cfg.progress)
         backend.train([str(f) for f in files], trainer)
+        vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
+        merged = sum(len(t.removeprefix("##")) > 1 for t in vocab)
+        if not chars and merged < 0.1 * len(vocab):
+            warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
+                          f"({merged} longer pieces): raise vocab_size or lower limit_alphabet", stacklevel=2)
     placeholders = [ph for key, ph in PLACEHOLDERS.items() if getattr(cfg.normalize, key) == "placeholder"]
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     if placeholders:
         backend.add_tokens([AddedToken(t, single_word=False, normalized=False) for t in placeholders])
     backend.post_processor = _post_processor(backend)
-    tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit, model=cfg.model)
+    tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
+                      model="unigram" if cfg.model == "unigram" else "wordpiece")  # characters: WordPiece, no merges
     tok.save(cfg.out)
     if cfg.progress:
         print(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
               f"{time.perf_counter() - t0:.1f}s -> {cfg.out}", flush=True)
     return tok
+
+
+def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: float = 0.9995) -> tuple[int, str]:
+    """How many characters WordPiece may keep as its alphabet, and a line saying what that means.
+
+    WordPiece starts its vocabulary with the alphabet plus a "##" form of every character that continues a piece;
+    only what is left of vocab_size becomes merged pieces. A Korean comment corpus has ~4,600 distinct characters,
+    so with the whole alphabet an 8k vocabulary holds single characters and nothing else (no merge ever runs).
+    The alphabet therefore gets at most a quarter of the vocabulary, or, when more is needed to cover 99.95% of
+    the corpus's characters (small corpora, where rare characters are a large share), that many; characters
+    outside it become [UNK] (WordPiece has no byte fallback). On ../shared/data/pretrain an 8k vocabulary keeps
+    1,998 characters, which cover all but 0.04% of its characters; a 32k one keeps them all."""
+    from collections import Counter
+
+    counts: Counter = Counter()
+    for f in files:  # pre-split text: pieces joined by spaces, "##" before the pieces that continue a word
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                counts.update(line.replace(" ##", " ").removeprefix("##").replace(" ", "").rstrip("\n"))
+    total = sum(counts.values()) or 1
+    freqs = sorted(counts.values(), reverse=True)
+    needed, seen = 0, 0
+    while needed < len(freqs) and seen < coverage * total:
+        seen += freqs[needed]
+        needed += 1
+    keep = min(limit, len(freqs), max((vocab_size - len(SPECIAL_TOKENS)) // 4, needed))
+    covered = sum(freqs[:keep]) / total
+    return keep, (f"alphabet: {keep:,} of {len(freqs):,} distinct characters, covering {covered:.4%} of the "
+                  f"corpus's characters (the rest become [UNK])")
 
 
 def _check_inputs(paths: list[str]) -> list[Path]:

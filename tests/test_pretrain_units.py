@@ -284,6 +284,7 @@ def test_time_budget_progress_and_lambda_warmup():
     (["model.init=positional", "generator.size=0.01"], "at least 4 wide"),
     (["model.init=positional", "model.init_pos_dims=128"], "below the hidden and embedding"),
     (["mask_token_prob=0.8", "random_token_prob=0.3"], "sum"),
+    (["tokenizer_model=unigram"], "wordpiece or characters"),
     (["nope=1"], "unknown config key"),
 ])
 def test_config_errors(override, msg):

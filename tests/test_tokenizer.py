@@ -181,6 +181,46 @@ def test_sentencepiece_unigram_and_plain_modes(sample_dir, tmp_path):
         assert again.encode(text).ids == ids
 
 
+def test_small_vocabulary_keeps_room_for_merged_pieces(tmp_path):
+    """A corpus with many rare characters (like Korean comments: ~4,600 distinct, most of them rare) and a small
+    vocabulary: the whole alphabet plus its "##" forms would fill it and leave single characters only. The
+    alphabet is cut to the frequent characters, so frequent words become pieces of their own."""
+    import random
+
+    rng = random.Random(0)
+    common = [chr(0xAC00 + 7 * i) for i in range(60)]  # 60 frequent syllables
+    rare = [chr(0xAC00 + 7 * 60 + i) for i in range(300)]  # 300 syllables seen once each
+    words = ["".join(rng.choice(common) for _ in range(rng.randint(2, 4))) for _ in range(200)]
+    lines = [" ".join(rng.choices(words, k=5)) for _ in range(50_000)] + rare
+    path = tmp_path / "zipf.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = train_tokenizer(TokenizerConfig(input=[str(path)], out=str(tmp_path / "t"), vocab_size=500, presplit="none",
+                                          progress=False, cache_dir=str(tmp_path / "c")))
+    vocab = [t.removeprefix("##") for t in tok.backend.get_vocab() if not t.startswith("[")]
+    assert sum(len(t) > 1 for t in vocab) > 0.3 * len(vocab)  # with the whole alphabet: 0
+    assert len(tok.encode(words[0]).ids) == 3  # [CLS] word [SEP]: a frequent word is one piece
+    assert tok.unk_token_id in tok.encode(rare[-1]).ids  # the price: characters outside the alphabet are [UNK]
+
+
+def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_path):
+    corpus = sample_dir / "comments.txt"
+    tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / "t"), model="characters",
+                                          progress=False, cache_dir=str(tmp_path / "c")))
+    vocab = [t for t in tok.backend.get_vocab() if not t.startswith("[")]
+    assert vocab and all(len(t.removeprefix("##")) == 1 for t in vocab)
+    text = corpus.read_text(encoding="utf-8").splitlines()[0]
+    ids = KoTokenizer.from_pretrained(tmp_path / "t").encode(text).ids
+    assert tok.unk_token_id not in ids  # every character of the corpus is in the vocabulary
+    assert len(ids) - 2 == sum(not c.isspace() for c in tok.normalize(text))  # one token per character
+
+
+def test_character_only_vocabulary_warns(sample_dir, tmp_path):
+    # 821 distinct characters, most seen once: keeping 99.95% of them fills a 1,000-token vocabulary
+    with pytest.warns(UserWarning, match="nearly all single characters"):
+        train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / "t"),
+                                        vocab_size=1000, presplit="none", progress=False, cache_dir=str(tmp_path / "c")))
+
+
 def test_cli_train_and_encode(sample_dir, tmp_path, capsys):
     out = tmp_path / "tok"
     rc = main(["tokenizer", "train", "--config", "configs/tokenizer/tiny.yaml", f"input={sample_dir / 'comments.txt'}",

@@ -131,9 +131,10 @@ def pretrain_all(specs: list[tuple[Path, str, list[str]]], minutes: float, fresh
     result = []
     for out, preset, overrides in specs:
         summary = json.loads((out / "summary.json").read_text())
-        # The command as the run was made (a reused run may have had both cores though this call has --parallel 2).
+        # The command as the run was made (a reused run may have had both cores though this call has --parallel 2;
+        # a run linked in from another experiment names the directory it was made in).
         threads = yaml.safe_load((out / "config.yaml").read_text()).get("threads")
-        summary["command"] = show(pretrain_argv(out, preset, overrides, minutes, 2 if threads == 1 else 1))
+        summary["command"] = show(pretrain_argv(out.resolve(), preset, overrides, minutes, 2 if threads == 1 else 1))
         result.append(summary)
     return result
 
@@ -147,6 +148,15 @@ def tail_mean(run_dir: Path, key: str, n: int = 5) -> float | None:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     vals = [r[key] for r in rows[-n:] if r.get(key) is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def first_reach(run_dir: Path, key: str, threshold: float) -> str:
+    """When a metric first logs ``threshold`` or more: "step N (M min)", or "not reached"."""
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line) if line.strip() else {}
+        if r.get(key) is not None and r[key] >= threshold:
+            return f"step {r['step']:,} ({r['elapsed_s'] / 60:.1f} min)"
+    return "not reached"
 
 
 def finetune_argv(out: Path, model: Path, seed: int, init: str, extra: list[str], parallel: int = 1) -> list[str]:
@@ -166,7 +176,7 @@ def finetune_all(specs: list[tuple[Path, Path, int, str]], extra: list[str], fre
     results = []
     for out, model, seed, init in specs:
         r = json.loads((out / "eval.json").read_text())
-        r["command"] = show(finetune_argv(out, model, seed, init, extra))
+        r["command"] = show(finetune_argv(out.resolve(), model.resolve(), seed, init, extra))
         results.append(r)
     return results
 

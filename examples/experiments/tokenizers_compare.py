@@ -1,10 +1,16 @@
-"""Experiment 2: which tokenizer? (issue 7) -> docs/results/tokenizers.md
+"""Experiment 2: which tokenizer? (issue 7) -> docs/results/tokenizers-<minutes>min.md
 
-    python examples/experiments/tokenizers_compare.py --minutes 10 --ft max_train_rows=30000
+    python examples/experiments/tokenizers_compare.py --minutes 30 --parallel 2 --pretrain-parallel 1 --ft max_train_rows=50000
 
 Kiwi pre-split + WordPiece vs plain WordPiece (BERT pre-tokenizer, no Kiwi) vs sentencepiece unigram (byte
 fallback), all 8k vocabularies trained on ../shared/data/pretrain/*.txt, the same cpu-30min encoder pretrained
 for the same wall-clock budget, fine-tuned and scored the same way.
+
+When it exists, the cpu-30min preset's own run (experiment 3's 1/4 arm, runs/experiments/generator-30min/gen0.25)
+joins the table, fine-tuned the same way: the preset trains a character vocabulary (`tokenizer_model: characters`:
+the corpus's ~4,400 characters and their "##" forms, no merged pieces). Up to commit 1958561 that was what every
+8k WordPiece vocabulary here came out as, by accident (the alphabet filled it); the WordPiece arms above are
+real subword vocabularies (half their entries are merged pieces).
 """
 from __future__ import annotations
 
@@ -19,38 +25,54 @@ TOKENIZERS = {
     "plain WordPiece 8k (no Kiwi)": ["presplit=none", "model=wordpiece"],
     "sentencepiece unigram 8k": ["presplit=none", "model=unigram"],
 }
+PRESET = ("Kiwi + characters (the cpu-30min preset)", "generator-30min/gen0.25")
+
+
+def vocab_shape(run_dir: Path) -> str:
+    """Share of the vocabulary that is longer than one character (WordPiece "##" and sentencepiece "▁" aside)."""
+    import json
+
+    vocab = json.loads((run_dir / "discriminator" / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    pieces = [v[0] if isinstance(v, list) else v for v in vocab]
+    pieces = [t.removeprefix("##").removeprefix("\u2581") for t in pieces if not t.startswith(("[", "<0x"))]
+    return f"{sum(len(t) > 1 for t in pieces) / len(pieces):.0%}"
 
 
 def main() -> None:
     args = parser(__doc__).parse_args()
     check_data()
     runs = Path(args.runs) / f"tokenizers-{args.minutes:g}min"
-    rows, notes, tok_cmds = [], [], []
+    arms = []  # (name, pretrain dir, pretrain overrides, tokenizer command)
     for i, (name, settings) in enumerate(TOKENIZERS.items()):
         tok_dir = runs / f"tok{i}"
         argv = ["tokenizer", "train", "--config", "configs/tokenizer/small-budget.yaml",
                 f"input=[{','.join(str(p) for p in CORPUS)}]", f"out={tok_dir}", "progress=false", *settings]
         if not (tok_dir / "tokenizer.json").exists():
             run(argv, runs / f"tok{i}.log")
-        tok_cmds.append(show(argv))
-    pres = pretrain_all([(runs / f"pre{i}", "cpu-30min", [f"tokenizer={runs / f'tok{i}'}"]) for i in range(len(TOKENIZERS))],
-                        args.minutes, args.fresh, args.pretrain_parallel or args.parallel)
-    specs, names = [], []
-    for i, (name, pre) in enumerate(zip(TOKENIZERS, pres)):
-        notes.append(f"| {name} | {pre['data']['tokens'] / 1e6:.1f}M | {pre['tokens'] / 1e6:.1f}M | "
-                     f"{tail_mean(runs / f'pre{i}', 'gen_acc'):.3f} | {tail_mean(runs / f'pre{i}', 'disc_auc'):.3f} | "
-                     f"`{tok_cmds[i]}` |")
+        arms.append((name, runs / f"pre{i}", [f"tokenizer={tok_dir}"], f"`{show(argv)}`"))
+    preset = Path(args.runs) / PRESET[1]
+    if (preset / "summary.json").exists():
+        arms.append((PRESET[0], preset, [], "trained by the pretrain command (no tokenizer=; the preset's "
+                                            "`tokenizer_model: characters`)"))
+    pres = pretrain_all([(d, "cpu-30min", o) for _, d, o, _ in arms], args.minutes, args.fresh,
+                        args.pretrain_parallel or args.parallel)
+    notes, specs, names, rows = [], [], [], []
+    for i, ((name, d, _, tok_cmd), pre) in enumerate(zip(arms, pres)):
+        notes.append(f"| {name} | {vocab_shape(d)} | {pre['data']['tokens'] / 1e6:.1f}M | {pre['tokens'] / 1e6:.1f}M | "
+                     f"{tail_mean(d, 'gen_acc'):.3f} | {tail_mean(d, 'disc_auc'):.3f} | {tok_cmd} |")
         for seed in args.seeds:
-            specs.append((runs / f"ft{i}-s{seed}", runs / f"pre{i}" / "discriminator", seed, "pretrained"))
+            specs.append((runs / f"ft{i}-s{seed}", d / "discriminator", seed, "pretrained"))
             names.append((name, pre, seed))
     for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
         rows.append(ft_row(name, pre, ft, seed))
-    extra = ["## Tokenizers and pretraining", "", "Corpus size in tokens differs by tokenizer (a finer split gives "
-             "more tokens for the same text); the pretraining budget is the same wall-clock.", "",
-             "| tokenizer | corpus tokens | tokens seen | gen acc | disc AUC | tokenizer command |",
-             "|---|---|---|---|---|---|", *notes]
-    write_table(ROOT / "docs" / "results" / "tokenizers.md", "Experiment 2: tokenizers",
-                f"cpu-30min encoder, {args.minutes:g} minutes of pretraining each, fine-tuned with "
+    extra = ["## Tokenizers and pretraining", "", "Multi-character: share of the vocabulary longer than one character. "
+             "Corpus tokens differ by tokenizer (a finer split gives more tokens for the same text); the pretraining "
+             "budget is the same wall-clock. Gen acc and disc AUC: mean of the last 5 logged rows; they are not "
+             "comparable across vocabularies (predicting one of 8k characters is easier than one of 8k subwords).", "",
+             "| tokenizer | multi-character | corpus tokens | tokens seen | gen acc | disc AUC | tokenizer command |",
+             "|---|---|---|---|---|---|---|", *notes]
+    write_table(ROOT / "docs" / "results" / f"tokenizers-{args.minutes:g}min.md", "Experiment 2: tokenizers",
+                f"cpu-30min encoder, {args.minutes:g} minutes of pretraining each on 2 CPU cores, fine-tuned with "
                 "configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft else "") +
                 "; nsmc3/dev scores.", rows, extra)
 
