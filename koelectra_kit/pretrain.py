@@ -241,7 +241,8 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
     tok_dir = out / "tokenizer"
     if not (tok_dir / "tokenizer.json").exists():
         if dist_ctx.is_main:
-            log(f"training a {cfg.vocab_size}-token tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
+            kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
+            log(f"training a {kind} tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
             train_tokenizer(TokenizerConfig(input=list(cfg.corpus), out=str(tok_dir), vocab_size=cfg.vocab_size,
                                             model=cfg.tokenizer_model, progress=cfg.progress, **kwargs))
