@@ -3,6 +3,7 @@ so each stage's fixtures sit beside its tests' owner without one huge conftest."
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Caches (Kiwi pre-split, packed ids, fine-tune tokens) go to a fresh folder per test session, never the
+# user's ~/.cache: a test must not reuse, or leave behind, another run's cache entries.
+os.environ["KOELECTRA_CACHE"] = tempfile.mkdtemp(prefix="koelectra-kit-tests-")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "corpora" / "sample"

@@ -287,3 +287,35 @@ def test_refinetuning_with_reordered_labels_keeps_their_meaning(tmp_path):
 def test_label_resolver_prefers_explicit_map():
     r = label_resolver(L3, {"neutral": "positive"})
     assert r("neutral") == "positive" and r("NEG") == "negative" and r("x") is None
+
+
+def test_token_cache_skips_kiwi_the_second_time_and_misses_on_any_change(sample_tokenizer, tmp_path):
+    from koelectra_kit.finetune import encode_texts
+
+    calls = []
+    real = sample_tokenizer.encode_batch
+
+    def counting(texts, **kw):
+        calls.append(len(texts))
+        return real(texts, **kw)
+
+    texts = ["영화 너무 재밌어요 ㅋㅋ", "별로...", "배우 연기가 좋았다", "이게 뭐야"]
+    plain = encode_texts(sample_tokenizer, texts, 16)
+    sample_tokenizer.encode_batch = counting
+    try:
+        first = encode_texts(sample_tokenizer, texts, 16, cache_dir=tmp_path)
+        assert calls == [4] and list(tmp_path.glob("finetune-ids/*/state.json"))
+        second = encode_texts(sample_tokenizer, texts, 16, cache_dir=tmp_path)
+        assert calls == [4]  # read back, no tokenization
+        for got in (first, second):
+            assert got[0] == plain[0] and got[1].tolist() == plain[1].tolist()
+        encode_texts(sample_tokenizer, texts, 8, cache_dir=tmp_path)  # another max_length
+        encode_texts(sample_tokenizer, texts[:3] + ["이게 뭐야!"], 16, cache_dir=tmp_path)  # one text edited
+        assert calls == [4, 4, 4]
+        assert not list(tmp_path.glob("finetune-ids/*.tmp*"))  # no temporary entries left behind
+        for arrow in tmp_path.glob("finetune-ids/*/*.arrow"):  # a damaged cache is recomputed, not trusted
+            arrow.write_bytes(b"not arrow")
+        assert encode_texts(sample_tokenizer, texts, 16, cache_dir=tmp_path)[0] == plain[0]
+        assert calls == [4, 4, 4, 4]
+    finally:
+        del sample_tokenizer.encode_batch

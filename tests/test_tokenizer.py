@@ -199,7 +199,10 @@ def test_small_vocabulary_keeps_room_for_merged_pieces(tmp_path):
     vocab = [t.removeprefix("##") for t in tok.backend.get_vocab() if not t.startswith("[")]
     assert sum(len(t) > 1 for t in vocab) > 0.3 * len(vocab)  # with the whole alphabet: 0
     assert len(tok.encode(words[0]).ids) == 3  # [CLS] word [SEP]: a frequent word is one piece
-    assert tok.unk_token_id in tok.encode(rare[-1]).ids  # the price: characters outside the alphabet are [UNK]
+    # the price: characters outside the alphabet are [UNK]. The alphabet keeps (500 - 5) // 4 = 123 characters: the
+    # 60 frequent ones and 63 of the rare ones (which 63: the trainer breaks the tie among count-1 characters
+    # in hash order, so the test counts them instead of naming one)
+    assert sum(tok.unk_token_id in tok.encode(c).ids for c in rare) == 300 - 63
 
 
 def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_path):

@@ -38,18 +38,25 @@ def vocab_shape(run_dir: Path) -> str:
     return f"{sum(len(t) > 1 for t in pieces) / len(pieces):.0%}"
 
 
-def main() -> None:
-    args = parser(__doc__).parse_args()
-    check_data()
-    runs = Path(args.runs) / f"tokenizers-{args.minutes:g}min"
-    arms = []  # (name, pretrain dir, pretrain overrides, tokenizer command)
+def train_tokenizers(runs: Path) -> list[tuple[str, Path, str]]:
+    """The three 8k tokenizers under ``runs``/tok<i> (trained unless present): (name, dir, command)."""
+    out = []
     for i, (name, settings) in enumerate(TOKENIZERS.items()):
         tok_dir = runs / f"tok{i}"
         argv = ["tokenizer", "train", "--config", "configs/tokenizer/small-budget.yaml",
                 f"input=[{','.join(str(p) for p in CORPUS)}]", f"out={tok_dir}", "progress=false", *settings]
         if not (tok_dir / "tokenizer.json").exists():
             run(argv, runs / f"tok{i}.log")
-        arms.append((name, runs / f"pre{i}", [f"tokenizer={tok_dir}"], f"`{show(argv)}`"))
+        out.append((name, tok_dir, show(argv)))
+    return out
+
+
+def main() -> None:
+    args = parser(__doc__).parse_args()
+    check_data()
+    runs = Path(args.runs) / f"tokenizers-{args.minutes:g}min"
+    arms = [(name, runs / f"pre{i}", [f"tokenizer={tok_dir}"], f"`{cmd}`")  # (name, pretrain dir, overrides, tok cmd)
+            for i, (name, tok_dir, cmd) in enumerate(train_tokenizers(runs))]
     preset = Path(args.runs) / PRESET[1]
     if (preset / "summary.json").exists():
         arms.append((PRESET[0], preset, [], "trained by the pretrain command (no tokenizer=; the preset's "
