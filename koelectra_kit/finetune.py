@@ -506,6 +506,7 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
         return _encode_uncached(tok, texts, max_length, progress, desc)
     import hashlib
 
+    import datasets
     from datasets import Dataset, load_from_disk
 
     from .pretrain import tokenizer_fingerprint
@@ -521,12 +522,14 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
             ids = table.column("input_ids").to_pylist()
             truncated = np.asarray(table.column("truncated").to_numpy(zero_copy_only=False), dtype=bool)
             if len(ids) == len(texts):
-                print(f"{desc.replace('tokenizing', 'tokens of')}: {len(ids):,} texts read from the cache {path}")
+                print(f"{desc}: {len(ids):,} texts' tokens read from the cache {path}")
                 return ids, truncated
         except (OSError, ValueError, KeyError) as e:  # a damaged entry is recomputed, never trusted
             print(f"ignoring the damaged token cache {path} ({str(e).splitlines()[0]})")
     ids, truncated = _encode_uncached(tok, texts, max_length, progress, desc)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a sub-second save needs no bar of its own
     try:
         Dataset.from_dict({"input_ids": ids, "truncated": truncated.tolist()}).save_to_disk(str(tmp))
         shutil.rmtree(path, ignore_errors=True)
@@ -535,6 +538,8 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
         print(f"could not write the token cache {path}: {e}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if not quiet:
+            datasets.enable_progress_bars()
     return ids, truncated
 
 
