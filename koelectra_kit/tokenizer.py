@@ -389,6 +389,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
             special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, continuing_subword_prefix="##",
             show_progress=cfg.progress)
         backend.train([str(f) for f in files], trainer)
+        _renumber(backend)
         vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
         merged = sum(len(t.removeprefix("##")) > 1 for t in vocab)
         if not chars and merged < 0.1 * len(vocab):
@@ -406,6 +407,22 @@ def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
         print(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
               f"{time.perf_counter() - t0:.1f}s -> {cfg.out}", flush=True)
     return tok
+
+
+def _renumber(backend) -> None:
+    """Fixed ids for a trained WordPiece vocabulary. The trainer breaks frequency ties in hash order, so two runs
+    of one command numbered the same pieces differently (a model is tied to its ids) and, where merges tie at the
+    vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
+    they get a fixed order: special tokens, single characters, "##" characters, longer pieces, each by length then
+    code point. A character vocabulary is now the same run to run; a subword one can still differ in tied merges."""
+    from tokenizers import models
+
+    old = backend.model
+    rest = sorted((t for t in backend.get_vocab() if t not in SPECIAL_TOKENS),
+                  key=lambda t: (len(t.removeprefix("##")) > 1, t.startswith("##"), len(t), t))
+    backend.model = models.WordPiece({t: i for i, t in enumerate([*SPECIAL_TOKENS, *rest])}, unk_token=old.unk_token,
+                                     continuing_subword_prefix=old.continuing_subword_prefix,
+                                     max_input_chars_per_word=old.max_input_chars_per_word)
 
 
 def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: float = 0.9995) -> tuple[int, str]:

@@ -217,6 +217,20 @@ def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_pa
     assert len(ids) - 2 == sum(not c.isspace() for c in tok.normalize(text))  # one token per character
 
 
+def test_retraining_gives_the_same_ids(sample_dir, tmp_path):
+    """The WordPiece trainer breaks frequency ties in hash order: without the renumbering, two runs of one command
+    numbered a character vocabulary's entries differently (a trained model is tied to its ids)."""
+    def vocab(name):
+        return train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / name),
+                                               model="characters", progress=False,
+                                               cache_dir=str(tmp_path / "c"))).backend.get_vocab()
+
+    first = vocab("a")
+    assert all(vocab(name) == first for name in ("b", "c"))
+    assert [t for t, _ in sorted(first.items(), key=lambda kv: kv[1])][:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                                                              "[MASK]"]
+
+
 def test_character_only_vocabulary_warns(sample_dir, tmp_path):
     # 821 distinct characters, most seen once: keeping 99.95% of them fills a 1,000-token vocabulary
     with pytest.warns(UserWarning, match="nearly all single characters"):
