@@ -7,6 +7,10 @@ cpu-30min preset's quarter-width generator stays on the unigram plateau for the 
 accuracy 0.04) and the encoder fine-tunes below the same architecture from random init. Here the same tokenizer
 (tokenizers_compare.py's tok0, trained if missing) gets a generator half the discriminator's width; the arms are
 fine-tuned the same 50k-row way, beside the random-init rows of the control (reused when present).
+
+    python examples/experiments/subword_generator.py --minutes 30 --parallel 2 --seeds 1 --ft-name 150k --ft max_train_rows=150000
+
+fine-tunes the same encoder, and the same architecture from random init, on all 150,000 train rows.
 """
 from __future__ import annotations
 
@@ -22,11 +26,15 @@ SIZES = {"1/2": 0.5}
 
 
 def main() -> None:
-    args = parser(__doc__).parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--ft-name", default="", help="a name for a fine-tuning setting other than the default one "
+                    "(e.g. 150k with --ft max_train_rows=150000): its own run folders and results file")
+    args = ap.parse_args()
     check_data()
     name, tok_dir, _ = train_tokenizers(Path(args.runs) / f"tokenizers-{args.minutes:g}min")[0]
     runs = Path(args.runs) / f"subword-generator-{args.minutes:g}min"
     tag = f"subword-generator-{args.minutes:g}min"
+    ft = f"-{args.ft_name}" if args.ft_name else ""
     docs = ROOT / "docs" / "results"
     dirs = {label: runs / f"gen{size:g}" for label, size in SIZES.items()}
     pres = pretrain_all([(dirs[label], "cpu-30min", [f"tokenizer={tok_dir}", f"generator.size={size}"])
@@ -38,16 +46,16 @@ def main() -> None:
                      f"{tail_mean(d, 'gen_unigram_acc'):.3f} | {tail_mean(d, 'disc_auc'):.3f} | "
                      f"{first_reach(d, 'gen_acc', 0.10)} | `{pre['command']}` |")
         for seed in args.seeds:
-            specs.append((runs / f"ft-{d.name}-s{seed}", d / "discriminator", seed, "pretrained"))
+            specs.append((runs / f"ft{ft}-{d.name}-s{seed}", d / "discriminator", seed, "pretrained"))
             names.append((f"{name}, generator {label}, {args.minutes:g} min", pre, seed))
     # same architecture and tokenizer, random weights: the control's runs when tokenizers_random_init.py made them
     control = Path(args.runs) / "tokenizers-random-init"
     arch = control / "arch0" / "discriminator"
     for seed in args.seeds:
-        if arch.exists():
+        if arch.exists() and not ft:
             specs.append((control / f"ft0-s{seed}", arch, seed, "random"))
         else:
-            specs.append((runs / f"ft-random-s{seed}", next(iter(dirs.values())) / "discriminator", seed, "random"))
+            specs.append((runs / f"ft{ft}-random-s{seed}", next(iter(dirs.values())) / "discriminator", seed, "random"))
         names.append((f"{name}, random init", None, seed))
     rows = [ft_row(n, pre, ft, seed)
             for (n, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel))]
@@ -58,7 +66,7 @@ def main() -> None:
     for label, d in dirs.items():
         plot_curves(d, docs / f"{tag}-{d.name}.png")
         extra.append(f"![generator {label} learning curves]({tag}-{d.name}.png)")
-    write_table(docs / f"{tag}.md", "Subword vocabulary, wider generator",
+    write_table(docs / f"{tag}{ft}.md", "Subword vocabulary, wider generator",
                 f"cpu-30min discriminator (2 x 128) with {name}, {args.minutes:g} minutes of pretraining on 2 CPU "
                 "cores, fine-tuned with configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft
                 else "") + "; nsmc3/dev scores. The quarter-width generator's row is in tokenizers-"
