@@ -509,7 +509,7 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
     import datasets
     from datasets import Dataset, load_from_disk
 
-    from .pretrain import tokenizer_fingerprint
+    from .tokenizer import tokenizer_fingerprint
 
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{TOKEN_CACHE_FORMAT}|{tokenizer_fingerprint(tok)}|{max_length}|{len(texts)}".encode())
@@ -521,9 +521,8 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
             table = load_from_disk(str(path)).data  # memory-mapped Arrow
             ids = table.column("input_ids").to_pylist()
             truncated = np.asarray(table.column("truncated").to_numpy(zero_copy_only=False), dtype=bool)
-            if len(ids) == len(texts):
-                print(f"{desc}: {len(ids):,} texts' tokens read from the cache {path}")
-                return ids, truncated
+            print(f"{desc}: {len(ids):,} texts' tokens read from the cache {path}")
+            return ids, truncated
         except (OSError, ValueError, KeyError) as e:  # a damaged entry is recomputed, never trusted
             print(f"ignoring the damaged token cache {path} ({str(e).splitlines()[0]})")
     ids, truncated = _encode_uncached(tok, texts, max_length, progress, desc)

@@ -35,6 +35,7 @@ import numpy as np
 
 from .config import dump_yaml, to_dict
 from .errors import ConfigError, InputError, KitError
+from .tokenizer import tokenizer_fingerprint
 from .utils import atomic_path, write_json_atomic, write_text_atomic
 
 # ---------------------------------------------------------------------------------------------
@@ -248,23 +249,6 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
                                             model=cfg.tokenizer_model, progress=cfg.progress, **kwargs))
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)
-
-
-def tokenizer_fingerprint(tok) -> str:
-    """Hash of the tokenizer's saved files (vocabulary, normalization and pre-split settings): a checkpoint
-    or data cache made with another tokenizer must not be reused."""
-    import tempfile
-
-    fp = getattr(tok, "fingerprint", None)
-    if isinstance(fp, str) and fp:
-        return fp
-    h = hashlib.sha256()
-    with tempfile.TemporaryDirectory() as d:
-        tok.save(d)
-        for f in sorted(Path(d).rglob("*")):
-            if f.is_file():
-                h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def corpus_fingerprint(paths: list[Path], text_column: str | None) -> str:

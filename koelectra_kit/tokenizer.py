@@ -454,6 +454,29 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: floa
                   f"corpus's characters (the rest become [UNK])")
 
 
+def tokenizer_fingerprint(tok) -> str:
+    """Hash of the tokenizer's saved files (vocabulary, normalization and pre-split settings, Kiwi versions): a
+    checkpoint or data cache made with another tokenizer must not be reused. Remembered on the object, since a
+    loaded tokenizer does not change (a fine-tune keys both its train and dev token caches with it)."""
+    import tempfile
+
+    fp = getattr(tok, "fingerprint", None)
+    if isinstance(fp, str) and fp:
+        return fp
+    h = hashlib.sha256()
+    with tempfile.TemporaryDirectory() as d:
+        tok.save(d)
+        for f in sorted(Path(d).rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes())
+    fp = h.hexdigest()[:16]
+    try:
+        tok.fingerprint = fp
+    except AttributeError:  # an object that takes no new attributes: recomputed next time
+        pass
+    return fp
+
+
 def _check_inputs(paths: list[str]) -> list[Path]:
     out = []
     for p in paths:

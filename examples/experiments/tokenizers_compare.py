@@ -8,7 +8,7 @@ for the same wall-clock budget, fine-tuned and scored the same way.
 
 When it exists, the cpu-30min preset's own run (experiment 3's 1/4 arm, runs/experiments/generator-30min/gen0.25)
 joins the table, fine-tuned the same way: the preset trains a character vocabulary (`tokenizer_model: characters`:
-the corpus's ~4,400 characters and their "##" forms, no merged pieces). Up to commit 1958561 that was what every
+the corpus's 4,604 characters and their "##" forms, no merged pieces). Up to commit 1958561 that was what every
 8k WordPiece vocabulary here came out as, by accident (the alphabet filled it); the WordPiece arms above are
 real subword vocabularies (half their entries are merged pieces).
 """
