@@ -217,6 +217,57 @@ def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_pa
     assert len(ids) - 2 == sum(not c.isspace() for c in tok.normalize(text))  # one token per character
 
 
+def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_path, monkeypatch):
+    """With a character vocabulary WordPiece emits one token per character whatever the pre-split, so texts made
+    of known characters are encoded without Kiwi; texts where Kiwi's pieces matter (an unknown character makes
+    its whole piece [UNK], placeholders, tabs, double spaces, a word past WordPiece's length limit) still go to
+    Kiwi. Ids, tokens, offsets and truncation must be exactly the all-Kiwi results."""
+    import csv
+
+    import koelectra_kit.tokenizer as tkmod
+
+    with open(sample_dir / "reviews_labelled.csv", encoding="utf-8") as f:
+        reviews = [r["review"] for r in csv.DictReader(f)]
+    comments = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(comments + [r.replace("\n", " ") for r in reviews]), encoding="utf-8")
+    tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / "t"), model="characters",
+                                          progress=False, cache_dir=str(tmp_path / "c")))
+    alphabet = tok._alphabet
+    assert alphabet is not None and KoTokenizer.from_pretrained(tmp_path / "t")._alphabet == alphabet
+    long_word = ("".join(comments[0].split()) * 20)[:240]  # past WordPiece's 200-character limit
+    edge = ["", "  ", "a\tb c", "앞  뒤", " 앞뒤", "[URL] 좋아요 [USER]", "모르는글자齾가 있음", long_word + " 끝",
+            "ㅋ" * 250, *NOISY]
+    texts = reviews + comments + edge
+    kiwi_saw = []
+    real = tkmod.presplit_texts
+
+    def counting(normalized, num_workers=None):
+        normalized = list(normalized)
+        kiwi_saw.extend(normalized)
+        return real(normalized, num_workers)
+
+    monkeypatch.setattr(tkmod, "presplit_texts", counting)
+    fast = tok.encode_batch(texts, max_length=64, return_tokens=True)
+    # most texts skip Kiwi; the edge cases that need it do not
+    assert len(kiwi_saw) < 0.2 * len(texts)
+    assert len(tok.normalize(long_word)) > 200
+    for t in ("모르는글자齾가 있음", long_word + " 끝"):
+        assert tok.normalize(t) in kiwi_saw
+    assert any("[URL]" in t for t in kiwi_saw)
+    monkeypatch.setattr(tok, "_alphabet", None)  # every text through Kiwi
+    slow = tok.encode_batch(texts, max_length=64, return_tokens=True)
+    assert len(kiwi_saw) > len(texts)
+    for key in ("input_ids", "tokens", "offsets", "truncated", "attention_mask"):
+        assert fast[key] == slow[key], key
+    assert tok.unk_token_id in fast["input_ids"][texts.index("모르는글자齾가 있음")]
+
+
+def test_subword_vocabulary_always_uses_kiwi(sample_tokenizer):
+    assert sample_tokenizer._alphabet is None
+    assert sample_tokenizer._word_pieces("영화 최고") is None
+
+
 def test_retraining_gives_the_same_ids(sample_dir, tmp_path):
     """The WordPiece trainer breaks frequency ties in hash order: without the renumbering, two runs of one command
     numbered a character vocabulary's entries differently (a trained model is tied to its ids)."""
