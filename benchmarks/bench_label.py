@@ -8,7 +8,7 @@ One run, one machine:
 (a+) the same pipeline with the pre-split timed: the whole job from raw reviews, as a pipeline user runs it;
 (b) ``koelectra-kit label`` with default settings (pre-split included in its time), and (c) with --quantize;
 rows/s and ratios; quantized vs unquantized accuracy on nsmc3 dev; peak RSS of ``koelectra-kit label`` on a
-generated --big-rows CSV (a subprocess, its ru_maxrss).
+generated --big-rows CSV (a subprocess, its VmHWM).
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer._word_pieces), so Kiwi runs only on the rest:
@@ -161,9 +161,12 @@ def main() -> None:
             w.writerow(["id", "review"])
             for i in range(args.big_rows):
                 w.writerow([i, texts[i % len(texts)]])
-        code = ("import resource,sys,time;from koelectra_kit.label import label_file;t=time.time();"
+        # VmHWM, not ru_maxrss: Linux carries the parent's peak through fork + exec into the child's ru_maxrss
+        # (after the speed comparison above, the parent's 1.6 GB showed up as the child's peak)
+        code = ("import re,time;from koelectra_kit.label import label_file;t=time.time();"
                 f"s=label_file({args.model!r},{str(big)!r},{str(tmp / 'big_out.csv')!r},'review',progress=False);"
-                "print(s.rows, time.time()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+                "hwm=re.search(r'VmHWM:\\s+(\\d+)',open('/proc/self/status').read()).group(1);"
+                "print(s.rows, time.time()-t, hwm)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
         if out.returncode:
             sys.exit(out.stderr[-2000:])
