@@ -1,4 +1,5 @@
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -58,3 +59,27 @@ def test_missing_file():
 
 def test_parse_overrides_nested():
     assert parse_overrides(["a.b.c=1", "a.d=[1,2]"]) == {"a": {"b": {"c": 1}, "d": [1, 2]}}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*/*.yaml")))
+def test_every_preset_says_its_command_and_the_command_loads(path):
+    """Each shipped YAML opens with the command that uses it; that command's overrides and the YAML (with its
+    ``base:`` chain) build a valid config of its stage, so a typo'd key or a wrong base fails here."""
+    import shlex
+
+    from koelectra_kit.finetune import FinetuneConfig
+    from koelectra_kit.pretrain import PretrainConfig
+    from koelectra_kit.tokenizer import TokenizerConfig
+
+    stage = Path(path).parent.name
+    first = (ROOT / path).read_text(encoding="utf-8").splitlines()[0]
+    argv = shlex.split(first.removeprefix("# "))
+    head = {"pretrain": ["koelectra-kit", "pretrain"], "finetune": ["koelectra-kit", "finetune"],
+            "tokenizer": ["koelectra-kit", "tokenizer", "train"]}[stage]
+    assert argv[:len(head)] == head and argv[len(head):len(head) + 2] == ["--config", path], first
+    cls = {"pretrain": PretrainConfig, "finetune": FinetuneConfig, "tokenizer": TokenizerConfig}[stage]
+    cfg = load_config(cls, ROOT / path, argv[len(head) + 2:])
+    cfg.validate()

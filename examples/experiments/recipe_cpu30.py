@@ -2,6 +2,7 @@
 
     python examples/experiments/recipe_cpu30.py                    # 30-minute pretraining, 2 seeds each
     python examples/experiments/recipe_cpu30.py --long-minutes 90  # also the same preset run 90 minutes
+    python examples/experiments/recipe_cpu30.py --preset cpu-30min-subword  # another preset: recipe_<preset>.md
 
 1. pretrain configs/pretrain/cpu-30min.yaml on ../shared/data/pretrain/*.txt for --minutes;
 2. fine-tune its discriminator on nsmc3/train with the toolkit's default settings (configs/finetune/
@@ -24,9 +25,16 @@ def main() -> None:
     ap.add_argument("--long-minutes", type=float, default=0, help="also pretrain this long (0: skip)")
     ap.add_argument("--long-seeds", type=int, nargs="+", default=None, help="fine-tuning seeds of the long run "
                     "(default: --seeds)")
+    ap.add_argument("--preset", default="cpu-30min", help="the pretraining preset (configs/pretrain/<preset>.yaml); "
+                    "another than cpu-30min gets its own runs and results file")
     args = ap.parse_args()
     check_data()
-    runs = Path(args.runs) / "recipe"
+    default = args.preset == "cpu-30min"
+    runs = Path(args.runs) / ("recipe" if default else f"recipe-{args.preset}")
+    result_name = "recipe_cpu30" if default else f"recipe_{args.preset}"
+
+    def curves(minutes: float) -> str:  # (the default preset keeps its earlier file names)
+        return f"recipe_cpu{minutes:g}min_curves.png" if default else f"{result_name}_{minutes:g}min_curves.png"
     docs = ROOT / "docs" / "results"
     docs.mkdir(parents=True, exist_ok=True)
 
@@ -35,7 +43,7 @@ def main() -> None:
     pres = {}
     for minutes in budgets:
         pre_dir = runs / f"cpu-{minutes:g}min"
-        pre = pres[minutes] = pretrain(pre_dir, "cpu-30min", [], minutes, args.fresh)
+        pre = pres[minutes] = pretrain(pre_dir, args.preset, [], minutes, args.fresh)
         gen, auc = tail_mean(pre_dir, "gen_acc"), tail_mean(pre_dir, "disc_auc")
         final = pre["final"]
         pre_lines.append(f"| {minutes:g} min | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | "
@@ -45,10 +53,10 @@ def main() -> None:
                            f"{first_reach(pre_dir, 'disc_auc', 0.80)} |")
         png = pre_dir / "curves.png"
         if png.exists():
-            shutil.copy(png, docs / f"recipe_cpu{minutes:g}min_curves.png")
+            shutil.copy(png, docs / curves(minutes))
         for seed in (args.long_seeds or args.seeds) if minutes != args.minutes else args.seeds:
             specs.append((runs / f"ft-cpu{minutes:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained"))
-            names.append((f"cpu-30min preset, pretrained {minutes:g} min", pre, seed))
+            names.append((f"{args.preset} preset, pretrained {minutes:g} min", pre, seed))
     first_pre = runs / f"cpu-{budgets[0]:g}min"
     for seed in args.seeds:
         specs.append((runs / f"ft-random-s{seed}", first_pre / "discriminator", seed, "random"))
@@ -69,8 +77,9 @@ def main() -> None:
                  "|---|---|---|---|---|---|---|---|", *pre_lines, "",
                  "Issue 6's targets: when each was first logged (step, minutes of pretraining).", "",
                  "| budget | gen acc >= 0.20 | disc AUC >= 0.80 |", "|---|---|---|", *reach_lines, ""]
-    pre_table += [f"![learning curves](recipe_cpu{m:g}min_curves.png)" for m in budgets]
-    write_table(docs / "recipe_cpu30.md", "Pretraining that pays off on a 2-core CPU",
+    pre_table += [f"![learning curves]({curves(m)})" for m in budgets]
+    write_table(docs / f"{result_name}.md", "Pretraining that pays off on a 2-core CPU"
+                + ("" if default else f" ({args.preset})"),
                 "Fine-tuned on ../shared/data/nsmc3/train.tsv (150,000 rows), scored on dev.tsv (10,000 rows of "
                 "movies not in train). Fine-tuning uses configs/finetune/sentiment.yaml unchanged"
                 + (f" plus `{' '.join(args.ft)}`" if args.ft else "") + ".", rows, pre_table)
