@@ -220,7 +220,7 @@ def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_pa
 def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_path, monkeypatch):
     """With a character vocabulary WordPiece emits one token per character whatever the pre-split, so texts made
     of known characters are encoded without Kiwi; texts where Kiwi's pieces matter (an unknown character makes
-    its whole piece [UNK], placeholders, tabs, double spaces, a word past WordPiece's length limit) still go to
+    its whole piece [UNK], placeholders, "#", a word past WordPiece's length limit) still go to
     Kiwi. Ids, tokens, offsets and truncation must be exactly the all-Kiwi results."""
     import csv
 
@@ -237,7 +237,7 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     assert alphabet is not None and KoTokenizer.from_pretrained(tmp_path / "t")._alphabet == alphabet
     long_word = ("".join(comments[0].split()) * 20)[:240]  # past WordPiece's 200-character limit
     edge = ["", "  ", "a\tb c", "앞  뒤", " 앞뒤", "[URL] 좋아요 [USER]", "모르는글자齾가 있음", long_word + " 끝",
-            "ㅋ" * 250, *NOISY]
+            "ㅋ" * 250, "##좋아 a##b #태그 ###", *NOISY]
     texts = reviews + comments + edge
     kiwi_saw = []
     real = tkmod.presplit_texts
@@ -252,7 +252,7 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     # most texts skip Kiwi; the edge cases that need it do not
     assert len(kiwi_saw) < 0.2 * len(texts)
     assert len(tok.normalize(long_word)) > 200
-    for t in ("모르는글자齾가 있음", long_word + " 끝"):
+    for t in ("모르는글자齾가 있음", long_word + " 끝", "##좋아 a##b #태그 ###"):
         assert tok.normalize(t) in kiwi_saw
     assert any("[URL]" in t for t in kiwi_saw)
     monkeypatch.setattr(tok, "_alphabet", None)  # every text through Kiwi
