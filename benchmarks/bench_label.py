@@ -60,7 +60,7 @@ def compare(args, dev, tmp: Path) -> None:
     from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
 
     from koelectra_kit.label import label_file
-    from koelectra_kit.tokenizer import KoTokenizer
+    from koelectra_kit.tokenizer import KoTokenizer, presplit_texts
 
     reps = -(-args.rows // len(dev))
     data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
@@ -81,7 +81,6 @@ def compare(args, dev, tmp: Path) -> None:
     presplit = tok.presplit_batch(texts)
     t_split = time.perf_counter() - t0
     kiwi_texts = sum(tok._word_pieces(tok.normalize(t)) is None for t in texts)
-    from koelectra_kit.tokenizer import presplit_texts
     t0 = time.perf_counter()
     for _ in presplit_texts(tok.normalize(t) for t in texts):
         pass
