@@ -377,17 +377,18 @@ def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
     else:
         backend = _build_backend("wordpiece", cfg.presplit)
         chars = cfg.model == "characters"
-        alphabet = cfg.limit_alphabet
+        alphabet, kept = cfg.limit_alphabet, []
         if not chars:
-            alphabet, note = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
+            alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
             if cfg.progress:
                 print(note, flush=True)
         # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
-        # vocab_size of zero merges leaves exactly those
+        # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
+        # trainer cuts its own among equally frequent characters in hash order (different merges run to run).
         trainer = trainers.WordPieceTrainer(
             vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
-            special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, continuing_subword_prefix="##",
-            show_progress=cfg.progress)
+            special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, initial_alphabet=kept,
+            continuing_subword_prefix="##", show_progress=cfg.progress)
         backend.train([str(f) for f in files], trainer)
         _renumber(backend)
         vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
@@ -414,7 +415,8 @@ def _renumber(backend) -> None:
     of one command numbered the same pieces differently (a model is tied to its ids) and, where merges tie at the
     vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
     they get a fixed order: special tokens, single characters, "##" characters, longer pieces, each by length then
-    code point. A character vocabulary is now the same run to run; a subword one can still differ in tied merges."""
+    code point. A character vocabulary is now the same run to run; a subword one has a fixed alphabet (see
+    ``alphabet_size``) but can still differ in tied merges (the trainer numbers "##" forms in hash order)."""
     from tokenizers import models
 
     old = backend.model
@@ -425,8 +427,9 @@ def _renumber(backend) -> None:
                                      max_input_chars_per_word=old.max_input_chars_per_word)
 
 
-def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: float = 0.9995) -> tuple[int, str]:
-    """How many characters WordPiece may keep as its alphabet, and a line saying what that means.
+def alphabet_size(files: list[Path], vocab_size: int, limit: int,
+                  coverage: float = 0.9995) -> tuple[int, str, list[str]]:
+    """How many characters WordPiece may keep as its alphabet, a line saying what that means, and which ones.
 
     WordPiece starts its vocabulary with the alphabet plus a "##" form of every character that continues a piece;
     only what is left of vocab_size becomes merged pieces. A Korean comment corpus has ~4,600 distinct characters,
@@ -434,13 +437,19 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: floa
     The alphabet therefore gets at most a quarter of the vocabulary, or, when more is needed to cover 99.95% of
     the corpus's characters (small corpora, where rare characters are a large share), that many; characters
     outside it become [UNK] (WordPiece has no byte fallback). On ../shared/data/pretrain an 8k vocabulary keeps
-    1,998 characters, which cover all but 0.04% of its characters; a 32k one keeps them all."""
+    1,998 characters, which cover all but 0.04% of its characters; a 32k one keeps them all.
+
+    Which ones: the most frequent as the trainer counts them ("#" also once per character of each "##" mark),
+    ties broken by code point, so the same corpus always gives the same alphabet (the trainer's own cut breaks
+    ties in hash order)."""
     from collections import Counter
 
     counts: Counter = Counter()
+    marks = 0
     for f in files:  # pre-split text: pieces joined by spaces, "##" before the pieces that continue a word
         with open(f, encoding="utf-8") as fh:
             for line in fh:
+                marks += line.count(" ##") + line.startswith("##")
                 counts.update(line.replace(" ##", " ").removeprefix("##").replace(" ", "").rstrip("\n"))
     total = sum(counts.values()) or 1
     freqs = sorted(counts.values(), reverse=True)
@@ -450,8 +459,11 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: floa
         needed += 1
     keep = min(limit, len(freqs), max((vocab_size - len(SPECIAL_TOKENS)) // 4, needed))
     covered = sum(freqs[:keep]) / total
+    if marks:
+        counts["#"] += 2 * marks
+    kept = sorted(counts, key=lambda c: (-counts[c], c))[:keep]
     return keep, (f"alphabet: {keep:,} of {len(freqs):,} distinct characters, covering {covered:.4%} of the "
-                  f"corpus's characters (the rest become [UNK])")
+                  f"corpus's characters (the rest become [UNK])"), kept
 
 
 def tokenizer_fingerprint(tok) -> str:
