@@ -543,7 +543,7 @@ def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False,
 
 
 def _encode_uncached(tok, texts: list[str], max_length: int, progress: bool, desc: str):
-    """Chunked only so the progress bar moves (Kiwi's morpheme split is the slow part)."""
+    """Chunked only so the progress bar moves (Kiwi's morpheme split is the slow part, where it runs)."""
     from tqdm.auto import tqdm
 
     ids: list[list[int]] = []

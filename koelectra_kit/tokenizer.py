@@ -384,7 +384,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> "KoTokenizer":
                 print(note, flush=True)
         # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
         # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
-        # trainer cuts its own among equally frequent characters in hash order (different merges run to run).
+        # trainer cuts its own among equally frequent characters in hash order (other rare characters each run).
         trainer = trainers.WordPieceTrainer(
             vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
             special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, initial_alphabet=kept,
