@@ -1,0 +1,126 @@
+"""Files the toolkit writes and reads back: every output is written beside its final path and renamed
+into place (a file with ``atomic_path``, a folder with ``staged_dir``), so a kill, a full disk or an
+error leaves the old output or none, never half of one. Also the one input-file check and the one
+cache-folder rule."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from .errors import InputError
+
+
+def cache_dir(override: str | Path | None = None) -> Path:
+    """Where caches live (Kiwi pre-split, packed ids, token ids): ``override``, else ``$KOELECTRA_CACHE``,
+    else ``~/.cache/koelectra-kit``."""
+    if override:
+        return Path(override)
+    return Path(os.environ.get("KOELECTRA_CACHE", Path.home() / ".cache" / "koelectra-kit"))
+
+
+def check_input_file(path: str | Path) -> Path:
+    """An input file that exists, is a file and is not empty, or a one-line error saying which it is not."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a file")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: file is empty")
+    return path
+
+
+def check_output_parent(path: str | Path) -> Path:
+    """The folder an output goes into must exist (or be creatable) and be writable: say so before any work."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"{path}: {probe} is a file, not a folder")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: folder {probe} is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(final: str | Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``final``; move it into place only if the block succeeds.
+
+    The temp file lives in the same directory so ``os.replace`` is an atomic rename: a reader sees
+    either the old file or the complete new one, never half of it (a kill or a full disk mid-write
+    leaves ``final`` untouched and the temp file removed).
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:  # make the bytes durable before the rename publishes them
+            os.fsync(f.fileno())
+        _umask_permissions(tmp)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def make_staging_dir(final: str | Path) -> Path:
+    """An empty folder beside ``final`` to build it in; ``publish_dir`` moves it into place."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+
+
+def publish_dir(staging: str | Path, final: str | Path) -> None:
+    """Move the finished staging folder to ``final``. A previous ``final`` is renamed aside first and
+    removed after: readers see the old complete folder or the new complete one, never a mix."""
+    staging, final = Path(staging), Path(final)
+    _umask_permissions(staging)
+    for f in staging.rglob("*"):
+        _umask_permissions(f)
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.rename(final, old)
+        os.rename(staging, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(staging, final)
+
+
+@contextlib.contextmanager
+def staged_dir(final: str | Path) -> Iterator[Path]:
+    """Build a folder beside ``final`` and swap it in whole when the block succeeds; on any error the
+    staging folder is removed and ``final`` is left as it was."""
+    staging = make_staging_dir(final)
+    try:
+        yield staging
+        publish_dir(staging, final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _umask_permissions(path: Path) -> None:
+    # mkdtemp/mkstemp create owner-only (0700/0600) entries; give what we publish the permissions any other
+    # file would get (umask), so a shared model folder is readable.
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)

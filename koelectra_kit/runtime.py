@@ -1,0 +1,122 @@
+"""Where a run executes and how it reports: seed, device, precision, transformers' own chatter, and the
+one logger every stage writes its progress lines to (stderr; rank 0 only under torchrun). Results a
+command exists to print (reports, tables) go to stdout; everything else goes through ``log``."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import sys
+
+LOGGER_NAME = "koelectra_kit"
+
+
+def get_logger() -> logging.Logger:
+    """The package logger. Without ``setup_logging`` (a library user) it prints INFO lines to stderr too,
+    unless the application configured logging itself."""
+    logger = logging.getLogger(LOGGER_NAME)
+    if not logger.handlers and not logging.getLogger().handlers:
+        setup_logging()
+    return logger
+
+
+def setup_logging(verbose: bool = False, rank: int | None = None) -> None:
+    """Plain message lines on stderr; ranks other than 0 (``RANK``) print warnings only, so a torchrun job
+    logs once."""
+    rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+    logger = logging.getLogger(LOGGER_NAME)
+    for h in list(logger.handlers):
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.WARNING if rank != 0 else (logging.DEBUG if verbose else logging.INFO))
+
+
+def log(msg: str) -> None:
+    """A progress line (stderr, rank 0)."""
+    get_logger().info(msg)
+
+
+def warn(msg: str) -> None:
+    get_logger().warning(msg)
+
+
+def set_seed(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(name: str = "auto"):
+    """``auto`` -> cuda if available else cpu; an explicit device that is absent is a clear error."""
+    import torch
+
+    from .errors import ConfigError
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda was asked for but torch sees no CUDA GPU (is the CUDA build of torch installed?)")
+    return dev
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU has native bf16 matmul (AVX512-BF16 / AMX); there bf16 autocast is ~4x fp32."""
+    try:
+        import torch
+
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # noqa: BLE001 - older torch without the probe: be conservative
+        return False
+
+
+def autocast_dtype(device, precision: str = "auto"):
+    """Pick the autocast dtype: ``auto`` -> bf16 where the hardware runs it fast, fp16 on older GPUs,
+    else None (fp32). ``fp32``/``bf16``/``fp16`` force a choice. Master weights always stay fp32."""
+    import torch
+
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "fp16":
+        return torch.float16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_bf16() else None
+
+
+def autocast(device, dtype):
+    import torch
+
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' load report and progress bars inside the block (we report what matters
+    ourselves); the previous settings come back after it."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
