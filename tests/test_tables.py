@@ -23,12 +23,20 @@ def test_encodings_round_trip(tmp_path, encoding, expected):
 
 
 def test_tsv_jsonl_parquet(tmp_path):
-    _write(tmp_path / "r.tsv", "utf-8", sep="\t")
     df = pd.DataFrame(ROWS, columns=["review", "label"])
     df.to_json(tmp_path / "r.jsonl", orient="records", lines=True, force_ascii=False)
     df.to_parquet(tmp_path / "r.parquet")
-    for name in ["r.tsv", "r.jsonl", "r.parquet"]:
+    for name in ["r.jsonl", "r.parquet"]:
         assert list(map(tuple, read_table(tmp_path / name)[["review", "label"]].values)) == ROWS
+
+
+def test_tsv_is_unquoted_and_quoted_tsv_reads_as_csv_with_a_tab(tmp_path):
+    # NSMC-style TSV: one record a line, a quote is text (even an unbalanced one)
+    (tmp_path / "r.tsv").write_text('review\tlabel\n그냥 "보통\tneutral\n"강추"\tpositive\n', encoding="utf-8")
+    assert list(map(tuple, read_table(tmp_path / "r.tsv").values)) == [('그냥 "보통', "neutral"), ('"강추"', "positive")]
+    # a spreadsheet's quoted TSV (fields with newlines): format csv with a tab separator
+    _write(tmp_path / "q.tsv", "utf-8", sep="\t")
+    assert list(map(tuple, read_table(tmp_path / "q.tsv", fmt="csv", sep="\t").values)) == ROWS
 
 
 def test_bad_inputs(tmp_path):
