@@ -98,7 +98,14 @@ def _build(cls: type[T], data: dict, prefix: str = "") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = _hints(cls)
     kwargs = {}
+    renamed = getattr(cls, "RENAMED", {})  # old key -> current key: old configs and commands keep working
     for key, value in data.items():
+        if key in renamed and key not in fields:
+            new = renamed[key]
+            if new in data:
+                raise ConfigError(f"both '{prefix}{key}' and its new name '{prefix}{new}' are set; keep '{prefix}{new}'")
+            _notice_renamed(prefix + key, prefix + new)
+            key = new
         if key not in fields:
             raise ConfigError(_unknown_key_message(prefix + key, list(fields), prefix))
         kwargs[key] = _coerce(value, hints[key], prefix + key)
@@ -106,6 +113,17 @@ def _build(cls: type[T], data: dict, prefix: str = "") -> T:
     if hasattr(obj, "validate"):
         obj.validate()
     return obj
+
+
+_NOTICED: set[str] = set()
+
+
+def _notice_renamed(old: str, new: str) -> None:
+    if old not in _NOTICED:  # once per process: a key read from a checkpoint's config must not repeat it
+        _NOTICED.add(old)
+        from .runtime import warn
+
+        warn(f"note: config key '{old}' is now '{new}' (the old name still works)")
 
 
 def _unknown_key_message(key: str, allowed: list[str], prefix: str) -> str:
@@ -125,9 +143,31 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
-def read_yaml(path: str | Path) -> dict:
-    """Read a config YAML, following ``base:`` chains."""
-    path = Path(path)
+def preset_path(name: str | Path, stage: str | None = None) -> Path:
+    """A config file path, or the name of a shipped preset (``cpu-30min``, ``pretrain/cpu-30min``, with or
+    without ``.yaml``) looked up in the package's presets for ``stage``. Paths win over names."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    from importlib import resources
+
+    root = resources.files("koelectra_kit.presets")
+    stem = path.name[:-5] if path.name.endswith(".yaml") else path.name
+    stages = [path.parent.name] if path.parent.name else ([stage] if stage else [])
+    for st in stages:
+        cand = root / st / f"{stem}.yaml"
+        if cand.is_file():
+            return Path(str(cand))
+    if len(path.parts) <= 2 and stages:
+        shipped = sorted(p.name[:-5] for p in (root / stages[0]).iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"config file not found: {name} (not a file, nor a shipped {stages[0]} preset; "
+                          f"presets: {', '.join(shipped)})")
+    raise ConfigError(f"config file not found: {name}")
+
+
+def read_yaml(path: str | Path, stage: str | None = None) -> dict:
+    """Read a config YAML (a path, or a shipped preset's name for ``stage``), following ``base:`` chains."""
+    path = preset_path(path, stage)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
@@ -167,8 +207,9 @@ def parse_overrides(overrides: list[str] | None) -> dict:
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Defaults of ``cls`` <- YAML at ``path`` <- ``key=value`` overrides; typed and validated."""
-    data = read_yaml(path) if path else {}
+    """Defaults of ``cls`` <- YAML at ``path`` (or a shipped preset named so, see ``preset_path``) <-
+    ``key=value`` overrides; typed and validated. ``cls.STAGE`` names the presets folder to look in."""
+    data = read_yaml(path, getattr(cls, "STAGE", None)) if path else {}
     data = _merge(data, parse_overrides(overrides))
     return _build(cls, data)
 
