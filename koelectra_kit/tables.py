@@ -21,6 +21,9 @@ from typing import Iterator
 from .errors import InputError
 from .fileio import check_input_file
 
+# A review may be longer than the csv module's default 128 KiB field limit; that is legal CSV, so lift it.
+csv.field_size_limit(2**31 - 1)
+
 # Column names tried, in order, when no text column is given (every stage uses this one list).
 TEXT_COLUMNS = ("review", "text", "document", "sentence", "comment", "comments", "content", "contents", "body",
                 "리뷰", "내용", "댓글", "텍스트", "문장")
@@ -47,33 +50,58 @@ check_file = check_input_file  # the name other modules and users know
 
 
 def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 1 << 20) -> str:
-    """Return a Python codec name that decodes the whole file: ``utf-8-sig`` when a BOM is present,
-    else the first of utf-8, cp949 that decodes every byte. Streams the file (constant memory)."""
+    """Return a Python codec name that decodes the whole file: ``encoding`` when given (checked against the
+    bytes), else ``utf-8-sig`` when a BOM is present, else the first of utf-8, cp949 that decodes every byte.
+    Streams the file (constant memory). A failure names the line of the first bad byte."""
     path = check_file(path)
     if encoding:
         try:
             codecs.lookup(encoding)
         except LookupError:
             raise InputError(f"unknown encoding '{encoding}' (try utf-8, utf-8-sig, cp949)") from None
+        bad = _first_bad_byte(path, encoding, chunk)
+        if bad is not None:
+            raise InputError(f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad}); pass the "
+                             "right --encoding, or --encoding-errors replace to label the rest and flag that line")
         return encoding
     with open(path, "rb") as f:
         if f.read(3) == codecs.BOM_UTF8:
             return "utf-8-sig"
     failures = []
     for enc in CANDIDATE_ENCODINGS:
-        decoder = codecs.getincrementaldecoder(enc)()
-        offset = 0
-        try:
-            with open(path, "rb") as f:
-                while block := f.read(chunk):
-                    decoder.decode(block)
-                    offset += len(block)
-                decoder.decode(b"", final=True)
+        bad = _first_bad_byte(path, enc, chunk)
+        if bad is None:
             return enc
-        except UnicodeDecodeError as e:
-            failures.append(f"{enc} fails at byte {offset + e.start}")
-    raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); "
-                     "convert it to UTF-8 or pass the encoding")
+        failures.append(f"{enc} fails on line {_line_of(path, bad)}")
+    raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8, pass "
+                     "--encoding, or --encoding-errors replace to label the rest and flag the bad lines")
+
+
+def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                decoder.decode(block)
+                offset += len(block)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:
+        return max(0, offset + e.start - len(getattr(decoder, "buffer", b"") or b""))
+    return None
+
+
+def _line_of(path: Path, offset: int) -> int:
+    """1-based line number of byte ``offset``."""
+    line, done = 1, 0
+    with open(path, "rb") as f:
+        while done < offset:
+            block = f.read(min(1 << 20, offset - done))
+            if not block:
+                break
+            line += block.count(b"\n")
+            done += len(block)
+    return line
 
 
 def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = None,
@@ -138,6 +166,7 @@ class Record:
     fields: list  # one value per header column (padded/cut for malformed lines)
     line: int  # 1-based physical line where the record starts (header = line 1)
     error: str | None = None
+    raw: str | None = None  # a malformed record's text exactly as read (its fields can't be trusted)
 
 
 def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: int,
@@ -152,10 +181,10 @@ def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: in
         try:
             row = next(csv.reader([text], delimiter=sep, strict=True), [])
         except csv.Error as e:
-            return Record(fit_fields([text], header_len), lineno, f"malformed line {lineno}: {e}")
+            return Record(fit_fields([text], header_len), lineno, f"malformed line {lineno}: {e}", raw=text)
         if len(row) != header_len:
             return Record(fit_fields(row, header_len), lineno,
-                          f"malformed line {lineno}: {len(row)} fields, expected {header_len}")
+                          f"malformed line {lineno}: {len(row)} fields, expected {header_len}", raw=text)
         return Record(row, lineno)
 
     source = ((start_line + i, ln) for i, ln in enumerate(lines))
@@ -172,7 +201,8 @@ def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: in
                 return
             # end of file inside a quoted field: the first pending line has the stray quote
             (lineno, bad), rest = pending[0], pending[1:]
-            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote")
+            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote",
+                         raw=bad.rstrip("\r\n"))
             again.extendleft(reversed(rest))
             pending, quotes = [], 0
             continue
@@ -187,14 +217,15 @@ def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: in
                 # the first line's quote was stray. Flag that line alone and read the others again.
                 (lineno, bad), rest = pending[0], pending[1:]
                 rec = Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno,
-                             f"malformed line {lineno}: unbalanced quote")
+                             f"malformed line {lineno}: unbalanced quote", raw=bad.rstrip("\r\n"))
                 again.extendleft(reversed(rest))
             if rec is not None:
                 yield rec
             pending, quotes = [], 0
         elif len(pending) >= max_record_lines:
             (lineno, bad), rest = pending[0], pending[1:]
-            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote")
+            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote",
+                         raw=bad.rstrip("\r\n"))
             again.extendleft(reversed(rest))
             pending, quotes = [], 0
 
@@ -211,13 +242,15 @@ def _tsv_records(lines: Iterator[str], header_len: int, start_line: int) -> Iter
         lineno = start_line + i
         if len(row) != header_len:
             yield Record(fit_fields(row, header_len), lineno,
-                         f"malformed line {lineno}: {len(row)} fields, expected {header_len}")
+                         f"malformed line {lineno}: {len(row)} fields, expected {header_len}", raw=line.rstrip("\r\n"))
         else:
             yield Record(row, lineno)
 
 
-def read_records(path: Path, fmt: str, encoding: str, sep: str | None) -> tuple[list[str], Iterator[Record]]:
-    """(columns, records) streamed from the file."""
+def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
+                 errors: str = "strict") -> tuple[list[str], Iterator[Record]]:
+    """(columns, records) streamed from the file. ``errors="replace"`` decodes bytes invalid in ``encoding``
+    as U+FFFD instead of failing."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -232,7 +265,7 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None) -> tuple[
                     n += 1
                     yield Record(list(row), n + 1)
         return columns, gen()
-    f = open(path, encoding=encoding, newline="")
+    f = open(path, encoding=encoding, errors=errors, newline="")
     if fmt == "jsonl":
         columns: list[str] = []
         first_obj = None
@@ -260,7 +293,8 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None) -> tuple[
                         raise ValueError("not an object")
                     yield Record([obj.get(c) for c in columns], i)
                 except ValueError as e:
-                    yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})")
+                    yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})",
+                                 raw=line.rstrip("\r\n"))
             f.close()
         return columns, gen_json()
     sep = sep or ("\t" if fmt == "tsv" else ",")

@@ -115,12 +115,12 @@ def test_resume_refuses_another_input(tmp_path, tiny_classifier, sample_dir):
 
 
 def test_failure_leaves_no_output(tmp_path, tiny_classifier, sample_dir, monkeypatch):
-    import koelectra_kit.label as L
+    import koelectra_kit.label.run as L
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(L, "_write_chunk", boom)
+    monkeypatch.setattr(L, "write_chunk", boom)
     with pytest.raises(RuntimeError):
         label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
                    classifier=tiny_classifier, progress=False)

@@ -42,6 +42,26 @@ def add_config_args(p: argparse.ArgumentParser, default_config: str | None = Non
                    help="override any config key, dotted for sections (model.hidden_size=64)")
 
 
+def config_from_args(cls, args, flags: dict | None = None):
+    """One dialect for every command: defaults of ``cls`` <- ``--config`` YAML (a path or a shipped preset's
+    name) <- ``key=value`` overrides <- the command's own flags that were given (``flags``: config key ->
+    value, None for a flag left out)."""
+    from ..config import load_config
+
+    extra = [f"{k}={_yaml_value(v)}" for k, v in (flags or {}).items() if v is not None]
+    return load_config(cls, args.config, list(args.overrides) + extra)
+
+
+def _yaml_value(v) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v), ensure_ascii=False)  # a JSON string is a YAML string: quotes, colons, '#' survive
+
+
 def _version() -> str:
     from .. import __version__
 
@@ -49,8 +69,11 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..runtime import setup_logging
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    setup_logging(verbose=bool(getattr(args, "verbose", False)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

@@ -1,0 +1,31 @@
+"""Batch-label review files with a fine-tuned classifier: streaming, resumable, nothing lost.
+
+    koelectra-kit label --model runs/sentiment --input reviews.csv --text-column review --output labelled.csv
+
+Output = every input column unchanged and in order, then ``label``, ``confidence``, ``prob_<label>`` per class
+and ``status`` (ok | empty | truncated | error: ...); the added columns are named ``pred_*`` when the input
+already has one of those names. Exactly the input's rows, in the input's order:
+- empty/NaN text -> status ``empty`` (no label), never dropped;
+- a malformed line (an unbalanced quote, a wrong number of fields, a line that is not JSON) -> its own row,
+  the line's text kept whole in the text column (its fields can't be trusted), status
+  ``error: malformed line N: ...``, and a report at the end;
+- texts longer than the model's max_length are labelled from their start and flagged ``truncated``.
+
+The file is read and labelled in chunks (memory stays flat for millions of rows) and written to
+``OUTPUT.partial``; ``OUTPUT.partial.json`` records the job (input, model, column) and the rows and bytes
+done after each chunk, so ``--resume`` after a crash or kill truncates the partial file to the last whole
+chunk and continues from there. The final path appears only when every row is written (one rename).
+
+Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``resume`` (the job record),
+``run`` (the file loop), ``summary`` (the report).
+"""
+from ..tables import read_records
+from .chunk import check_trained_head, label_chunk, label_dataframe, output_columns
+from .config import LabelConfig
+from .resume import STATE_VERSION
+from .run import FileLabeller, label_file, write_chunk
+from .summary import LabelSummary, format_summary, plot_distribution
+
+__all__ = ["label_file", "label_dataframe", "label_chunk", "read_records", "format_summary", "LabelSummary",
+           "LabelConfig", "FileLabeller", "output_columns", "check_trained_head", "plot_distribution",
+           "write_chunk", "STATE_VERSION"]

@@ -1,0 +1,90 @@
+"""One chunk of rows in, the same rows out with the prediction columns added: the part of labelling that
+knows nothing about files (``label_dataframe`` is this on a whole DataFrame)."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import InputError
+
+# A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
+# the first max_length tokens anyway, and a 1M-character field must not cost seconds of Kiwi time.
+CHARS_PER_TOKEN_CAP = 32
+
+
+def output_columns(labels: list[str], existing: list[str]) -> dict[str, str]:
+    """Names of the columns we add; prefixed with ``pred_`` when the input already has one of them."""
+    names = ["label", "confidence", *[f"prob_{lab}" for lab in labels], "status"]
+    prefix = "pred_" if any(n in existing for n in names) else ""
+    return {n: prefix + n for n in names}
+
+
+def check_trained_head(clf, allow_generic_labels: bool = False) -> None:
+    """Refuse a model whose labels are transformers' placeholders (LABEL_0, LABEL_1, ...): its head was never
+    trained for a task, so every label it gives is noise."""
+    if allow_generic_labels:
+        return
+    if clf.labels and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in clf.labels):
+        raise InputError(f"{clf.source or 'the model'} has no trained classification head (its labels are "
+                         f"{', '.join(clf.labels)}: a pretraining discriminator or a bare encoder?); fine-tune it "
+                         "with `koelectra-kit finetune` first, or pass --allow-generic-labels")
+
+
+def _as_text(v) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size: int):
+    """Add the prediction columns to one chunk (a DataFrame of the input columns). ``errors``: per row, why it
+    could not be read (it is flagged, not labelled), or None."""
+    import pandas as pd
+
+    names = output_columns(clf.labels, list(df.columns))
+    texts = [_as_text(v) for v in df[text_column].tolist()]
+    cap = max(4096, CHARS_PER_TOKEN_CAP * clf.max_length)
+    status = ["ok"] * len(df)
+    todo = []
+    for i, (t, err) in enumerate(zip(texts, errors)):
+        if err:
+            status[i] = f"error: {err}"
+        elif not t.strip():
+            status[i] = "empty"
+        else:
+            todo.append(i)
+    k = len(clf.labels)
+    probs = np.full((len(df), k), np.nan, dtype=np.float32)
+    label = [""] * len(df)
+    if todo:
+        pred = clf.predict([texts[i][:cap] for i in todo], batch_size=batch_size)
+        probs[todo] = pred.probs
+        for j, i in enumerate(todo):
+            label[i] = pred.labels[j]
+            if pred.truncated[j] or len(texts[i]) > cap:
+                status[i] = "truncated"
+    out = df.copy()
+    out[names["label"]] = label
+    conf = np.nanmax(np.where(np.isnan(probs), -1, probs), axis=1)
+    out[names["confidence"]] = pd.array([round(float(c), 4) if c >= 0 else None for c in conf], dtype="Float64")
+    for j, lab in enumerate(clf.labels):
+        col = probs[:, j]
+        out[names[f"prob_{lab}"]] = pd.array([None if np.isnan(v) else round(float(v), 4) for v in col],
+                                             dtype="Float64")
+    out[names["status"]] = status
+    return out, names
+
+
+def label_dataframe(df, model=None, text_column: str = "review", batch_size: int = 64, classifier=None,
+                    allow_generic_labels: bool = False, **load_kwargs):
+    """Label an in-memory DataFrame: the same columns and rows plus the prediction columns."""
+    from ..classifier import Classifier
+
+    if text_column not in df.columns:
+        raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}")
+    if batch_size < 1:
+        raise InputError(f"batch_size={batch_size} must be at least 1")
+    clf = classifier or Classifier.load(model, **load_kwargs)
+    check_trained_head(clf, allow_generic_labels)
+    out, _ = label_chunk(clf, df, text_column, [None] * len(df), batch_size)
+    return out

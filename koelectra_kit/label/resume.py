@@ -1,0 +1,105 @@
+"""The record that makes ``--resume`` safe: ``OUTPUT.partial.json`` says which input, model, text column and
+labels wrote ``OUTPUT.partial``, and how many rows and bytes of it are whole. A resume that would mix two
+inputs or two models' labels in one file is refused, naming what differs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+
+STATE_VERSION = 2
+# What must match for a resume to continue the same job (what differs is named in the refusal).
+IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint")
+
+
+def input_fingerprint(path: Path) -> str:
+    """Size + mtime + hash of the first and last MiB: cheap, and changes when the input does."""
+    st = path.stat()
+    h = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 20))
+        if st.st_size > 2 << 20:
+            f.seek(-(1 << 20), os.SEEK_END)
+            h.update(f.read())
+    return h.hexdigest()[:24]
+
+
+def model_digest(clf) -> str:
+    """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
+    agree, a retrained model does not."""
+    import torch
+
+    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}".encode())
+    for name, value in clf.model.state_dict().items():
+        if torch.is_tensor(value) and not value.is_quantized:
+            h.update(name.encode())
+            h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+@dataclass
+class LabelState:
+    input: str
+    input_fingerprint: str
+    text_column: str
+    labels: list
+    model: str
+    model_digest: str
+    tokenizer_fingerprint: str
+    version: int = STATE_VERSION
+    rows_done: int = 0
+    bytes_done: int = 0
+    chunks_done: int = 0
+    per_label: dict = field(default_factory=dict)
+    status: dict = field(default_factory=dict)
+    malformed: list = field(default_factory=list)
+
+    def check_same_job(self, saved: dict, partial: Path) -> None:
+        if saved.get("version") != STATE_VERSION:
+            raise InputError(f"can't resume {partial}: it was written by another version of koelectra-kit; "
+                             "drop --resume (and pass --overwrite) to start over")
+        for key in IDENTITY:
+            if saved.get(key) != getattr(self, key):
+                what = key.replace("_", " ")
+                raise InputError(f"can't resume {partial}: it was made with another {what} "
+                                 f"({_short(saved.get(key))} vs {_short(getattr(self, key))}); drop --resume "
+                                 "(and pass --overwrite) to start over")
+
+    def take_progress(self, saved: dict) -> None:
+        for key in ("rows_done", "bytes_done", "chunks_done", "per_label", "status", "malformed"):
+            setattr(self, key, saved[key])
+
+    def record_chunk(self, out, names: dict, errors: list, bytes_done: int) -> None:
+        import pandas as pd
+
+        self.bytes_done = bytes_done
+        self.rows_done += len(out)
+        self.chunks_done += 1
+        for lab, c in out[names["label"]].value_counts().items():
+            if lab:
+                self.per_label[lab] = self.per_label.get(lab, 0) + int(c)
+        for st, c in pd.Series([s.split(":")[0] for s in out[names["status"]]]).value_counts().items():
+            self.status[st] = self.status.get(st, 0) + int(c)
+        self.malformed += [e for e in errors if e][: max(0, 20 - len(self.malformed))]
+
+    def save(self, path: Path) -> None:
+        # written beside and renamed: a kill during the write leaves the previous, consistent state
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def read_state(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,217 @@
+"""Label a file into another: streaming, resumable, nothing lost (see the package docstring for the
+output's contract). ``FileLabeller`` reads top to bottom: check the paths, open the input, load the model,
+decide between a fresh start and a resume, then one loop over chunks."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..errors import InputError
+from ..fileio import check_input_file
+from ..runtime import log
+from ..tables import detect_encoding, read_records, table_format
+from .chunk import check_trained_head, label_chunk, output_columns
+from .config import LabelConfig
+from .resume import LabelState, input_fingerprint, model_digest, read_state
+from .summary import LabelSummary, plot_distribution
+
+
+class FileLabeller:
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None):
+        cfg.validate()
+        self.cfg = cfg
+        self.clf = classifier
+        self.after_chunk = after_chunk  # test hook: called with the number of chunks done
+        self.src = self.dst = None
+
+    # -- setup, in order
+    def check_paths(self) -> None:
+        cfg = self.cfg
+        self.src = check_input_file(cfg.input)
+        self.dst = Path(cfg.output)
+        if self.dst.exists() and self.dst.resolve() == self.src.resolve():
+            raise InputError("--output must differ from --input (the input is never overwritten)")
+        self.in_fmt = table_format(self.src, cfg.format)
+        self.out_fmt = table_format(self.dst)
+        if self.out_fmt == "parquet":
+            raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (parquet output can't be streamed and "
+                             "resumed); convert afterwards with pandas if you need parquet")
+        folder = self.dst.parent
+        if not folder.is_dir():
+            raise InputError(f"{self.dst}: folder {folder} does not exist; create it first")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"{self.dst}: folder {folder} is not writable")
+        if self.dst.is_dir():
+            raise InputError(f"{self.dst} is a folder; give a file path for --output")
+        if self.dst.exists() and not (cfg.overwrite or cfg.resume):
+            raise InputError(f"{self.dst} exists; pass --overwrite to replace it")
+        self.partial = self.dst.with_name(self.dst.name + ".partial")
+        self.state_path = self.dst.with_name(self.dst.name + ".partial.json")
+
+    def open_input(self) -> None:
+        cfg = self.cfg
+        if self.in_fmt == "parquet":
+            self.encoding = "utf-8"
+        elif cfg.encoding_errors == "replace":
+            self.encoding = cfg.encoding or _guess_encoding(self.src)
+        else:
+            self.encoding = detect_encoding(self.src, cfg.encoding)
+        self.columns, self.records = read_records(self.src, self.in_fmt, self.encoding, cfg.sep,
+                                                  errors=cfg.encoding_errors)
+        if cfg.text_column not in self.columns:
+            raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}")
+        self.text_idx = self.columns.index(cfg.text_column)
+
+    def load_model(self) -> None:
+        from ..classifier import Classifier
+
+        cfg = self.cfg
+        if self.clf is None:
+            self.clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision,
+                                       quantize=cfg.quantize, threads=cfg.threads)
+        check_trained_head(self.clf, cfg.allow_generic_labels)
+
+    def prepare_state(self) -> None:
+        from ..tokenizer import tokenizer_fingerprint
+
+        cfg = self.cfg
+        self.state = LabelState(input=str(self.src.resolve()), input_fingerprint=input_fingerprint(self.src),
+                                text_column=cfg.text_column, labels=list(self.clf.labels),
+                                model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
+                                tokenizer_fingerprint=tokenizer_fingerprint(self.clf.tok))
+        saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
+        if saved is not None:
+            self.state.check_same_job(saved, self.partial)
+            self.state.take_progress(saved)
+            with open(self.partial, "r+b") as f:  # drop whatever a killed chunk had half-written
+                f.truncate(self.state.bytes_done)
+            if cfg.progress:
+                log(f"resuming {self.partial}: {self.state.rows_done:,} rows already labelled")
+        else:
+            if cfg.resume and self.dst.exists():
+                raise InputError(f"{self.dst} is complete (no {self.partial.name} to resume); pass --overwrite "
+                                 "to label it again")
+            if cfg.resume and cfg.progress:
+                log("nothing to resume: starting from the first row")
+            self.partial.unlink(missing_ok=True)
+            self.state_path.unlink(missing_ok=True)
+        self.out_enc = cfg.output_encoding or ("utf-8-sig" if self.out_fmt == "csv" else "utf-8")
+
+    def state_path_exists(self) -> bool:
+        """True once a chunk is whole on disk (what an interrupted run can resume from)."""
+        path = getattr(self, "state_path", None)
+        return bool(path and path.exists() and getattr(self, "partial", None) and self.partial.exists())
+
+    # -- the loop
+    def run(self) -> LabelSummary:
+        from tqdm.auto import tqdm
+
+        self.check_paths()
+        self.open_input()
+        self.load_model()
+        self.prepare_state()
+        cfg, state = self.cfg, self.state
+        bar = tqdm(total=None, unit="rows", desc="labelling", disable=not cfg.progress, dynamic_ncols=True,
+                   initial=state.rows_done)
+        t0, new_rows, skip, chunk = time.perf_counter(), 0, state.rows_done, []
+        try:
+            for rec in self._records():
+                if skip:
+                    skip -= 1
+                    continue
+                chunk.append(rec)
+                if len(chunk) >= cfg.chunk_rows:
+                    new_rows += self.write_chunk(chunk)
+                    bar.update(len(chunk))
+                    chunk = []
+            if chunk or state.bytes_done == 0:
+                new_rows += self.write_chunk(chunk)
+            os.replace(self.partial, self.dst)
+            self.state_path.unlink(missing_ok=True)
+        finally:
+            bar.close()
+        summary = LabelSummary(rows=state.rows_done, per_label=state.per_label, status=state.status,
+                               malformed=state.malformed, seconds=time.perf_counter() - t0, output=str(self.dst),
+                               new_rows=new_rows)
+        if cfg.plot:
+            plot_distribution(summary, cfg.plot)
+        return summary
+
+    def _records(self):
+        try:
+            yield from self.records
+        except UnicodeDecodeError as e:  # the file changed under us, or a codec's check missed it
+            raise InputError(f"{self.src}: bytes invalid in {self.encoding} ({e.reason}); pass the right --encoding "
+                             "or --encoding-errors replace; finished chunks are kept: rerun with --resume") from None
+
+    def write_chunk(self, chunk: list) -> int:
+        """Label ``chunk`` and append it to the partial file; the state file then says it is whole."""
+        import pandas as pd
+
+        cfg, state = self.cfg, self.state
+        rows, errors = [], []
+        for rec in chunk:
+            fields, error = rec.fields, rec.error
+            if error and rec.raw is not None:
+                # the fields of a malformed line can't be trusted: keep its text whole in the text column
+                fields = [""] * len(self.columns)
+                fields[self.text_idx] = rec.raw
+            elif error is None and cfg.encoding_errors == "replace" and any(
+                    isinstance(v, str) and "\ufffd" in v for v in fields):
+                error = f"line {rec.line} has bytes invalid in {self.encoding} (shown as U+FFFD)"
+            rows.append(fields)
+            errors.append(error)
+        # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
+        df = pd.DataFrame(rows, columns=self.columns, dtype=object)
+        out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size) if chunk else \
+            (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)
+        first = state.bytes_done == 0
+        # the BOM (Excel needs it to read UTF-8) only at the very start of the file
+        enc = self.out_enc if first else self.out_enc.replace("-sig", "")
+        with open(self.partial, "w" if first else "a", encoding=enc, newline="") as f:
+            write_chunk(f, out, self.out_fmt, header=first)
+            f.flush()
+            os.fsync(f.fileno())
+        if names is not None:
+            state.record_chunk(out, names, errors, self.partial.stat().st_size)
+        else:
+            state.bytes_done = self.partial.stat().st_size
+        state.save(self.state_path)
+        if self.after_chunk is not None and chunk:
+            self.after_chunk(state.chunks_done)
+        return len(chunk)
+
+
+def write_chunk(f, df, fmt: str, header: bool) -> None:
+    if fmt == "jsonl":
+        text = df.to_json(orient="records", lines=True, force_ascii=False) if len(df) else ""
+        f.write(text if not text or text.endswith("\n") else text + "\n")
+    else:
+        df.to_csv(f, sep="\t" if fmt == "tsv" else ",", index=False, header=header, lineterminator="\n")
+
+
+def _guess_encoding(path: Path) -> str:
+    """With errors replaced, the encoding is the one that decodes the most: a BOM, else whichever of utf-8 and
+    cp949 fails later in the file."""
+    try:
+        return detect_encoding(path)
+    except InputError:
+        return "utf-8"
+
+
+def label_file(model, input, output, text_column: str = "review", *, fmt: str | None = None,
+               sep: str | None = None, encoding: str | None = None, output_encoding: str | None = None,
+               batch_size: int = 64, chunk_rows: int = 20000, device: str = "auto", precision: str = "auto",
+               quantize: bool = False, threads: int | None = None, resume: bool = False, plot: str | None = None,
+               progress: bool = True, classifier=None, overwrite: bool = False, encoding_errors: str = "strict",
+               allow_generic_labels: bool = False, _after_chunk=None) -> LabelSummary:
+    """Label ``input`` into ``output``: the Python face of ``koelectra-kit label`` (same options, same checks).
+    ``classifier``: an already loaded ``Classifier`` (``model`` is then only recorded)."""
+    cfg = LabelConfig(model=str(model or getattr(classifier, "source", "") or "in-memory"), input=str(input),
+                      output=str(output), text_column=text_column, format=fmt, sep=sep, encoding=encoding,
+                      encoding_errors=encoding_errors, output_encoding=output_encoding, batch_size=batch_size,
+                      chunk_rows=chunk_rows, device=device, precision=precision, quantize=quantize, threads=threads,
+                      resume=resume, overwrite=overwrite, plot=plot, progress=progress,
+                      allow_generic_labels=allow_generic_labels)
+    return FileLabeller(cfg, classifier=classifier, after_chunk=_after_chunk).run()

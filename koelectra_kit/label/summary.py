@@ -1,0 +1,42 @@
+"""What a labelling run reports: counts per label and status, the first malformed lines, speed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class LabelSummary:
+    rows: int = 0
+    per_label: dict = field(default_factory=dict)
+    status: dict = field(default_factory=dict)
+    malformed: list = field(default_factory=list)  # first few "line N: why"
+    seconds: float = 0.0
+    output: str = ""
+    new_rows: int = 0  # rows labelled by this run (a resumed run counts only its own)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.new_rows / self.seconds if self.seconds else 0.0
+
+
+def format_summary(s: LabelSummary) -> str:
+    lines = [f"labelled {s.rows:,} rows -> {s.output}"]
+    total = max(1, sum(s.per_label.values()))
+    for lab, c in sorted(s.per_label.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {lab:<12}{c:>10,}  {c / total:6.1%}")
+    flagged = {k: v for k, v in s.status.items() if k != "ok"}
+    if flagged:
+        lines.append("  flagged: " + ", ".join(f"{k} {v:,}" for k, v in sorted(flagged.items())))
+    for m in s.malformed[:5]:
+        lines.append(f"  {m}")
+    if len(s.malformed) > 5:
+        lines.append(f"  ... ({s.status.get('error', 0)} malformed rows in all; status column says which)")
+    lines.append(f"  {s.new_rows:,} rows in {s.seconds:.1f}s ({s.rows_per_s:,.0f} rows/s)")
+    return "\n".join(lines)
+
+
+def plot_distribution(s: LabelSummary, path: str | Path) -> Path:
+    from ..plots import plot_distribution as draw
+
+    return draw(s.per_label, s.rows, path)
