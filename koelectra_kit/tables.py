@@ -254,7 +254,10 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        pf = pq.ParquetFile(path)
+        try:
+            pf = pq.ParquetFile(path)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+            raise InputError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
         columns = pf.schema_arrow.names
 
         def gen():

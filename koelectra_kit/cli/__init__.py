@@ -7,6 +7,7 @@ A ``KitError`` (bad input, bad config) prints one ``error:`` line and exits 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..errors import KitError
@@ -14,10 +15,18 @@ from ..errors import KitError
 COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "label", "quickstart"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the toolkit's error contract: one ``error:`` line and exit 2 (argparse's own usage
+    dump is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="koelectra-kit",
         description="Korean ELECTRA toolkit: tokenizer -> pretrain -> finetune -> label.",
     )
@@ -72,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version or a usage error: a status, also when called in-process
+        return e.code if isinstance(e.code, int) else 2
     setup_logging(verbose=bool(getattr(args, "verbose", False)))
     if not getattr(args, "func", None):
         parser.print_help()
@@ -81,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KitError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the machine said no (disk full, permission, a path that vanished): the user's to fix
+        if os.environ.get("KOELECTRA_DEBUG"):
+            raise
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: outputs already written are complete; rerun with the same command "

@@ -40,8 +40,7 @@ class FileLabeller:
         folder = self.dst.parent
         if not folder.is_dir():
             raise InputError(f"{self.dst}: folder {folder} does not exist; create it first")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise InputError(f"{self.dst}: folder {folder} is not writable")
+        _check_writable(folder, self.dst)
         if self.dst.is_dir():
             raise InputError(f"{self.dst} is a folder; give a file path for --output")
         if self.dst.exists() and not (cfg.overwrite or cfg.resume):
@@ -61,6 +60,9 @@ class FileLabeller:
                                                   errors=cfg.encoding_errors)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}")
+        if self.columns.count(cfg.text_column) > 1:
+            raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
+                             f"{cfg.text_column!r}; rename them so the text column is unambiguous")
         self.text_idx = self.columns.index(cfg.text_column)
 
     def load_model(self) -> None:
@@ -181,6 +183,17 @@ class FileLabeller:
         if self.after_chunk is not None and chunk:
             self.after_chunk(state.chunks_done)
         return len(chunk)
+
+
+def _check_writable(folder: Path, dst: Path) -> None:
+    # a real probe: permission bits say nothing for root, and a read-only mount ignores them
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as e:
+        raise InputError(f"{dst}: can't write in folder {folder} ({e.strerror or e})") from None
 
 
 def write_chunk(f, df, fmt: str, header: bool) -> None:

@@ -1,0 +1,409 @@
+"""The bad-input matrix: every hostile input a user can give gets one ``error:`` line and exit 2 (no traceback,
+no output file) or a labelled file where every input row appears exactly once, in order, with its columns
+unchanged. Commands run in-process through the CLI, as a user types them."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from koelectra_kit.cli import main
+
+GOOD_CSV = "id,review\n1,배송 빠르고 좋아요\n2,별로예요 ㅠㅠ\n3,그냥 그래요\n"
+
+
+def run_cli(capsys, *argv):
+    """(exit status, stdout, stderr) of one command."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_one_line_error(rc, err, *needles):
+    assert rc == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def read_out(path):
+    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
+@pytest.fixture
+def good_csv(tmp_path):
+    p = tmp_path / "in.csv"
+    p.write_text(GOOD_CSV, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def label(capsys, tiny_classifier_dir, tmp_path):
+    """label(input, *flags, output=...) -> (rc, out, err); --model and --no-progress filled in."""
+    def run(src, *flags, output=None, model=tiny_classifier_dir):
+        output = output or tmp_path / "out.csv"
+        return run_cli(capsys, "label", "--model", model, "--input", src, "--output", output, "--no-progress",
+                       "--precision", "fp32", *flags)
+    return run
+
+
+@pytest.fixture(scope="session")
+def discriminator_dir(tmp_path_factory, sample_tokenizer):
+    """What pretraining exports: an ElectraForPreTraining with no classification head."""
+    import torch
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=sample_tokenizer.vocab_size, hidden_size=32, embedding_size=32,
+                        num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=64, pad_token_id=0)
+    out = tmp_path_factory.mktemp("disc") / "discriminator"
+    ElectraForPreTraining(cfg).save_pretrained(out)
+    sample_tokenizer.save(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# label: files and folders
+# ---------------------------------------------------------------------------------------------
+
+
+def test_missing_input(label, tmp_path):
+    rc, _, err = label(tmp_path / "nope.csv")
+    assert_one_line_error(rc, err, "file not found")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_input_is_a_folder(label, tmp_path):
+    rc, _, err = label(tmp_path)
+    assert_one_line_error(rc, err, "is a directory")
+
+
+def test_empty_input_file(label, tmp_path):
+    (tmp_path / "e.csv").write_bytes(b"")
+    rc, _, err = label(tmp_path / "e.csv")
+    assert_one_line_error(rc, err, "empty")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_header_only_gives_header_only_output(label, tmp_path):
+    (tmp_path / "h.csv").write_text("id,review\n", encoding="utf-8")
+    rc, out, err = label(tmp_path / "h.csv")
+    assert rc == 0, err
+    got = read_out(tmp_path / "out.csv")
+    assert len(got) == 0 and list(got.columns)[:2] == ["id", "review"] and "status" in got.columns
+
+
+def test_unknown_text_column(label, good_csv):
+    rc, _, err = label(good_csv, "--text-column", "text")
+    assert_one_line_error(rc, err, "no column 'text'", "'review'")
+
+
+def test_empty_text_column_option(label, good_csv):
+    rc, _, err = label(good_csv, "--text-column", "")
+    assert_one_line_error(rc, err, "text_column")
+
+
+def test_duplicated_text_column(label, tmp_path):
+    (tmp_path / "d.csv").write_text("review,review\n좋아요,싫어요\n", encoding="utf-8")
+    rc, _, err = label(tmp_path / "d.csv")
+    assert_one_line_error(rc, err, "2 columns are named 'review'")
+
+
+def test_unknown_extension(label, tmp_path):
+    (tmp_path / "r.xyz").write_text(GOOD_CSV, encoding="utf-8")
+    rc, _, err = label(tmp_path / "r.xyz")
+    assert_one_line_error(rc, err, "can't tell the format")
+
+
+def test_damaged_parquet(label, tmp_path):
+    (tmp_path / "r.parquet").write_bytes(b"PAR1 this is not parquet")
+    rc, _, err = label(tmp_path / "r.parquet")
+    assert_one_line_error(rc, err, "not a readable Parquet file")
+
+
+def test_binary_file_named_csv(label, tmp_path):
+    (tmp_path / "img.csv").write_bytes(bytes(range(256)) * 40)
+    rc, _, err = label(tmp_path / "img.csv")
+    assert_one_line_error(rc, err, "not UTF-8 or cp949", "line")
+
+
+def test_output_folder_missing(label, good_csv, tmp_path):
+    rc, _, err = label(good_csv, output=tmp_path / "no" / "such" / "out.csv")
+    assert_one_line_error(rc, err, "does not exist")
+
+
+def test_output_folder_read_only(label, good_csv):
+    if not Path("/sys").is_dir():
+        pytest.skip("needs a read-only mount (/sys) to write into")
+    rc, _, err = label(good_csv, output="/sys/out.csv")
+    assert_one_line_error(rc, err, "can't write in folder /sys")
+
+
+def test_output_is_a_folder(label, good_csv, tmp_path):
+    (tmp_path / "o.csv").mkdir()
+    rc, _, err = label(good_csv, output=tmp_path / "o.csv")
+    assert_one_line_error(rc, err, "is a folder")
+
+
+def test_output_same_as_input(label, good_csv):
+    before = good_csv.read_bytes()
+    rc, _, err = label(good_csv, output=good_csv)
+    assert_one_line_error(rc, err, "must differ")
+    assert good_csv.read_bytes() == before
+
+
+def test_parquet_output_refused(label, good_csv, tmp_path):
+    rc, _, err = label(good_csv, output=tmp_path / "o.parquet")
+    assert_one_line_error(rc, err, "parquet output")
+
+
+def test_existing_output_needs_overwrite(label, good_csv, tmp_path):
+    out = tmp_path / "o.csv"
+    out.write_text("precious\n", encoding="utf-8")
+    rc, _, err = label(good_csv, output=out)
+    assert_one_line_error(rc, err, "exists", "--overwrite")
+    assert out.read_text(encoding="utf-8") == "precious\n"
+    rc, _, err = label(good_csv, "--overwrite", output=out)
+    assert rc == 0 and len(read_out(out)) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# label: options
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--batch-size", "0"], "batch_size=0"),
+    (["--batch-size", "-5"], "batch_size=-5"),
+    (["--batch-size", "many"], "invalid int value"),
+    (["--chunk-rows", "0"], "chunk_rows=0"),
+    (["--threads", "0"], "threads=0"),
+    (["--encoding", "klingon"], "not an encoding"),
+    (["--output-encoding", "klingon"], "not an encoding"),
+    (["--sep", ";;"], "one character"),
+    (["--format", "xlsx"], "invalid choice"),
+    (["--precision", "fp8"], "invalid choice"),
+    (["--resume", "--overwrite"], "contradict"),
+    (["bacth_size=8"], "did you mean batch_size"),
+    (["--config", "/no/such/label.yaml"], "config file not found"),
+])
+def test_bad_options(label, good_csv, tmp_path, flags, needle):
+    rc, _, err = label(good_csv, *flags)
+    assert_one_line_error(rc, err, needle)
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_config_file_and_overrides_are_the_same_options(label, good_csv, tmp_path):
+    cfg = tmp_path / "label.yaml"
+    cfg.write_text("batch_size: 2\nchunk_rows: 1\n", encoding="utf-8")
+    rc, _, err = label(good_csv, "--config", cfg, "text_column=review")
+    assert rc == 0, err
+    assert read_out(tmp_path / "out.csv")["id"].tolist() == ["1", "2", "3"]
+
+
+# ---------------------------------------------------------------------------------------------
+# label: encodings
+# ---------------------------------------------------------------------------------------------
+
+
+def test_encoding_that_does_not_match_names_the_line(label, tmp_path):
+    src = tmp_path / "u.csv"
+    src.write_text("id,review\n1,좋아요\n2,최고예요\n", encoding="utf-8")
+    rc, _, err = label(src, "--encoding", "cp949")
+    assert_one_line_error(rc, err, "line 2", "cp949")
+
+
+def test_one_cp949_line_in_utf8_names_the_line_and_replace_labels_the_rest(label, tmp_path):
+    src = tmp_path / "mixed.csv"
+    src.write_bytes("id,review\n1,좋아요\n".encode() + "2,별로예요\n".encode("cp949") + "3,최고\n".encode())
+    rc, _, err = label(src)
+    assert_one_line_error(rc, err, "line 3", "--encoding-errors replace")
+    rc, _, err = label(src, "--encoding-errors", "replace")
+    assert rc == 0, err
+    got = read_out(tmp_path / "out.csv")
+    assert got["id"].tolist() == ["1", "2", "3"]
+    assert got["status"].tolist()[0] == got["status"].tolist()[2] == "ok"
+    assert got["status"].tolist()[1].startswith("error: line 3 has bytes invalid")
+
+
+# ---------------------------------------------------------------------------------------------
+# label: models
+# ---------------------------------------------------------------------------------------------
+
+
+def test_missing_local_model_fails_at_once(label, good_csv, tmp_path):
+    import time
+
+    t = time.perf_counter()
+    rc, _, err = label(good_csv, model=tmp_path / "runs" / "sentimnet")
+    assert_one_line_error(rc, err, "sentimnet")
+    assert time.perf_counter() - t < 10  # not tried as a hub id (that waits on the network)
+
+
+def test_truncated_weights(label, good_csv, tmp_path, tiny_classifier_dir):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_classifier_dir, broken)
+    w = broken / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    rc, _, err = label(good_csv, model=broken)
+    assert_one_line_error(rc, err, "model.safetensors")
+
+
+def test_pretraining_discriminator_is_refused(label, good_csv, tmp_path, discriminator_dir):
+    rc, _, err = label(good_csv, model=discriminator_dir)
+    assert_one_line_error(rc, err, "no trained classification head", "--allow-generic-labels")
+    assert not (tmp_path / "out.csv").exists()
+    rc, _, err = label(good_csv, "--allow-generic-labels", model=discriminator_dir)
+    assert rc == 0, err
+
+
+# ---------------------------------------------------------------------------------------------
+# label: resume
+# ---------------------------------------------------------------------------------------------
+
+
+def _interrupted(tmp_path, clf, src, out, **kw):
+    from koelectra_kit.label import label_file
+
+    def die(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, out, "review", classifier=clf, progress=False, chunk_rows=2, _after_chunk=die, **kw)
+    assert (tmp_path / (out.name + ".partial")).exists()
+
+
+def test_resume_with_another_model_is_refused(label, capsys, tmp_path, good_csv, tiny_classifier):
+    import torch
+
+    from koelectra_kit.classifier import Classifier
+
+    out = tmp_path / "out.csv"
+    _interrupted(tmp_path, tiny_classifier, good_csv, out)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_classifier.source, other)
+    clf = Classifier.load(other, device="cpu", precision="fp32")
+    with torch.no_grad():
+        next(clf.model.parameters()).add_(0.01)  # a retrained model: same files' names, other weights
+    clf.model.save_pretrained(other)
+    capsys.readouterr()
+    before = json.loads((tmp_path / "out.csv.partial.json").read_text())
+    rc, _, err = label(good_csv, "--resume", model=other)
+    assert_one_line_error(rc, err, "another model digest")
+    assert json.loads((tmp_path / "out.csv.partial.json").read_text()) == before  # the record is not overwritten
+
+
+def test_resume_with_another_text_column_is_refused(label, tmp_path, tiny_classifier):
+    src = tmp_path / "two.csv"
+    src.write_text("review,comment\n좋아요,a\n별로,b\n최고,c\n", encoding="utf-8")
+    _interrupted(tmp_path, tiny_classifier, src, tmp_path / "out.csv")
+    rc, _, err = label(src, "--resume", "--text-column", "comment")
+    assert_one_line_error(rc, err, "another text column")
+
+
+def test_resume_of_a_finished_output_is_refused(label, good_csv, tmp_path):
+    assert label(good_csv)[0] == 0
+    rc, _, err = label(good_csv, "--resume")
+    assert_one_line_error(rc, err, "complete", "--overwrite")
+
+
+def test_ctrl_c_before_the_first_chunk_says_nothing_was_kept(capsys, monkeypatch, good_csv, tmp_path,
+                                                              tiny_classifier_dir):
+    import koelectra_kit.label.run as run
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "label_chunk", interrupted)
+    rc, out, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", good_csv, "--output",
+                           tmp_path / "o.csv", "--no-progress")
+    assert rc == 130 and "nothing to keep" in out and ".partial" not in out
+    assert not (tmp_path / "o.csv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# label: contents that must come through exactly
+# ---------------------------------------------------------------------------------------------
+
+
+def test_jsonl_ids_stay_exact_with_nulls_in_the_column(label, tmp_path):
+    src = tmp_path / "r.jsonl"
+    rows = [{"id": 9007199254740993, "n": 5, "review": "좋아요"}, {"id": None, "n": None, "review": "별로"},
+            {"id": 3, "n": 7, "review": "최고"}]
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    rc, _, err = label(src, output=tmp_path / "o.jsonl")
+    assert rc == 0, err
+    got = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [g["id"] for g in got] == [9007199254740993, None, 3]
+    assert [g["n"] for g in got] == [5, None, 7]
+
+
+def test_csv_ids_are_byte_identical(label, tmp_path):
+    src = tmp_path / "ids.csv"
+    src.write_text("id,review\n007,좋아요\n1e5,별로\n 3 ,최고\n-0,그냥\n", encoding="utf-8")
+    assert label(src)[0] == 0
+    assert read_out(tmp_path / "out.csv")["id"].tolist() == ["007", "1e5", " 3 ", "-0"]
+
+
+def test_field_longer_than_the_csv_limit_is_labelled_and_flagged_truncated(label, tmp_path):
+    src = tmp_path / "long.csv"
+    src.write_text(f'id,review\n1,"{"재밌다 " * 250_000}"\n2,좋아요\n', encoding="utf-8")
+    rc, _, err = label(src)
+    assert rc == 0, err
+    got = read_out(tmp_path / "out.csv")
+    assert got["id"].tolist() == ["1", "2"]
+    assert got["status"].tolist() == ["truncated", "ok"] and got["label"].tolist()[0]
+    assert len(got["review"][0]) == len("재밌다 " * 250_000)  # the text itself is kept whole
+
+
+def test_too_many_fields_keep_the_raw_line(label, tmp_path):
+    src = tmp_path / "wide.csv"
+    src.write_text("id,review\n1,좋아요\n2,필드가,너무,많음\n3,최고\n", encoding="utf-8")
+    assert label(src)[0] == 0
+    got = read_out(tmp_path / "out.csv")
+    assert got["id"].tolist() == ["1", "", "3"]
+    assert got["review"][1] == "2,필드가,너무,많음"  # nothing of the line is lost
+    assert got["status"][1] == "error: malformed line 3: 4 fields, expected 2" and got["label"][1] == ""
+
+
+def test_nul_bytes_flag_the_row(label, tmp_path):
+    src = tmp_path / "nul.csv"
+    src.write_text("id,review\n1,좋아\x00요\n2,별로\n", encoding="utf-8")
+    assert label(src)[0] == 0
+    got = read_out(tmp_path / "out.csv")
+    assert len(got) == 2 and got["id"][1] == "2" and got["status"][1] == "ok"
+
+
+def test_jsonl_first_line_not_json(label, tmp_path):
+    (tmp_path / "r.jsonl").write_text("not json\n{\"review\": \"좋아요\"}\n", encoding="utf-8")
+    rc, _, err = label(tmp_path / "r.jsonl", output=tmp_path / "o.jsonl")
+    assert_one_line_error(rc, err, "line 1 is not JSON")
+
+
+def test_jsonl_line_that_is_not_an_object_is_flagged(label, tmp_path):
+    (tmp_path / "r.jsonl").write_text('{"review": "좋아요"}\n[1, 2]\n{"review": "별로"}\n', encoding="utf-8")
+    assert label(tmp_path / "r.jsonl", output=tmp_path / "o.jsonl")[0] == 0
+    got = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(got) == 3 and got[1]["status"].startswith("error: malformed line 2") and got[1]["review"] == "[1, 2]"
+
+
+def test_existing_label_column_gets_prefixed_outputs(label, tmp_path):
+    src = tmp_path / "l.csv"
+    src.write_text("review,label,status\n좋아요,mine,kept\n", encoding="utf-8")
+    assert label(src)[0] == 0
+    got = read_out(tmp_path / "out.csv")
+    assert got["label"][0] == "mine" and got["status"][0] == "kept" and got["pred_status"][0] == "ok"
+
+
+def test_input_is_never_modified(label, tmp_path):
+    src = tmp_path / "bad.csv"
+    src.write_bytes('id,review\n1,"unbalanced\n2,ok\n'.encode())
+    before = src.read_bytes()
+    label(src)
+    assert src.read_bytes() == before
