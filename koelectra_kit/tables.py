@@ -66,6 +66,10 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         return encoding
     with open(path, "rb") as f:
         if f.read(3) == codecs.BOM_UTF8:
+            bad = _first_bad_byte(path, "utf-8-sig", chunk)
+            if bad is not None:
+                raise InputError(f"{path}: starts with a UTF-8 BOM but line {_line_of(path, bad)} is not UTF-8; "
+                                 "fix that line, or pass --encoding-errors replace to label the rest and flag it")
             return "utf-8-sig"
     failures = []
     for enc in CANDIDATE_ENCODINGS:
@@ -282,6 +286,9 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
                 except json.JSONDecodeError:
                     raise InputError(f"{path}: line {lineno} is not JSON; a .jsonl file has one object per line") \
                         from None
+                if not isinstance(first_obj, dict):
+                    raise InputError(f"{path}: line {lineno} is a JSON {type(first_obj).__name__}, not an object; "
+                                     "a .jsonl file has one object per line (its keys are the columns)")
                 columns = list(first_obj)
                 break
 
