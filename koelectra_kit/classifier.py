@@ -9,6 +9,9 @@ longest text, bf16 autocast where the CPU/GPU has it, optional int8 dynamic quan
 overlapped with the model's forward pass of the current one. On a CPU the two run one after the other, each
 with every core: overlapped, Kiwi's workers and torch's OpenMP threads fight over the same cores and the
 model ran 3x slower (benchmarks/bench_label.py, 2 cores).
+
+Inference lives here: ``collate`` and ``predict_logits`` are the one padding and scoring path, and fine-tuning
+scores its dev set with them, so the scores it reports are the predictor's.
 """
 from __future__ import annotations
 
@@ -20,6 +23,44 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from .modelio import check_model_source, loading
+from .runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
+
+
+def collate(ids: list[list[int]], idx, pad_id: int, multiple: int = 1, pad_to: int | None = None):
+    """Batch ``ids[idx]`` -> (input_ids, attention_mask) LongTensors [B, T], T = longest in the batch
+    (rounded up to ``multiple``; 8 on GPUs for tensor cores) or ``pad_to`` for fixed padding."""
+    import torch
+
+    seqs = [ids[i] for i in idx]
+    width = pad_to or -(-max(len(s) for s in seqs) // multiple) * multiple
+    input_ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for r, s in enumerate(seqs):
+        input_ids[r, :len(s)] = s
+        mask[r, :len(s)] = 1
+    return torch.from_numpy(input_ids), torch.from_numpy(mask)
+
+
+def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, batch_size: int = 128,
+                   multiple: int = 1) -> np.ndarray:
+    """Logits [n, num_labels] (fp32) for pre-tokenized texts, in input order. Batches are formed
+    longest-first so padding is minimal; rows are put back in order afterwards. Fine-tuning scores its
+    dev set with this too, so the reported scores are the predictor's."""
+    import torch
+
+    model.eval()
+    lengths = np.array([len(x) for x in ids])
+    order = np.argsort(-lengths, kind="stable")
+    out = np.zeros((len(ids), model.config.num_labels), dtype=np.float32)
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            input_ids, mask = collate(ids, idx, pad_id, multiple)
+            with autocast(device, dtype):
+                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+            out[idx] = logits.float().cpu().numpy()
+    return out
 
 
 @dataclass
@@ -46,24 +87,14 @@ class Classifier:
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
-        from .finetune import _quiet_transformers
         from .tokenizer import KoTokenizer
-        from .utils import autocast_dtype, resolve_device
 
         if threads:
             torch.set_num_threads(threads)
-        d = Path(name_or_dir)
-        if d.exists() and not (d / "config.json").exists():
-            raise InputError(f"{d} is not a model directory (no config.json); give the output dir of "
-                             "`koelectra-kit finetune`")
-        restore = _quiet_transformers()
-        try:
-            config = AutoConfig.from_pretrained(str(name_or_dir), trust_remote_code=False)
-            model = AutoModelForSequenceClassification.from_pretrained(str(name_or_dir), trust_remote_code=False)
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot load a classifier from {name_or_dir}: {str(e).splitlines()[0]}") from None
-        finally:
-            restore()
+        name_or_dir = check_model_source(name_or_dir)
+        with loading(name_or_dir), quiet_transformers():
+            config = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=False)
+            model = AutoModelForSequenceClassification.from_pretrained(name_or_dir, trust_remote_code=False)
         try:
             tok = KoTokenizer.from_pretrained(name_or_dir)
         except InputError as e:
@@ -92,8 +123,6 @@ class Classifier:
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
         Kiwi's workers and torch's OpenMP threads would fight over the same cores)."""
         import torch
-
-        from .finetune import predict_logits
 
         texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
         n = len(texts)

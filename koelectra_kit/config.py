@@ -158,8 +158,9 @@ def preset_path(name: str | Path, stage: str | None = None) -> Path:
         cand = root / st / f"{stem}.yaml"
         if cand.is_file():
             return Path(str(cand))
-    if len(path.parts) <= 2 and stages:
-        shipped = sorted(p.name[:-5] for p in (root / stages[0]).iterdir() if p.name.endswith(".yaml"))
+    folder = root / stages[0] if stages else None
+    if len(path.parts) <= 2 and folder is not None and folder.is_dir():
+        shipped = sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
         raise ConfigError(f"config file not found: {name} (not a file, nor a shipped {stages[0]} preset; "
                           f"presets: {', '.join(shipped)})")
     raise ConfigError(f"config file not found: {name}")

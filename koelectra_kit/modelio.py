@@ -1,0 +1,55 @@
+"""Where a model comes from, checked before transformers is asked: a local folder, or a hub id. A mistyped
+local path must fail at once, naming the path, not be tried on the hub (tens of seconds of retries, then an
+error about a repository); a damaged weights file is a one-line error, not a traceback from the loader."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+from .errors import InputError
+
+# What a Hugging Face hub id looks like: "name" or "owner/name", letters, digits, "-", "_", "."
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
+    """``name_or_dir`` as a string, after checking: an existing folder must hold config.json; a path that
+    cannot be a hub id (absolute, ./ ../ ~, a backslash, more than one "/", or an "owner/" that is a local
+    folder) must exist."""
+    name = str(name_or_dir)
+    path = Path(os.path.expanduser(name))
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(f"{what}={name} is a file; give a model folder (config.json + weights) or a hub id")
+        if not (path / "config.json").exists():
+            raise InputError(f"{what}={name} is not a model folder (no config.json)")
+        return str(path)
+    looks_local = (not _HUB_ID.match(name) or name.startswith((".", "~")) or
+                   ("/" in name and Path(name.split("/")[0]).is_dir()))
+    if looks_local:
+        raise InputError(f"{what}={name}: no such folder (a local path; hub ids look like owner/name)")
+    return name
+
+
+@contextlib.contextmanager
+def loading(name: str, what: str = "model") -> Iterator[None]:
+    """Translate the loaders' failures (missing files, damaged safetensors, a config transformers doesn't
+    know) into one ``InputError`` line."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - safetensors is a dependency
+        SafetensorError = OSError  # noqa: N806
+    try:
+        yield
+    except SafetensorError as e:
+        raise InputError(f"{what}={name}: model.safetensors is damaged or truncated ({str(e).splitlines()[0]}); "
+                         "copy or export the model again") from None
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else type(e).__name__
+        if "safetensors" in text.lower() or "header" in first.lower():
+            raise InputError(f"{what}={name}: model.safetensors is damaged or truncated ({first})") from None
+        raise InputError(f"{what}={name}: can't load it ({first})") from None
