@@ -2,7 +2,7 @@
 dynamic padding, bf16 autocast) vs a straightforward loop (every batch padded to max_length, fp32,
 plain shuffle, ``model(..., labels=...)``), same model, same rows, same run.
 
-    python benchmarks/bench_finetune.py                      # nsmc3 rows if ../shared/data exists, else the sample
+    python benchmarks/bench_finetune.py                      # nsmc3 rows if $KOELECTRA_SHARED_DATA has them, else the sample
     python benchmarks/bench_finetune.py --rows 2048 --model runs/pretrain/discriminator
 
 First, the token cache: tokenizing --cache-rows texts (Kiwi + WordPiece) and writing them, vs reading them back.
@@ -11,7 +11,7 @@ The variants run interleaved, a few batches each per round, and each variant's f
 median over rounds: this machine is shared and stalls for seconds at a time, which would otherwise
 land on whichever variant happened to be running. Ratios are to the straightforward loop.
 
-The model is a random-init ELECTRA of the size issue 6 compares (4 layers, hidden 256, embedding
+The model is a random-init ELECTRA of a small pretraining run's size (4 layers, hidden 256, embedding
 128, FFN 1024) unless --model names one; speed does not depend on the weights.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def load_rows(n: int, seed: int):
 
 
 def build_model(work: Path, texts: list[str]) -> Path:
-    """Random-init ELECTRA (issue 6's size) with a WordPiece vocab trained on the bench texts."""
+    """Random-init ELECTRA (4 x 256) with a WordPiece vocab trained on the bench texts."""
     import torch
     from transformers import ElectraConfig, ElectraModel
 
@@ -97,9 +97,10 @@ def main() -> None:
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    from koelectra_kit.finetune import collate, length_grouped_batches, param_groups, train_step
+    from koelectra_kit.classifier import collate
+    from koelectra_kit.finetune import length_grouped_batches, param_groups, train_step
     from koelectra_kit.tokenizer import KoTokenizer
-    from koelectra_kit.utils import cpu_has_bf16
+    from koelectra_kit.runtime import cpu_has_bf16
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -142,7 +143,7 @@ def main() -> None:
         return step, shuffled
 
     def ours(dtype):
-        """finetune.py's step: collate to the batch's longest, autocast, fp32 loss, clip, layer decay."""
+        """The recipe's step (finetune.recipe.train_step): collate to the batch's longest, autocast, fp32 loss, clip, layer decay."""
         model = new_model()
         opt = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"}
                                  for g in param_groups(model, 3e-4, 0.8, 0.01)], eps=1e-6)

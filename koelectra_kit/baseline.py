@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .finetune import FinetuneConfig, check_out_dir, format_data_report, load_splits
+from .finetune.config import FinetuneConfig
+from .finetune.data import format_data_report, load_splits
+from .finetune.output import check_out_dir
+from .runtime import log
 
 
 def run_baseline(cfg: FinetuneConfig) -> dict:
@@ -24,8 +27,8 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     from .config import dump_yaml
-    from .metrics import classification_report, format_report, plot_confusion
-    from .utils import write_json_atomic, write_text_atomic
+    from .fileio import write_json_atomic, write_text_atomic
+    from .metrics import classification_report, format_report
 
     out = Path(cfg.out) if cfg.out else None
     if out:
@@ -49,14 +52,16 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
               "train": {"rows": len(splits.train.y), "features": int(x_train.shape[1]),
                         "train_time_s": round(train_s, 2)}}
     print(format_report(report, title=f"dev ({name})"))
-    print(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {x_train.shape[1]} features")
+    log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {x_train.shape[1]} features")
     if out:
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "eval.json", result)
         write_json_atomic(out / "data_report.json", splits.report)
         write_text_atomic(out / "baseline_config.yaml", dump_yaml(cfg))
         if cfg.plots:
+            from .plots import plot_confusion
+
             plot_confusion(report, out / "confusion.png", title=f"{name}\naccuracy {report['accuracy']:.3f}  "
                                                                f"macro-F1 {report['macro_f1']:.3f}")
-        print(f"wrote {out}/ (eval.json, data_report.json{', confusion.png' if cfg.plots else ''})")
+        log(f"wrote {out}/ (eval.json, data_report.json{', confusion.png' if cfg.plots else ''})")
     return result

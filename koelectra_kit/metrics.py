@@ -1,20 +1,15 @@
 """Classification reports shared by ``finetune``, ``evaluate`` and ``baseline``: one dict format
-(saved as ``eval.json``), one printed table and one confusion-matrix PNG, so a transformer run and the
-TF-IDF baseline can be put side by side field by field.
+(saved as ``eval.json``) and one printed table, so a transformer run and the TF-IDF baseline can be put
+side by side field by field. (The confusion-matrix picture is ``plots.plot_confusion``.)
 
     report = classification_report(y_true, y_pred, labels)   # ints -> dict
     print(format_report(report, title="dev"))
-    plot_confusion(report, "out/confusion.png")
 """
 from __future__ import annotations
 
 import unicodedata
-import warnings
-from pathlib import Path
 
 import numpy as np
-
-from .utils import atomic_path
 
 
 def classification_report(y_true, y_pred, labels: list[str]) -> dict:
@@ -86,104 +81,3 @@ def format_side_by_side(reports: dict[str, dict]) -> str:
     for name, r in reports.items():
         lines.append(f"{_pad(name, w)}  {r['accuracy']:8.4f}  {r['macro_f1']:8.4f}  {r['n']:6d}")
     return "\n".join(lines)
-
-
-def _tick_labels(labels: list[str]) -> list[str]:
-    """Label names if the plotting font has their glyphs, else ``#i`` (names are in eval.json).
-
-    Matplotlib's bundled DejaVu has no Hangul: Korean labels would render as empty boxes on a
-    machine without a Korean font, so say ``#0, #1`` instead of drawing boxes."""
-    from matplotlib import font_manager
-    from matplotlib.ft2font import FT2Font
-
-    try:
-        font = FT2Font(font_manager.findfont(font_manager.FontProperties()))
-        if all(font.get_char_index(ord(ch)) for lab in labels for ch in lab):
-            return list(labels)
-    except Exception:  # noqa: BLE001 - a font problem must not fail a training run
-        pass
-    return [f"#{i}" for i in range(len(labels))]
-
-
-def _use_korean_font() -> None:
-    """Prefer an installed Korean font so Hangul labels render (none is bundled with matplotlib)."""
-    import matplotlib
-    from matplotlib import font_manager
-
-    have = {f.name for f in font_manager.fontManager.ttflist}
-    for name in ("NanumGothic", "Malgun Gothic", "AppleGothic", "Noto Sans CJK KR", "Noto Sans KR",
-                 "UnDotum", "Baekmuk Gulim"):
-        if name in have:
-            matplotlib.rcParams["font.family"] = [name, "DejaVu Sans"]
-            return
-
-
-def _save_png(fig, path: str | Path) -> None:
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-
-
-def plot_confusion(report: dict, path: str | Path, title: str = "") -> None:
-    """Confusion matrix as a PNG: counts in each cell, colour = share of the true class (row)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    _use_korean_font()
-    cm = np.asarray(report["confusion_matrix"], dtype=float)
-    share = cm / np.maximum(cm.sum(axis=1, keepdims=True), 1)
-    ticks = _tick_labels(report["labels"])
-    k = len(ticks)
-    fig, ax = plt.subplots(figsize=(1.2 * k + 2.5, 1.1 * k + 1.8))
-    ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
-    for i in range(k):
-        for j in range(k):
-            ax.text(j, i, f"{int(cm[i, j])}\n{share[i, j]:.0%}", ha="center", va="center",
-                    color="white" if share[i, j] > 0.5 else "black", fontsize=9)
-    ax.set_xticks(range(k), ticks, rotation=30 if k > 4 else 0)
-    ax.set_yticks(range(k), ticks)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(title or f"accuracy {report['accuracy']:.3f}  macro-F1 {report['macro_f1']:.3f}  "
-                          f"(n={report['n']})", fontsize=9)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # missing-glyph warnings if a label slipped through
-        _save_png(fig, path)
-
-
-def plot_curves(rows: list[dict], path: str | Path, best_step: int | None = None) -> None:
-    """Learning curves from metrics.jsonl rows: train loss (and dev loss) and dev accuracy/macro-F1."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train = [r for r in rows if r.get("kind") == "train"]
-    dev = [r for r in rows if r.get("kind") == "eval"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    if train:
-        steps = np.array([r["step"] for r in train])
-        loss = np.array([r["loss"] for r in train])
-        ax1.plot(steps, loss, lw=0.8, alpha=0.5, label="train loss")
-        if len(loss) >= 20:  # a moving average shows the trend through batch noise
-            k = max(len(loss) // 20, 3)
-            ax1.plot(steps[k - 1:], np.convolve(loss, np.ones(k) / k, mode="valid"), lw=1.5,
-                     label=f"train loss (avg of {k})")
-    if dev:
-        ax1.plot([r["step"] for r in dev], [r["loss"] for r in dev], "o-", ms=3, label="dev loss")
-        ax2.plot([r["step"] for r in dev], [r["accuracy"] for r in dev], "o-", ms=3, label="dev accuracy")
-        ax2.plot([r["step"] for r in dev], [r["macro_f1"] for r in dev], "o-", ms=3, label="dev macro-F1")
-    if best_step is not None:
-        ax2.axvline(best_step, color="gray", ls="--", lw=1, label=f"best (step {best_step})")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("cross-entropy")
-    ax1.legend(fontsize=8)
-    ax2.set_xlabel("step")
-    ax2.set_ylim(0, 1)
-    ax2.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    _save_png(fig, path)

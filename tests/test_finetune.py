@@ -1,6 +1,6 @@
-"""Fine-tuning end to end on the bundled sample with a tiny model: the acceptance checks of issue 4
-(beats the majority class, the output round-trips through plain transformers, the toolkit's
-predictor agrees), determinism, re-fine-tuning on another label set, evaluate, bad model inputs."""
+"""Fine-tuning end to end on the bundled sample with a tiny model: the acceptance checks (beats the
+majority class, the output round-trips through plain transformers, the toolkit's predictor agrees),
+determinism, re-fine-tuning on another label set, evaluate (flags, --config and key=value), bad model inputs."""
 from __future__ import annotations
 
 import json
@@ -128,6 +128,13 @@ def test_replacing_previous_output_and_refusing_other_dirs(tmp_path, tiny_encode
     assert (other / "keep.txt").read_text() == "mine"
 
 
+def test_resolved_config_logged_with_verbose_only(tmp_path, tiny_encoder_dir, sample_dir, capsys):
+    rc, _ = _run(tmp_path, tiny_encoder_dir, sample_dir, "quiet", "epochs=0.25")
+    assert rc == 0 and "resolved config" not in capsys.readouterr().err
+    rc, _ = _run(tmp_path, tiny_encoder_dir, sample_dir, "verbose", "epochs=0.25", "--verbose")
+    assert rc == 0 and "max_grad_norm: 1.0" in capsys.readouterr().err
+
+
 def test_model_dir_without_tokenizer_is_a_clear_error(tmp_path, sample_dir, capsys):
     from transformers import ElectraConfig, ElectraModel
 
@@ -152,7 +159,7 @@ def test_random_init_control(tmp_path, finetuned_dir, sample_dir, capsys):
     """init=random ignores the checkpoint's weights (same architecture, fresh start)."""
     rc, out = _run(tmp_path, finetuned_dir, sample_dir, "random", "init=random", "epochs=0.25")
     assert rc == 0
-    assert "random initialization" in capsys.readouterr().out
+    assert "random initialization" in capsys.readouterr().err  # a progress line (the log, stderr)
     from safetensors.torch import load_file
 
     a = load_file(finetuned_dir / "model.safetensors")
@@ -178,6 +185,33 @@ def test_evaluate_cli(tmp_path, finetuned_dir, sample_dir, capsys):
     table = pd.read_csv(out / "predictions.csv", encoding="utf-8-sig")
     assert len(table) == 450
     assert table["correct"].mean() == pytest.approx(result["dev"]["accuracy"])
+
+
+def test_evaluate_config_file_and_overrides(tmp_path, finetuned_dir, sample_dir, capsys):
+    """evaluate speaks the --config + key=value dialect too; a flag given wins over both."""
+    pytest.importorskip("koelectra_kit.classifier")
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"model: {finetuned_dir}\ndata: /nonexistent.csv\nprecision: fp32\nplots: false\n",
+                      encoding="utf-8")
+    out = tmp_path / "eval"
+    rc = main(["evaluate", "--config", str(config), f"data={sample_dir / 'reviews_labelled.csv'}",
+               f"out={out}", "batch_size=16", "--label-map", "긍정=positive"])
+    assert rc == 0
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert result["dev"]["n"] == 450 and not (out / "confusion.png").exists()
+    capsys.readouterr()
+    assert main(["evaluate", "--config", str(config), "batch_size=0"]) == 2
+    assert "batch_size=0" in capsys.readouterr().err
+    assert main(["evaluate", "--data", str(sample_dir / "reviews_labelled.csv")]) == 2
+    assert "model is required" in capsys.readouterr().err
+
+
+def test_evaluate_python_signature(finetuned_dir, sample_dir):
+    from koelectra_kit.evaluate import evaluate
+
+    result = evaluate(str(finetuned_dir), str(sample_dir / "reviews_labelled.csv"), precision="fp32",
+                      fmt="csv", plots=False)
+    assert result["dev"]["n"] == 450
 
 
 def test_evaluate_unknown_labels_error(tmp_path, finetuned_dir, capsys):

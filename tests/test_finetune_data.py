@@ -47,10 +47,10 @@ def test_sample_file_reads_with_auto_columns(sample_dir):
 
 
 def test_unknown_column_lists_columns_present(tmp_path):
-    f = write(tmp_path / "a.csv", "body,label\n좋아요,positive\n")
-    with pytest.raises(InputError, match="columns present: body, label"):
+    f = write(tmp_path / "a.csv", "texto,label\n좋아요,positive\n")
+    with pytest.raises(InputError, match="columns present: texto, label"):
         read_labelled(f, L3)
-    with pytest.raises(InputError, match=r"no column 'texte'.*columns present: body, label"):
+    with pytest.raises(InputError, match=r"no column 'texte'.*columns present: texto, label"):
         read_labelled(f, L3, text_column="texte")
     g = write(tmp_path / "b.csv", "review,stars\n좋아요,5\n")
     with pytest.raises(InputError, match="no label column.*rating_column.*columns present: review, stars"):
@@ -113,6 +113,14 @@ def test_config_validation():
         cfg_for(dev_fraction=1.5)
     with pytest.raises(ConfigError, match="unknown config key 'lr_decay'"):
         cfg_for(lr_decay=0.8)
+
+
+def test_old_key_grad_clip_still_works_and_presets_load_by_name():
+    assert cfg_for(grad_clip=0.5).max_grad_norm == 0.5
+    with pytest.raises(ConfigError, match="both 'grad_clip' and its new name 'max_grad_norm'"):
+        cfg_for(grad_clip=0.5, max_grad_norm=0.5)
+    tiny = load_config(FinetuneConfig, "tiny", [])  # a shipped preset by name, as --config tiny
+    assert tiny.max_length == 64 and tiny.max_grad_norm == 1.0
 
 
 # --- ratings ---------------------------------------------------------------------------------------

@@ -3,14 +3,37 @@ from __future__ import annotations
 
 import argparse
 
+from . import add_config_args, config_from_args
+
 EPILOG = """\
 examples:
   koelectra-kit evaluate --model runs/sentiment --data test.csv
   koelectra-kit evaluate --model runs/sentiment --data test.tsv --text-column document \\
       --rating-column rating --rating-map nsmc10 --out runs/sentiment-test
+  koelectra-kit evaluate --config eval.yaml data=other.csv batch_size=128
 
-Prints accuracy, macro-F1, per-class precision/recall/F1/support and the confusion matrix. With
---out: eval.json, confusion.png and predictions.csv (every row with gold, predicted, probabilities)."""
+Every flag is also a key of EvaluateConfig (koelectra_kit/evaluate.py), settable in a --config YAML or as
+key=value; a flag given wins. Prints accuracy, macro-F1, per-class precision/recall/F1/support and the
+confusion matrix. With --out: eval.json, confusion.png and predictions.csv (every row with gold,
+predicted, probabilities)."""
+
+# flag -> (config key, argparse options); every one defaults to None: "not given, the config decides"
+FLAGS = {
+    "--model": ("model", {"help": "fine-tuned model directory (output of finetune)"}),
+    "--data": ("data", {"help": "labelled table: .csv .tsv .jsonl .parquet"}),
+    "--out": ("out", {"help": "directory for eval.json, confusion.png, predictions.csv (default: print only)"}),
+    "--text-column": ("text_column", {"help": "text column (default: review, text, document, ... whichever exists)"}),
+    "--label-column": ("label_column", {"help": "label column (default: label, sentiment, ... whichever exists)"}),
+    "--rating-column": ("rating_column", {"help": "numeric rating column to map with --rating-map instead of labels"}),
+    "--rating-map": ("rating_map", {"help": "stars5 | nsmc10 | bands like '1-2:negative,3:neutral,4-5:positive'"}),
+    "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet"],
+                            "help": "table format (default: from extension)"}),
+    "--encoding": ("encoding", {"help": "text encoding (default: detect utf-8 / utf-8-sig / cp949)"}),
+    "--batch-size": ("batch_size", {"type": int, "help": "prediction batch size (default 64)"}),
+    "--device": ("device", {"help": "auto | cpu | cuda (default auto)"}),
+    "--precision": ("precision", {"choices": ["auto", "fp32", "bf16", "fp16"],
+                                  "help": "inference precision (default auto: bf16 where the hardware is fast at it)"}),
+}
 
 
 def register(subparsers) -> None:
@@ -19,39 +42,35 @@ def register(subparsers) -> None:
         description="Evaluate a fine-tuned classifier directory on a labelled table with the toolkit's "
                     "predictor. The label set is the model's own; file labels are mapped onto it.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="fine-tuned model directory (output of finetune)")
-    p.add_argument("--data", required=True, help="labelled table: .csv .tsv .jsonl .parquet")
-    p.add_argument("--out", help="directory for eval.json, confusion.png, predictions.csv (default: print only)")
-    p.add_argument("--text-column", help="text column (default: review, text, document, ... whichever exists)")
-    p.add_argument("--label-column", help="label column (default: label, sentiment, ... whichever exists)")
-    p.add_argument("--rating-column", help="numeric rating column to map with --rating-map instead of labels")
-    p.add_argument("--rating-map", help="stars5 | nsmc10 | bands like '1-2:negative,3:neutral,4-5:positive'")
+    for flag, (key, opts) in FLAGS.items():
+        p.add_argument(flag, dest=key, default=None, **opts)
     p.add_argument("--label-map", action="append", default=[], metavar="VALUE=LABEL",
                    help="map a file label value onto a model label (repeatable), e.g. --label-map 0=negative")
-    p.add_argument("--drop-unknown-labels", action="store_true",
+    p.add_argument("--drop-unknown-labels", dest="drop_unknown_labels", action="store_true", default=None,
                    help="drop (and report) rows whose label maps to none of the model's labels instead of failing")
-    p.add_argument("--format", choices=["csv", "tsv", "jsonl", "parquet"], help="table format (default: from extension)")
-    p.add_argument("--encoding", help="text encoding (default: detect utf-8 / utf-8-sig / cp949)")
-    p.add_argument("--batch-size", type=int, default=64, help="prediction batch size (default 64)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="inference precision (default auto: bf16 where the hardware is fast at it)")
-    p.add_argument("--no-plots", action="store_true", help="don't draw confusion.png")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="don't draw confusion.png")
+    add_config_args(p, None)
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def _label_map(items: list[str]) -> dict[str, str]:
     from ..errors import ConfigError
-    from ..finetune import evaluate
 
     label_map = {}
-    for item in args.label_map:
+    for item in items:
         if "=" not in item:
             raise ConfigError(f"--label-map {item!r}: expected VALUE=LABEL, e.g. 0=negative")
         k, v = item.split("=", 1)
         label_map[k.strip()] = v.strip()
-    evaluate(args.model, args.data, out=args.out, text_column=args.text_column, label_column=args.label_column,
-             rating_column=args.rating_column, rating_map=args.rating_map, label_map=label_map,
-             drop_unknown_labels=args.drop_unknown_labels, fmt=args.format, encoding=args.encoding,
-             batch_size=args.batch_size, device=args.device, precision=args.precision, plots=not args.no_plots)
+    return label_map
+
+
+def run(args) -> int:
+    from ..evaluate import EvaluateConfig, run_evaluate
+
+    keys = [key for key, _ in FLAGS.values()] + ["drop_unknown_labels", "plots"]
+    cfg = config_from_args(EvaluateConfig, args, {k: getattr(args, k) for k in keys})
+    if args.label_map:  # VALUE=LABEL pairs join the config's label_map; a pair given here wins
+        cfg.label_map = {**cfg.label_map, **_label_map(args.label_map)}
+    run_evaluate(cfg)
     return 0

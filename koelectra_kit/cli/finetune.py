@@ -16,8 +16,9 @@ examples:
 Keys (all in configs/finetune/sentiment.yaml, which equals the built-in defaults): model, train,
 dev, out, text_column, label_column, rating_column, rating_map (stars5 | nsmc10 | "1-2:negative,..."),
 labels, label_map, drop_unknown_labels, encoding, max_length, epochs, batch_size, lr, layer_decay,
-warmup_ratio, weight_decay, class_weights (none|balanced), eval_every, patience, seed,
-precision (auto|fp32|bf16), device, max_train_rows, dev_fraction, init (pretrained|random).
+warmup_ratio, weight_decay, max_grad_norm (formerly grad_clip), class_weights (none|balanced), eval_every,
+patience, seed, precision (auto|fp32|bf16), device, max_train_rows, dev_fraction, init (pretrained|random).
+--config NAME also finds a shipped preset by name (--config sentiment, --config tiny).
 Writes OUT/ as a Hugging Face model dir (best dev macro-F1 checkpoint) + eval.json, data_report.json,
 metrics.jsonl, confusion.png, curves.png. Ctrl-C stops early and still writes the best checkpoint."""
 
@@ -29,6 +30,7 @@ def register(subparsers) -> None:
                     "single-label text classification; keeps the checkpoint with the best dev macro-F1.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(p, None)
+    p.add_argument("--verbose", action="store_true", help="also log the resolved config (and other debug lines)")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,131 @@
+"""Score a fine-tuned classifier on a labelled table (``koelectra-kit evaluate``) with the toolkit's predictor,
+the same code path users label with.
+
+    koelectra-kit evaluate --model runs/sentiment --data test.csv --out runs/sentiment-test
+    result = run_evaluate(EvaluateConfig(model="runs/sentiment", data="test.csv"))
+
+The label set is the model's own (config.json id2label); file labels and ratings are mapped onto it as in
+fine-tuning (``finetune.data``). With ``out``: eval.json, confusion.png and predictions.csv.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from .errors import ConfigError
+from .finetune.config import parse_rating_map
+from .finetune.data import Labelled, format_file_report, read_labelled
+from .finetune.output import check_out_dir
+from .runtime import log
+
+FORMATS = ("csv", "tsv", "jsonl", "parquet")
+
+
+@dataclass
+class EvaluateConfig:
+    STAGE: ClassVar[str] = "evaluate"
+
+    model: str = ""  # fine-tuned classifier folder (output of finetune) or hub id
+    data: str = ""  # labelled table: .csv .tsv .jsonl .parquet
+    out: str | None = None  # folder for eval.json, confusion.png, predictions.csv; None = print only
+    text_column: str | None = None  # None = first present of review, text, document, sentence, ...
+    label_column: str | None = None  # None = 'label' (or another usual name) unless a rating is used
+    rating_column: str | None = None  # a numeric rating column instead of labels (needs rating_map)
+    rating_map: str | None = None  # stars5 | nsmc10 | bands "1-2:negative,3:neutral,4-5:positive"
+    label_map: dict[str, str] = field(default_factory=dict)  # file value -> model label, e.g. {0: negative}
+    drop_unknown_labels: bool = False  # false: a label outside the model's set is an error; true: drop + report
+    format: str | None = None  # csv|tsv|jsonl|parquet; None = from the file extension
+    encoding: str | None = None  # None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR)
+    batch_size: int = 64
+    device: str = "auto"  # auto | cpu | cuda | cuda:1
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where the hardware is fast at it
+    plots: bool = True  # confusion.png (with out)
+
+    def validate(self) -> None:
+        for key in ("model", "data"):
+            if not getattr(self, key):
+                raise ConfigError(f"{key} is required: --{key} ... (or {key}=... )")
+        if self.format is not None and self.format not in FORMATS:
+            raise ConfigError(f"format={self.format!r}: use one of {', '.join(FORMATS)}")
+        if self.rating_map is not None:
+            parse_rating_map(self.rating_map)  # raises ConfigError if malformed
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size} must be at least 1")
+
+
+def evaluate(model_dir: str, data: str, *, out: str | None = None, text_column: str | None = None,
+             label_column: str | None = None, rating_column: str | None = None,
+             rating_map: str | None = None, label_map: dict | None = None,
+             drop_unknown_labels: bool = False, fmt: str | None = None, encoding: str | None = None,
+             batch_size: int = 64, device: str = "auto", precision: str = "auto",
+             plots: bool = True) -> dict:
+    """``run_evaluate`` with the options as arguments (``fmt`` is the config's ``format``)."""
+    cfg = EvaluateConfig(model=str(model_dir), data=str(data), out=out, text_column=text_column,
+                         label_column=label_column, rating_column=rating_column, rating_map=rating_map,
+                         label_map=dict(label_map or {}), drop_unknown_labels=drop_unknown_labels, format=fmt,
+                         encoding=encoding, batch_size=batch_size, device=device, precision=precision,
+                         plots=plots)
+    cfg.validate()
+    return run_evaluate(cfg)
+
+
+def run_evaluate(cfg: EvaluateConfig) -> dict:
+    """Predict every kept row of ``cfg.data``, print the report; write ``cfg.out`` if set. Returns eval.json's
+    dict (its ``dev`` is the report, named so to sit beside a fine-tune's eval.json field for field)."""
+    from .classifier import Classifier
+    from .metrics import classification_report, format_report
+
+    if cfg.out:
+        check_out_dir(Path(cfg.out))
+    clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
+    labels = list(clf.labels)
+    rows = read_labelled(cfg.data, labels, text_column=cfg.text_column, label_column=cfg.label_column,
+                         rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
+                         drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
+    print(format_file_report(rows.report))
+    missing = [lab for lab, c in rows.report["class_counts"].items() if c == 0]
+    t0 = time.perf_counter()
+    preds = clf.predict(rows.texts, batch_size=cfg.batch_size)
+    predict_s = time.perf_counter() - t0
+    index = {lab: i for i, lab in enumerate(labels)}
+    y_pred = np.array([index[p] for p in preds.labels], dtype=np.int64)
+    report = classification_report(rows.y, y_pred, labels)
+    result = {"model": str(cfg.model), "data": str(cfg.data), "dev": report, "data_report": rows.report,
+              "predict_time_s": round(predict_s, 2)}
+    if missing:
+        result["note"] = f"no rows of {missing} in {cfg.data}: their F1 is 0 and pulls macro-F1 down"
+    print(format_report(report, title=f"{cfg.data}"))
+    if missing:
+        print("note: " + result["note"])
+    log(f"predicted {len(rows.y)} rows in {predict_s:.1f}s")
+    if cfg.out:
+        write_outputs(Path(cfg.out), result, rows, preds, y_pred, labels, cfg.plots)
+    return result
+
+
+def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.ndarray, labels: list[str],
+                  plots: bool) -> None:
+    """eval.json, confusion.png and predictions.csv (one row per kept input row, for error analysis)."""
+    import pandas as pd
+
+    from .fileio import atomic_path, write_json_atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "eval.json", result)
+    if plots:
+        from .plots import plot_confusion
+
+        plot_confusion(result["dev"], out / "confusion.png")
+    probs = np.asarray(preds.probs)
+    table = pd.DataFrame({"row": rows.rows, "text": rows.texts, "label": [labels[i] for i in rows.y],
+                          "predicted": preds.labels, "correct": rows.y == y_pred})
+    for j, lab in enumerate(labels):
+        table[f"prob_{lab}"] = np.round(probs[:, j], 4)
+    with atomic_path(out / "predictions.csv", suffix=".csv") as tmp:
+        # utf-8-sig: Excel (the usual viewer for Korean users) needs the BOM to read UTF-8
+        table.to_csv(tmp, index=False, encoding="utf-8-sig")
+    log(f"wrote {out}/ (eval.json, predictions.csv{', confusion.png' if plots else ''})")

@@ -1,0 +1,150 @@
+"""What one fine-tuning run is: ``FinetuneConfig`` (YAML + ``key=value`` overrides, see ``koelectra_kit.config``),
+the TF-IDF baseline's knobs, the label and rating vocabularies every reader of a labelled table shares."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..errors import ConfigError
+
+DEFAULT_LABELS = ["negative", "neutral", "positive"]
+# Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
+RATING_PRESETS = {
+    "stars5": "1-2:negative,3:neutral,4-5:positive",  # 1-5 stars (shops, app stores)
+    "nsmc10": "1-4:negative,5-8:neutral,9-10:positive",  # Naver movie 1-10 (nsmc3's own bands)
+}
+# Column names tried, in order, when label_column / rating_column are not given (text columns:
+# tables.TEXT_COLUMNS, the list every stage shares).
+LABEL_COLUMNS = ("label", "labels", "sentiment", "class", "라벨", "레이블", "감성", "감정")
+RATING_COLUMNS = ("rating", "stars", "star", "score", "별점", "평점")
+# File label values that mean the same sentiment; used only when the label set has exactly one
+# member of a group, so "긍정" in a file maps to "positive" (and "positive" to "긍정") by itself.
+LABEL_ALIASES = (
+    {"positive", "pos", "긍정", "긍정적"},
+    {"negative", "neg", "부정", "부정적"},
+    {"neutral", "neu", "중립", "중립적", "보통"},
+)
+
+
+@dataclass
+class BaselineConfig:
+    """TF-IDF character n-grams + logistic regression (``koelectra-kit baseline``)."""
+
+    analyzer: Literal["char", "char_wb"] = "char_wb"  # char_wb: n-grams don't cross spaces
+    ngram_min: int = 1
+    ngram_max: int = 3
+    min_df: int = 2  # drop n-grams seen in fewer training texts (noise, typos): smaller, faster
+    max_features: int | None = None  # cap the vocabulary (None = all that pass min_df)
+    C: float = 1.0  # inverse L2 strength (nsmc3: C=1 beats 2 and 4 by 0.1-0.5 points of macro-F1)
+    max_iter: int = 1000
+
+
+@dataclass
+class FinetuneConfig:
+    """One fine-tuning run. Defaults are the ELECTRA paper's GLUE recipe (Clark et al. 2020,
+    Table 7) where it has one, so ``sentiment.yaml`` only has to name data and paths."""
+
+    STAGE: ClassVar[str] = "finetune"  # --config NAME looks in the shipped configs/finetune/
+    # Old key -> current key, so old configs keep working (one notice): the names agree with pretraining's.
+    RENAMED: ClassVar[dict[str, str]] = {"grad_clip": "max_grad_norm"}
+
+    # --- inputs and output
+    model: str = ""  # pretrained encoder: a local HF model dir (ours or e.g. KcELECTRA) or a hub id
+    train: str = ""  # labelled table: .csv .tsv .jsonl .parquet
+    dev: str | None = None  # None: a stratified dev_fraction of train, seeded, reported
+    out: str = ""  # output model dir (replaced atomically at the end; never half-written)
+    init: Literal["pretrained", "random"] = "pretrained"  # random: same architecture, no pretraining (a control run)
+    format: str | None = None  # csv|tsv|jsonl|parquet; None = from the file extension
+    encoding: str | None = None  # None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR)
+    text_column: str | None = None  # None = first present of review, text, document, sentence, ...
+    label_column: str | None = None  # None = 'label' (or another usual name) unless a rating is used
+    rating_column: str | None = None  # use a numeric rating instead of a label column (needs rating_map)
+    rating_map: str | None = None  # stars5 | nsmc10 | explicit bands "1-2:negative,3:neutral,4-5:positive"
+    # Label set, in class-index order (= logits columns, confusion-matrix order). Ordered from bad to
+    # good so the confusion matrix reads like the rating scale. Any names work (binary, 긍정/부정/중립).
+    labels: list[str] = field(default_factory=lambda: list(DEFAULT_LABELS))
+    label_map: dict[str, str] = field(default_factory=dict)  # file value -> label, e.g. {0: negative, 1: positive}
+    # Rows whose label (or rating) maps to no label: false = error with counts and examples (default,
+    # so a typo never silently shrinks a class), true = drop them and report the count.
+    drop_unknown_labels: bool = False
+    dev_fraction: float = 0.1  # share of train held out per class when there is no dev file
+    max_train_rows: int | None = None  # stratified, seeded subsample of train (CPU budgets)
+
+    # --- training (ELECTRA paper: lr 3e-4 Small / 1e-4 Base / 5e-5 Large, layer decay 0.8,
+    # warm-up 10%, batch 32, 3 epochs, Adam eps 1e-6)
+    max_length: int = 128  # tokens incl. [CLS]/[SEP]; longer texts are truncated (count reported)
+    epochs: float = 3.0  # may be fractional (0.5 = half an epoch)
+    batch_size: int = 32
+    lr: float | None = None  # peak lr of the top layer; None = by width: <=256: 3e-4, <=768: 1e-4, else 5e-5
+    layer_decay: float = 0.8  # layer l of L gets lr * decay^(L+1-l); embeddings decay^(L+1); head 1
+    warmup_ratio: float = 0.1  # linear warm-up over this share of steps, then linear decay to 0
+    weight_decay: float = 0.01  # AdamW, not on biases/LayerNorm (the paper used 0; 0.01 is HF's usual)
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # clip the global grad norm to this (0 = off)
+    class_weights: Literal["none", "balanced"] = "none"  # balanced: loss weight n/(k*n_c) per class
+    eval_every: int = 0  # steps between dev evaluations; 0 = auto: 4 per epoch, fewer if dev is big next to train. Always at the end.
+    patience: int = 0  # stop after this many evaluations without a better dev macro-F1 (0 = never)
+    seed: int = 42
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast (AVX512-BF16/AMX CPUs, recent GPUs)
+    device: str = "auto"  # auto | cpu | cuda | cuda:1
+    group_by_length: bool = True  # batches of similar length (less padding); false = plain shuffle
+    eval_batch_size: int = 128
+    log_every: int = 20  # steps between train-loss rows in metrics.jsonl
+    progress: bool = True  # tqdm progress bar (stderr)
+    # Token ids of train/dev are cached as `datasets` Arrow files keyed by tokenizer + texts + max_length, so
+    # a second fine-tune of the same data skips Kiwi (~1 min for nsmc3's 150k reviews on 2 cores).
+    cache_dir: str | None = None  # None: $KOELECTRA_CACHE or ~/.cache/koelectra-kit
+    token_cache: bool = True  # false: always tokenize, write nothing
+    plots: bool = True  # confusion.png and curves.png
+
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+
+    def validate(self) -> None:
+        if len(self.labels) < 2:
+            raise ConfigError(f"labels: need at least 2 labels, got {self.labels}")
+        if len(set(self.labels)) != len(self.labels) or any(not str(x).strip() for x in self.labels):
+            raise ConfigError(f"labels: must be distinct non-empty names, got {self.labels}")
+        for src, dst in self.label_map.items():
+            if dst not in self.labels:
+                raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not in labels {self.labels}")
+        if self.rating_map is not None:
+            parse_rating_map(self.rating_map)  # raises ConfigError if malformed
+        if not 0 < self.dev_fraction < 1:
+            raise ConfigError(f"dev_fraction: must be between 0 and 1, got {self.dev_fraction}")
+        if self.max_train_rows is not None and self.max_train_rows < len(self.labels):
+            raise ConfigError(f"max_train_rows: must be at least the number of labels, got {self.max_train_rows}")
+        if self.epochs <= 0 or self.batch_size < 1 or self.max_length < 3:
+            raise ConfigError("epochs must be > 0, batch_size >= 1 and max_length >= 3")
+        if self.lr is not None and self.lr <= 0:
+            raise ConfigError(f"lr: must be positive, got {self.lr}")
+        if not 0 < self.layer_decay <= 1:
+            raise ConfigError(f"layer_decay: must be in (0, 1] (1 = off), got {self.layer_decay}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
+        if self.eval_every < 0 or self.patience < 0 or self.log_every < 1:
+            raise ConfigError("eval_every and patience must be >= 0, log_every >= 1")
+        b = self.baseline
+        if not 1 <= b.ngram_min <= b.ngram_max:
+            raise ConfigError(f"baseline: need 1 <= ngram_min <= ngram_max, got {b.ngram_min}, {b.ngram_max}")
+
+
+def parse_rating_map(spec: str) -> list[tuple[float, float, str]]:
+    """``"1-2:negative,3:neutral,4-5:positive"`` (or a preset name) -> [(lo, hi, label)], inclusive."""
+    text = RATING_PRESETS.get(spec, spec)
+    bands = []
+    for part in str(text).split(","):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:-\s*(\d+(?:\.\d+)?))?\s*[:=]\s*(.+?)\s*", part)
+        if not m:
+            raise ConfigError(f"rating_map: can't read band '{part.strip()}' in '{spec}'; write bands like "
+                              f"'1-2:negative,3:neutral,4-5:positive' or use a preset ({', '.join(RATING_PRESETS)})")
+        lo = float(m.group(1))
+        hi = float(m.group(2)) if m.group(2) else lo
+        if hi < lo:
+            raise ConfigError(f"rating_map: band '{part.strip()}' ends below its start")
+        bands.append((lo, hi, m.group(3)))
+    bands.sort()
+    for (lo1, hi1, _), (lo2, _, _) in zip(bands, bands[1:]):
+        if lo2 <= hi1:
+            raise ConfigError(f"rating_map: bands overlap at {lo2:g} in '{spec}'")
+    return bands

@@ -1,0 +1,135 @@
+"""The model to fine-tune: ``AutoModelForSequenceClassification`` with our labels and a head that means them,
+and AdamW parameter groups with ELECTRA's layer-wise lr decay."""
+from __future__ import annotations
+
+import re
+
+from ..errors import InputError
+from ..runtime import quiet_transformers
+from .config import FinetuneConfig
+
+
+def _source_labels(config) -> list[str] | None:
+    """The label names a checkpoint was fine-tuned with, or None for a bare encoder (LABEL_0 ...)."""
+    id2label = getattr(config, "id2label", None) or {}
+    names = [id2label[i] for i in sorted(id2label)]
+    if not names or all(re.fullmatch(r"LABEL_\d+", str(n)) for n in names):
+        return None
+    return names
+
+
+def _head_linears(model):
+    import torch
+
+    head = getattr(model, "classifier", None) or getattr(model, "score", None)
+    if head is None:
+        return []
+    return [m for m in head.modules() if isinstance(m, torch.nn.Linear)] if not isinstance(head, torch.nn.Linear) else [head]
+
+
+def align_head(model, source_labels: list[str] | None, labels: list[str]) -> str:
+    """Make an already fine-tuned head agree with ``labels``. HF loads a head whenever the shapes
+    match, whatever the names mean, so: same names in another order -> permute the output rows;
+    other names with the same count -> re-initialize the head; otherwise HF already did (sizes)."""
+    import torch
+
+    if source_labels is None:
+        return "new classification head"
+    if source_labels == labels:
+        return f"classification head kept (same labels {labels})"
+    linears = _head_linears(model)
+    if sorted(source_labels) == sorted(labels) and linears:
+        out = linears[-1]
+        perm = torch.tensor([source_labels.index(lab) for lab in labels])
+        with torch.no_grad():
+            out.weight.copy_(out.weight[perm])
+            if out.bias is not None:
+                out.bias.copy_(out.bias[perm])
+        return f"classification head kept, rows reordered {source_labels} -> {labels}"
+    if len(source_labels) == len(labels):
+        # Re-initialize as HF initializes a fresh head (normal(0, initializer_range), zero bias);
+        # model._init_weights is no help here: transformers 5 skips modules it marked initialized.
+        std = float(getattr(model.config, "initializer_range", 0.02))
+        with torch.no_grad():
+            for lin in linears:
+                lin.weight.normal_(0.0, std)
+                if lin.bias is not None:
+                    lin.bias.zero_()
+    return f"new classification head (checkpoint had labels {source_labels})"
+
+
+def load_model(cfg: FinetuneConfig, labels: list[str]):
+    """``AutoModelForSequenceClassification`` for the model dir/hub id with our labels set, and notes on
+    what happened to its head. ``ignore_mismatched_sizes`` lets a classifier be re-fine-tuned on another
+    label set. Never ``trust_remote_code``: only architectures that ship with transformers load."""
+    from safetensors import SafetensorError
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from ..modelio import check_model_source
+
+    name = check_model_source(cfg.model)
+    with quiet_transformers():
+        try:
+            source = AutoConfig.from_pretrained(name, trust_remote_code=False)
+            config = AutoConfig.from_pretrained(
+                name, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                label2id={lab: i for i, lab in enumerate(labels)},
+                problem_type="single_label_classification", trust_remote_code=False)
+            if cfg.init == "random":
+                model = AutoModelForSequenceClassification.from_config(config, trust_remote_code=False)
+                info = {"missing_keys": [], "mismatched_keys": []}
+            else:
+                model, info = AutoModelForSequenceClassification.from_pretrained(
+                    name, config=config, ignore_mismatched_sizes=True, output_loading_info=True,
+                    trust_remote_code=False)
+        except SafetensorError as e:
+            raise InputError(f"model={cfg.model}: model.safetensors is damaged or truncated "
+                             f"({str(e).splitlines()[0]}); copy or export the model again") from None
+        except (OSError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputError(f"model={cfg.model}: can't load a sequence-classification model ({first}); "
+                             "give a Hugging Face model dir (config.json + weights) or hub id") from None
+    notes = []
+    if cfg.init == "random":
+        notes.append("random initialization (init=random): the checkpoint's weights are NOT used")
+    else:
+        notes.append(align_head(model, _source_labels(source), labels))
+        head = ("classifier", "score", "pooler")
+        body = [k for k in info["missing_keys"] if not k.split(".")[0] in head and ".pooler." not in k]
+        if body:
+            notes.append(f"warning: {len(body)} encoder weights were not in the checkpoint and start random "
+                         f"(e.g. {sorted(body)[0]}); is {cfg.model} a pretrained encoder?")
+    return model, notes
+
+
+def _layer_depth(name: str, num_layers: int) -> int:
+    """0 = embeddings, 1..L = transformer layer, L+1 = everything above (head, pooler)."""
+    if "embeddings" in name:  # also ELECTRA's embeddings_project (embedding_size != hidden_size)
+        return 0
+    m = re.search(r"\.layers?\.(\d+)\.", name)
+    return int(m.group(1)) + 1 if m else num_layers + 1
+
+
+def param_groups(model, lr: float, layer_decay: float, weight_decay: float) -> list[dict]:
+    """AdamW groups with layer-wise lr decay as in ELECTRA's fine-tuning: lr * decay^(L+1-depth),
+    so the head trains at ``lr`` and lower layers, which hold more general features, move less.
+    No weight decay on biases and LayerNorm weights (1-d tensors). Each group carries its ``depth``
+    too (for reports): drop that key before handing the groups to an optimizer."""
+    num_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        depth = _layer_depth(name, num_layers)
+        no_decay = p.ndim < 2
+        g = groups.setdefault((depth, no_decay), {
+            "params": [], "lr": lr * layer_decay ** (num_layers + 1 - depth),
+            "weight_decay": 0.0 if no_decay else weight_decay, "depth": depth})
+        g["params"].append(p)
+    return [groups[k] for k in sorted(groups)]
+
+
+def default_lr(model) -> float:
+    """The ELECTRA paper's fine-tuning lr by model width (Small 256, Base 768, Large 1024)."""
+    hidden = int(getattr(model.config, "hidden_size", 768))
+    return 3e-4 if hidden <= 256 else 1e-4 if hidden <= 768 else 5e-5

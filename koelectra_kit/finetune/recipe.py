@@ -1,0 +1,364 @@
+"""The fine-tuning run, top to bottom: ``setup_model`` (tokenizer and model first, so a wrong model path fails
+in a second, not after reading the data), ``setup_data``, ``setup_optimizer``, ``train`` (one flat loop with a
+dev ``evaluate`` every N steps, early stopping and the best checkpoint kept in memory), ``save`` (the best
+checkpoint and its reports into a staging folder), then the folder published in one rename.
+
+    result = finetune(load_config(FinetuneConfig, "sentiment", ["model=DIR", "train=a.csv", "out=runs/s"]))
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..classifier import collate, predict_logits
+from ..config import dump_yaml
+from ..errors import ConfigError
+from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..metrics import classification_report, format_report
+from ..runtime import autocast, autocast_dtype, get_logger, log, quiet_transformers, resolve_device, set_seed, warn
+from .batching import length_grouped_batches, shuffled_batches
+from .config import FinetuneConfig
+from .data import format_data_report, load_splits
+from .model import default_lr, load_model, param_groups
+from .output import check_out_dir
+from .tokens import encode_texts
+
+
+def train_step(model, optimizer, input_ids, attention_mask, labels, *, device, dtype, class_weights=None,
+               max_grad_norm: float = 1.0, scaler=None) -> float:
+    """One optimization step on one batch; returns the loss. (Split out of the loop only so
+    benchmarks/bench_finetune.py can time exactly this step against a textbook one.)"""
+    import torch
+
+    model.train()
+    with autocast(device, dtype):
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
+    # Loss in fp32 from the (possibly bf16) logits, so class weights and the softmax stay exact.
+    loss = torch.nn.functional.cross_entropy(logits.float(), labels.to(device), weight=class_weights)
+    if scaler is not None:  # fp16 needs loss scaling; bf16 and fp32 don't
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+    else:
+        loss.backward()
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
+    """Mean cross-entropy of fp32 logits [n, k] against class indices [n] (the dev loss)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return float(-logp[np.arange(len(y)), y].mean())
+
+
+class MetricsLog:
+    """metrics.jsonl, one row a line as it happens (line-buffered: a crash keeps what was logged); the rows
+    are kept for curves.png."""
+
+    def __init__(self, path: Path):
+        self.rows: list[dict] = []
+        self.file = open(path, "w", encoding="utf-8", buffering=1)
+
+    def write(self, row: dict) -> None:
+        self.rows.append(row)
+        self.file.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class Window:
+    """Training steps since the last train row of metrics.jsonl."""
+
+    loss: float = 0.0
+    steps: int = 0
+    examples: int = 0
+    seconds: float = 0.0
+
+    def add(self, loss: float, examples: int, seconds: float) -> None:
+        self.loss += loss
+        self.steps += 1
+        self.examples += examples
+        self.seconds += seconds
+
+
+@dataclass
+class Best:
+    """The best dev evaluation so far; its weights are a CPU copy, written once at the end."""
+
+    macro_f1: float = -1.0
+    step: int = 0
+    state: dict | None = None
+    logits: np.ndarray | None = None
+
+
+@dataclass
+class RunState:
+    """Where the run is: what the loop, the evaluations and eval.json share."""
+
+    step: int = 0
+    since_best: int = 0  # evaluations without a better dev macro-F1 (patience)
+    stopped: str = "completed"  # completed | early_stopping | interrupted
+    train_time: float = 0.0
+    eval_time: float = 0.0
+    examples_seen: int = 0
+    best: Best = field(default_factory=Best)
+
+
+class FinetuneRecipe:
+    """One run of ``cfg``: ``run()`` calls the steps below in order; each step names what it sets up."""
+
+    def __init__(self, cfg: FinetuneConfig):
+        for key in ("model", "out"):
+            if not getattr(cfg, key):
+                raise ConfigError(f"{key}= is required")
+        self.cfg = cfg
+        self.out = Path(cfg.out)
+        check_out_dir(self.out)
+        self.labels = list(cfg.labels)
+        self.state = RunState()
+        self.staging: Path | None = None
+        self.metrics: MetricsLog | None = None
+        self.bar = None
+        get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def setup_model(self) -> None:
+        from ..tokenizer import KoTokenizer
+
+        cfg = self.cfg
+        self.tok = KoTokenizer.from_pretrained(cfg.model)
+        set_seed(cfg.seed)  # the new head's initialization is part of the seeded run
+        self.device = resolve_device(cfg.device)
+        self.dtype = autocast_dtype(self.device, cfg.precision)
+        self.model, self.notes = load_model(cfg, self.labels)
+        self.model.to(self.device)
+        max_pos = getattr(self.model.config, "max_position_embeddings", None)
+        if max_pos and cfg.max_length > max_pos:
+            raise ConfigError(f"max_length={cfg.max_length} exceeds the model's max_position_embeddings={max_pos}")
+
+    def setup_data(self) -> None:
+        """Rows (reported), then their tokens: encoded once, read from the token cache when it has them."""
+        cfg = self.cfg
+        self.splits = load_splits(cfg)
+        t0 = time.perf_counter()
+        cache = cache_dir(cfg.cache_dir) if cfg.token_cache else None
+        self.train_ids, train_trunc = encode_texts(self.tok, self.splits.train.texts, cfg.max_length, cfg.progress,
+                                                   "tokenizing train", cache)
+        self.dev_ids, dev_trunc = encode_texts(self.tok, self.splits.dev.texts, cfg.max_length, cfg.progress,
+                                               "tokenizing dev", cache)
+        self.tokenize_s = time.perf_counter() - t0
+        self.lengths = np.array([len(x) for x in self.train_ids])
+        self.splits.report["tokens"] = {
+            "median": int(np.median(self.lengths)), "p95": int(np.percentile(self.lengths, 95)),
+            "max": int(self.lengths.max()), "max_length": cfg.max_length,
+            "truncated_train": int(train_trunc.sum()), "truncated_dev": int(dev_trunc.sum())}
+        print(format_data_report(self.splits.report))
+
+    def setup_optimizer(self) -> None:
+        """AdamW with layer-wise lr decay; linear warm-up then linear decay to 0; the evaluation interval."""
+        import torch
+
+        cfg, model, device = self.cfg, self.model, self.device
+        self.lr = cfg.lr or default_lr(model)
+        groups = param_groups(model, self.lr, cfg.layer_decay, cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups],
+                                           lr=self.lr, eps=cfg.adam_eps, betas=(0.9, 0.999))
+        self.steps_per_epoch = math.ceil(len(self.train_ids) / cfg.batch_size)
+        total = self.total_steps = max(1, math.ceil(cfg.epochs * self.steps_per_epoch))
+        warmup = int(cfg.warmup_ratio * total)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
+        # auto: up to 4 dev evaluations per epoch, fewer when dev is large next to train, so that
+        # evaluation (forward only, ~1/3 of a training step per row) stays within ~10% of training time
+        evals_per_epoch = min(4, max(1, int(0.3 * len(self.train_ids) / max(len(self.dev_ids), 1))))
+        self.eval_every = cfg.eval_every or max(1, self.steps_per_epoch // evals_per_epoch)
+        self.class_weights = None
+        if cfg.class_weights == "balanced":
+            counts = np.bincount(self.splits.train.y, minlength=len(self.labels))
+            self.class_weights = torch.tensor(len(self.splits.train.y) / (len(self.labels) * counts),
+                                              dtype=torch.float32, device=device)
+        self.scaler = torch.amp.GradScaler(device.type) if self.dtype == torch.float16 else None
+        self.multiple = 8 if device.type == "cuda" else 1  # tensor cores want lengths in multiples of 8
+        self.n_params = sum(p.numel() for p in model.parameters())
+        for note in self.notes:
+            (warn if note.startswith("warning:") else log)(note)
+        log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
+            f"({self.precision_name}); lr {self.lr:g} (top), layer decay "
+            f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in groups):.2g}; "
+            f"{total} steps ({cfg.epochs:g} epochs of {self.steps_per_epoch}), warm-up {warmup}, "
+            f"dev every {self.eval_every} steps")
+
+    @property
+    def precision_name(self) -> str:
+        return str(self.dtype).replace("torch.", "") if self.dtype else "fp32"
+
+    # -- train and evaluate ----------------------------------------------------------------------
+
+    def evaluate(self) -> None:
+        """Score dev, log the row, keep the weights if they are the best so far."""
+        st, best = self.state, self.state.best
+        y_dev = self.splits.dev.y
+        t = time.perf_counter()
+        logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
+                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple)
+        rep = classification_report(y_dev, logits.argmax(1), self.labels)
+        st.eval_time += time.perf_counter() - t
+        self.metrics.write({"kind": "eval", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
+                            "loss": cross_entropy(logits, y_dev), "accuracy": rep["accuracy"],
+                            "macro_f1": rep["macro_f1"]})
+        if rep["macro_f1"] > best.macro_f1:
+            best.macro_f1, best.step, best.logits = rep["macro_f1"], st.step, logits
+            best.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            st.since_best = 0
+        else:
+            st.since_best += 1
+        self.bar.set_postfix(dev_f1=f"{rep['macro_f1']:.3f}", best=f"{best.macro_f1:.3f}")
+
+    def log_train(self, w: Window) -> None:
+        st = self.state
+        self.metrics.write({"kind": "train", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
+                            "loss": w.loss / w.steps, "lr": self.schedule.get_last_lr()[-1],
+                            "examples_per_s": w.examples / max(w.seconds, 1e-9),
+                            "elapsed_s": round(st.train_time + st.eval_time, 2)})
+        self.bar.set_postfix(loss=f"{w.loss / w.steps:.4f}", best=f"{st.best.macro_f1:.3f}")
+
+    def train(self) -> None:
+        """Epochs of batches until total_steps: a train row every log_every steps, a dev evaluation every
+        eval_every steps and at the end, early stopping after ``patience`` evaluations without a better
+        macro-F1. Ctrl-C ends training early but keeps the run: the best checkpoint so far is written."""
+        import torch
+        from tqdm.auto import tqdm
+
+        cfg, st = self.cfg, self.state
+        y_train = torch.from_numpy(self.splits.train.y)
+        self.bar = tqdm(total=self.total_steps, desc="fine-tuning", unit="step", disable=not cfg.progress,
+                        dynamic_ncols=True)
+        window = Window()
+        try:
+            epoch = 0
+            while st.step < self.total_steps and st.stopped == "completed":
+                # A fresh generator per epoch (seeded by seed and epoch): the same run reproduces
+                # exactly, and a run continued with more epochs sees the same first epochs.
+                erng = np.random.default_rng([cfg.seed, epoch])
+                batches = (length_grouped_batches(self.lengths, cfg.batch_size, erng) if cfg.group_by_length
+                           else shuffled_batches(len(self.lengths), cfg.batch_size, erng))
+                for idx in batches:
+                    t = time.perf_counter()
+                    input_ids, mask = collate(self.train_ids, idx, self.tok.pad_token_id, self.multiple)
+                    loss = train_step(self.model, self.optimizer, input_ids, mask, y_train[torch.from_numpy(idx)],
+                                      device=self.device, dtype=self.dtype, class_weights=self.class_weights,
+                                      max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
+                    self.schedule.step()
+                    st.step += 1
+                    dt = time.perf_counter() - t
+                    st.train_time += dt
+                    st.examples_seen += len(idx)
+                    window.add(loss, len(idx), dt)
+                    self.bar.update(1)
+                    if st.step % cfg.log_every == 0 or st.step == self.total_steps:
+                        self.log_train(window)
+                        window = Window()
+                    if st.step % self.eval_every == 0 or st.step == self.total_steps:
+                        self.evaluate()
+                        if cfg.patience and st.since_best >= cfg.patience:
+                            st.stopped = "early_stopping"
+                            break
+                    if st.step >= self.total_steps:
+                        break
+                epoch += 1
+        except KeyboardInterrupt:
+            st.stopped = "interrupted"
+            warn(f"\ninterrupted at step {st.step}: writing the best checkpoint so far")
+            if st.best.state is None:
+                self.evaluate()
+        self.bar.close()
+
+    # -- output ----------------------------------------------------------------------------------
+
+    def save(self) -> dict:
+        """The best checkpoint as a Hugging Face model folder + tokenizer, eval.json, data_report.json, the
+        resolved config and the plots, all into the staging folder; returns eval.json's dict."""
+        import torch
+
+        cfg, st, model, staging = self.cfg, self.state, self.model, self.staging
+        self.metrics.close()
+        model.load_state_dict(st.best.state)
+        model.config.koelectra_kit = {  # read by the predictor: same truncation as in training
+            "task": "text-classification", "max_length": cfg.max_length, "labels": self.labels,
+            "source_model": cfg.model, "init": cfg.init}
+        with quiet_transformers():
+            model.save_pretrained(staging)
+        self.tok.save(staging)
+        self.report = report = classification_report(self.splits.dev.y, st.best.logits.argmax(1), self.labels)
+        result = {
+            "model": f"{type(model).__name__} from {cfg.model}" + (" (random init)" if cfg.init == "random" else ""),
+            "dev": report,
+            "best": {"step": st.best.step, "epoch": round(st.best.step / self.steps_per_epoch, 3)},
+            "train": {"rows": len(self.train_ids), "steps": st.step, "epochs": round(st.step / self.steps_per_epoch, 3),
+                      "stopped": st.stopped, "train_time_s": round(st.train_time, 2),
+                      "eval_time_s": round(st.eval_time, 2), "tokenize_time_s": round(self.tokenize_s, 2),
+                      "examples_per_s": round(st.examples_seen / max(st.train_time, 1e-9), 1),
+                      "device": str(self.device), "precision": self.precision_name,
+                      "threads": torch.get_num_threads(), "lr": self.lr, "parameters": self.n_params},
+        }
+        write_json_atomic(staging / "eval.json", result)
+        write_json_atomic(staging / "data_report.json", self.splits.report)
+        write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
+        if cfg.plots:
+            from ..plots import plot_confusion, plot_finetune_curves
+
+            plot_confusion(report, staging / "confusion.png")
+            plot_finetune_curves(self.metrics.rows, staging / "curves.png", best_step=st.best.step)
+        return result
+
+    def cleanup(self) -> None:
+        """Close what is open; a staging folder still there (the run failed) is removed."""
+        import shutil
+
+        if self.bar is not None:
+            self.bar.close()
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.staging is not None and self.staging.exists():
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def run(self) -> dict:
+        self.setup_model()
+        self.setup_data()
+        self.setup_optimizer()
+        self.staging = make_staging_dir(self.out)
+        try:
+            self.metrics = MetricsLog(self.staging / "metrics.jsonl")
+            log(f"metrics: {self.staging / 'metrics.jsonl'} (moved to {self.out} at the end)")
+            self.train()
+            result = self.save()
+            publish_dir(self.staging, self.out)
+        finally:
+            self.cleanup()
+        st = self.state
+        print(format_report(self.report, title=f"dev (best step {st.best.step} of {st.step}, {st.stopped})"))
+        log(f"train {st.train_time:.1f}s ({result['train']['examples_per_s']:.0f} examples/s), "
+            f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
+            f"{', confusion.png, curves.png' if self.cfg.plots else ''})")
+        return result
+
+
+def finetune(cfg: FinetuneConfig) -> dict:
+    """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict."""
+    return FinetuneRecipe(cfg).run()
