@@ -7,9 +7,9 @@
 (a) baseline: ``ElectraForMaskedLM`` computing logits at every position (its own ``labels=`` loss) +
     ``ElectraForPreTraining`` (its own loss), embeddings shared, multinomial sampling, fp32, eager attention,
     ``torch.optim.AdamW`` defaults: what you get by wiring transformers' classes together.
-(b) the toolkit: ``electra.build_pretrain_model`` / ``mask_batch`` / ``train_step``, exactly what
-    ``koelectra-kit pretrain`` runs (bf16 autocast where the CPU has it, masked-only generator logits,
-    SDPA / CPU attention, cheaper dropout masks, fused AdamW).
+(b) the toolkit: ``electra.build_pretrain_model`` / ``mask_batch`` / ``train_step`` with ``electra_cpu``'s
+    kernels, exactly what ``koelectra-kit pretrain`` runs (bf16 autocast where the CPU has it, masked-only
+    generator logits, SDPA / CPU attention, cheaper dropout masks, fused AdamW).
 Both run the same model shapes (configs/pretrain/small.yaml), the same batch, interleaved in rounds so a
 noisy neighbour hits both; the figures are ratios and fractions of a bf16 matmul measured in the same run.
 """
@@ -62,29 +62,16 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def speed(args) -> None:
+def straightforward_step(cfg, ids, V: int, special: list[int], device):
+    """(a) transformers' classes wired the straightforward way: a function doing one training step on ``ids``."""
     import torch
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     from koelectra_kit import electra
-    from koelectra_kit.config import load_config
-    from koelectra_kit.pretrain import PretrainConfig
-    from koelectra_kit.utils import autocast_dtype
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    cfg = load_config(PretrainConfig, ROOT / "configs" / "pretrain" / "small.yaml", ["corpus=x", "out=x"])
-    m, B, L, V = cfg.model, args.batch, args.seq, args.vocab
-    special = [0, 1, 2, 3, 4]  # pad unk cls sep mask
+    m, (B, L) = cfg.model, ids.shape
     gshape = electra.generator_shape(m, cfg.generator)
-    device = torch.device(args.device)
-    torch.manual_seed(0)
-    ids = torch.randint(5, V, (B, L))
-    ids[:, 0] = 2
-    ids[:, ::16] = 3  # a [SEP] every 16 tokens, as packed short comments have
-    ids = ids.to(device)
 
-    # (a) straightforward transformers
     def hf_config(shape, attn):
         c = ElectraConfig(vocab_size=V, embedding_size=m.embedding_size, hidden_size=shape["hidden_size"],
                           num_hidden_layers=shape["num_layers"], num_attention_heads=shape["num_heads"],
@@ -118,16 +105,45 @@ def speed(args) -> None:
         b_opt.step()
         b_opt.zero_grad(set_to_none=True)
 
+    return baseline_step
+
+
+def speed(args) -> None:
+    import torch
+
+    from koelectra_kit import electra, electra_cpu
+    from koelectra_kit.config import load_config
+    from koelectra_kit.pretrain import PretrainConfig
+    from koelectra_kit.runtime import autocast_dtype
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = load_config(PretrainConfig, ROOT / "configs" / "pretrain" / "small.yaml", ["corpus=x", "out=x"])
+    m, B, L, V = cfg.model, args.batch, args.seq, args.vocab
+    special = [0, 1, 2, 3, 4]  # pad unk cls sep mask
+    gshape = electra.generator_shape(m, cfg.generator)
+    dshape = dict(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
+                  intermediate_size=m.intermediate_size)
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    ids = torch.randint(5, V, (B, L))
+    ids[:, 0] = 2
+    ids[:, ::16] = 3  # a [SEP] every 16 tokens, as packed short comments have
+    ids = ids.to(device)
+
+    baseline_step = straightforward_step(cfg, ids, V, special, device)  # (a)
+
     # (b) the toolkit's own code path
-    electra.register_cpu_sdpa()
-    model = electra.build_pretrain_model(V, 0, special, m, cfg.generator, attn_implementation=electra.CPU_SDPA)
-    electra.use_fast_dropout(model)
+    electra_cpu.register_cpu_sdpa()
+    model = electra.build_pretrain_model(V, 0, special, m, cfg.generator, attn_implementation=electra_cpu.CPU_SDPA)
+    electra_cpu.use_fast_dropout(model)
     model.to(device)
     opt = electra.build_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
     wrapped = torch.compile(model) if args.compile else None
     amp = autocast_dtype(device, "auto")
     rng = torch.Generator(device=device).manual_seed(0)
     mask_p, rand_p = cfg.mask_probs()
+    specials = torch.tensor(special, device=device)
 
     def toolkit_step():
         mb = electra.mask_batch(ids, None, specials, 4, V, cfg.mask_prob, mask_p, rand_p, rng, B * L)

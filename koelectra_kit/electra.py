@@ -1,7 +1,9 @@
 """The ELECTRA objective (Clark et al., ICLR 2020) on transformers' own classes: model building with
 shared embeddings, dynamic masking, masked-only generator logits, Gumbel sampling, the joint loss and
-the per-step diagnostics. ``pretrain.py`` (config, data, loop, checkpoints) is the only caller; the
-benchmark imports ``build_pretrain_model`` and ``train_step`` from there to time the real code path.
+the per-step diagnostics. The ``pretrain`` package (config, data, loop, checkpoints) is the only caller; the
+benchmark imports ``build_pretrain_model`` and ``train_step`` from here to time the real code path. Beside it:
+``electra_cpu`` (cheaper CPU dropout and attention, a speed detail) and ``electra_prior`` (the
+positional-attention initialization).
 
 Shapes: B sequences of L tokens, K = masked slots per sequence (fixed: round(mask_prob * L)),
 V vocabulary, H hidden size, E embedding size.
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .electra_prior import positional_prior_
 
 # ---------------------------------------------------------------------------------------------
 # Model building
@@ -37,67 +41,6 @@ def electra_config(vocab_size: int, pad_token_id: int, *, hidden_size: int, num_
     # materialising the B x heads x L x L score tensor through separate matmul/softmax/dropout ops.
     cfg._attn_implementation = attn_implementation
     return cfg
-
-
-def fast_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Inverted dropout with a cheaper mask for CPU: one 64-bit random word per 4 elements, each 16-bit lane
-    compared with a threshold (drop probability quantised to 1/65536). ``F.dropout`` on CPU draws a
-    Bernoulli per element, ~8 ns each: ~13% of a small-preset step (63M dropout elements per step, attention
-    probabilities included); this mask costs about half. Same expectation and the same per-element
-    independence; draws from torch's global CPU generator (seeded, saved in checkpoints) like dropout."""
-    n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
-    lanes = words.view(torch.int16)[:n].view(x.shape)
-    threshold = int(round(p * 65536)) - 32768  # P(lane < threshold) = p (to 1/65536)
-    return torch.where(lanes >= threshold, x * (1.0 / (1.0 - p)), torch.zeros((), dtype=x.dtype, device=x.device))
-
-
-class FastDropout(nn.Dropout):
-    """``nn.Dropout`` that uses ``fast_dropout`` on CPU (swapped into transformers' modules by
-    ``use_fast_dropout``; it holds no weights, so saved models are unchanged)."""
-
-    def forward(self, x):
-        if not self.training or self.p == 0.0 or x.device.type != "cpu":
-            return super().forward(x)
-        return fast_dropout(x, self.p)
-
-
-def use_fast_dropout(model: nn.Module) -> None:
-    for name, module in list(model.named_modules()):
-        for child_name, child in list(module.named_children()):
-            if type(child) is nn.Dropout:
-                setattr(module, child_name, FastDropout(child.p, child.inplace))
-
-
-def cpu_sdpa_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """transformers' "sdpa" attention, except on CPU with attention dropout: there torch's SDPA falls back to
-    its math path with a per-element Bernoulli; here the same math (QK^T, mask, softmax, dropout, xV) with
-    ``fast_dropout``. Registered as attention implementation ``CPU_SDPA``; exported configs say "sdpa"."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    if dropout == 0.0 or query.device.type != "cpu":
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
-    scaling = scaling if scaling is not None else query.size(-1) ** -0.5
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [B, heads, L, L]
-    if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-        else:
-            scores = scores + attention_mask
-    probs = fast_dropout(torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype), dropout)
-    return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
-
-
-CPU_SDPA = "koelectra_cpu_sdpa"
-
-
-def register_cpu_sdpa() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-    AttentionInterface.register(CPU_SDPA, cpu_sdpa_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(CPU_SDPA, sdpa_mask)
 
 
 class ElectraPretrainModel(nn.Module):
@@ -219,7 +162,8 @@ def sample_softmax(logits: torch.Tensor, temperature: float, banned: torch.Tenso
 def build_pretrain_model(vocab_size: int, pad_token_id: int, special_ids, model_cfg, gen_cfg,
                          objective: str = "electra", max_position_embeddings: int = 512,
                          temperature: float = 1.0, attn_implementation: str = "sdpa") -> ElectraPretrainModel:
-    """``model_cfg``/``gen_cfg``: ``pretrain.ModelConfig`` / ``pretrain.GeneratorConfig`` (duck-typed)."""
+    """``model_cfg``/``gen_cfg``: ``pretrain.ModelConfig`` / ``pretrain.GeneratorConfig`` (duck-typed); with
+    ``model_cfg.init == "positional"`` the encoders start from ``electra_prior.positional_prior_``."""
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     common = dict(embedding_size=model_cfg.embedding_size, max_position_embeddings=max_position_embeddings,
@@ -242,98 +186,6 @@ def build_pretrain_model(vocab_size: int, pad_token_id: int, special_ids, model_
         positional_prior_(encoders, scale=model_cfg.init_scale, shifts=tuple(model_cfg.init_shifts),
                           pos_dims=model_cfg.init_pos_dims, initializer_range=model_cfg.initializer_range)
     return model
-
-
-# ---------------------------------------------------------------------------------------------
-# Positional-attention prior initialization (the recipe that leaves the unigram plateau; docs/RESULTS.md)
-# ---------------------------------------------------------------------------------------------
-
-
-def positional_prior_(electra_models, *, scale: float = 2.0, shifts=(1, -1), pos_dims: int = 32,
-                      initializer_range: float = 0.02) -> None:
-    """Initialise ``ElectraModel``s (discriminator and generator, which share one embedding block) so that
-    at step 0 each attention head already looks at a fixed neighbour (offset +1, -1, +2, ...) of its token.
-
-    Why: with learned absolute positions initialised at random, attention starts uniform over the sequence;
-    the only cheap solution is then the unigram one (predict frequent tokens everywhere), and on short noisy
-    comments the models sit there for >10^7 tokens (../shared/notes/PRETRAINING-PROBE.md). Starting the heads
-    as "previous/next token" readers makes bigram-like predictions available from step 0, so the generator's
-    masked-token accuracy rises at once and the discriminator gets non-trivial replacements to detect. It is
-    an initialization only (the mimetic-initialization idea, Trockman & Kolter 2023): every tensor keeps the
-    shape transformers' ELECTRA classes give it, so the exported model loads with ``from_pretrained``.
-
-    - position table: sinusoids ``(cos wp, sin wp)`` for ``pos_dims/2`` frequencies in the first ``pos_dims``
-      embedding dims, sized so their norm matches the word embeddings' (std ``initializer_range``) in the
-      other dims; word and token-type tables are zeroed in those dims (position and content start apart).
-    - ``embeddings_project`` (E -> H, when the sizes differ): identity from the position dims to the first
-      ``pos_dims`` hidden dims, which no other hidden dim reads. A model with ``H <= pos_dims`` (a 1/4-width
-      generator) reads ``H/4`` of the frequencies, spread and highest included, into its first ``H/2`` dims.
-    - every layer, head h: its first ``pos_dims`` query/key dims read the position dims; the query rotated
-      by ``shift`` positions (R(w * shift) per frequency pair), the key unrotated, both scaled by ``scale``:
-      q.k peaks where p' = p + shift. Heads take shifts round-robin across layers and heads, so a one-head
-      model still gets both directions over its layers. The rest of each head stays random (content).
-    """
-    emb = electra_models[0].embeddings  # shared by all models given
-    E = emb.word_embeddings.weight.shape[1]
-    F_ = pos_dims // 2
-    if F_ < 1 or 2 * F_ >= E:
-        raise ValueError(f"pos_dims {pos_dims} must be in [2, embedding_size {E})")
-    d = 2 * F_
-    with torch.no_grad():
-        n_pos = emb.position_embeddings.weight.shape[0]
-        freqs = torch.linspace(math.pi / F_, math.pi, F_)  # from a 2F-token period down to 2 tokens
-        angles = torch.arange(n_pos).float()[:, None] * freqs[None, :]  # [P, F]
-        amp = initializer_range * math.sqrt((E - d) / F_)  # |pos part|^2 = F amp^2 = |word part|^2
-        table = emb.position_embeddings.weight
-        table[:, :d] = 0.0
-        table[:, 0:d:2] = amp * torch.cos(angles)
-        table[:, 1:d:2] = amp * torch.sin(angles)
-        table[:, d:].normal_(0.0, initializer_range * 0.1)  # little content in the position table
-        emb.word_embeddings.weight[:, :d] = 0.0
-        emb.token_type_embeddings.weight[:, :d] = 0.0
-
-        rot = torch.zeros(len(shifts), d, d)  # R(shift): per frequency a 2x2 rotation by w*shift
-        for i, s in enumerate(shifts):
-            c, sn = torch.cos(freqs * s), torch.sin(freqs * s)
-            for f in range(F_):
-                rot[i, 2 * f:2 * f + 2, 2 * f:2 * f + 2] = torch.tensor([[c[f], -sn[f]], [sn[f], c[f]]])
-        for model in electra_models:
-            H = model.config.hidden_size
-            fsel = torch.arange(F_)
-            if d >= H:
-                # A model no wider than the position block (a 1/4-width generator) reads a spread subset of the
-                # frequencies, highest included (it makes the +-1 peaks sharp), in half its hidden dims; the
-                # other half stays content.
-                fsel = torch.linspace(F_ - 1, 0, max(1, H // 4)).round().long().unique()
-            sel = torch.stack([2 * fsel, 2 * fsel + 1], 1).flatten()  # position dims this model reads
-            dm = len(sel)
-            proj = getattr(model, "embeddings_project", None)
-            if proj is not None:
-                proj.weight[:, :d] = 0.0
-                proj.weight[:dm, :] = 0.0
-                proj.weight[torch.arange(dm), sel] = 1.0  # identity onto its first dm hidden dims
-                proj.bias[:dm] = 0.0
-                # Content dims at unit gain (orthonormal rows): at std initializer_range a narrow generator's
-                # projection shrinks the token content ~4x next to the position dims, and it learns slowly.
-                content = torch.empty(H - dm, E - d)
-                nn.init.orthogonal_(content)
-                proj.weight[dm:, d:] = content
-            heads = model.config.num_attention_heads
-            hd = H // heads
-            k = min(dm, hd)  # dims of each head given to position
-            rot_m = rot[:, sel][:, :, sel]
-            for li, layer in enumerate(model.encoder.layer):
-                attn = layer.attention.self
-                for h in range(heads):
-                    r = rot_m[(li * heads + h) % len(shifts)]
-                    rows = slice(h * hd, h * hd + k)
-                    # q_pos = scale * R x_pos, k_pos = scale * x_pos (rows of W are output dims)
-                    attn.query.weight[rows, :] = 0.0
-                    attn.query.weight[rows, :dm] = scale * r[:k, :]
-                    attn.key.weight[rows, :] = 0.0
-                    attn.key.weight[rows, :dm] = scale * torch.eye(dm)[:k, :]
-                    attn.query.bias[rows] = 0.0
-                    attn.key.bias[rows] = 0.0
 
 
 def generator_shape(model_cfg, gen_cfg) -> dict:
@@ -448,8 +300,9 @@ def train_step(model, optimizer, micro_batches, *, disc_weight: float, lr: float
     """One optimizer step over ``micro_batches`` (gradient accumulation): forward/backward each, clip, step.
 
     ``model`` is the ``ElectraPretrainModel``; ``wrapped`` what the forward runs through, when not the bare
-    model: its ``torch.compile`` and/or DDP wrapper (DDP all-reduces gradients only on the last micro-batch). Returns (stats of the last micro-batch, summed stats over
-    all micro-batches, grad norm) as device tensors: the caller decides when to sync them to the host.
+    model: its ``torch.compile`` and/or DDP wrapper (DDP all-reduces gradients only on the last micro-batch).
+    Returns (stats of the last micro-batch, summed stats over all micro-batches, grad norm) as device tensors:
+    the caller decides when to sync them to the host.
     """
     import contextlib
 

@@ -35,7 +35,7 @@ def tiny_cfg(tmp_path, pretrain_tokenizer, pretrain_cache, sample_dir):
 
     def make(*overrides: str):
         base = [f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={pretrain_tokenizer}",
-                f"cache_dir={pretrain_cache}", f"out={tmp_path / 'run'}", "progress=false", "plot=false",
+                f"cache_dir={pretrain_cache}", f"out={tmp_path / 'run'}", "progress=false", "plots=false",
                 "max_steps=4", "log_every=1", "save_every=0"]
         return load_config(PretrainConfig, TINY_PRESET, base + list(overrides))
 

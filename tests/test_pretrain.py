@@ -222,7 +222,10 @@ def test_mlm_objective_trains_the_same_encoder(tiny_cfg, tmp_path):
 
 
 def test_time_budget_and_learning_warning(tiny_cfg, tmp_path, capsys):
-    summary = pretrain(tiny_cfg("max_steps=0", "max_minutes=0.02", "warmup_steps=0", "warmup_fraction=0.2",
+    from koelectra_kit.runtime import setup_logging
+
+    setup_logging()  # the toolkit's log lines go to this test's stderr
+    summary = pretrain(tiny_cfg("max_steps=0", "max_minutes=0.02", "warmup_steps=0", "warmup_ratio=0.2",
                                 "plateau_check_tokens=1", "plateau_auc=1.01"))
     assert summary["steps"] >= 2 and summary["elapsed_s"] >= 1.2
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
@@ -237,7 +240,7 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "koelectra_kit", "pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
            f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=4",
-           "log_every=2", "save_every=2", "progress=false", "plot=false", "model.hidden_dropout=0.1"]
+           "log_every=2", "save_every=2", "progress=false", "plots=false", "model.hidden_dropout=0.1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from koelectra_kit import electra
+from koelectra_kit import electra, electra_cpu
 from koelectra_kit.config import load_config
 from koelectra_kit.errors import ConfigError
 from koelectra_kit.pretrain import (PretrainConfig, RowOrder, budget_progress, disc_weight_at, lr_factor,
-                                    pack_sequences)
+                                    pack_sequences, warmup_done)
 
 SPECIAL = [0, 1, 2, 3, 4]  # pad, unk, cls, sep, mask
 MASK = 4
@@ -102,14 +102,14 @@ def test_replaced_auc_matches_sklearn_with_ties():
 def test_fast_dropout_rate_scale_and_grad():
     torch.manual_seed(0)
     x = torch.ones(1001, 333, requires_grad=True)
-    y = electra.fast_dropout(x, 0.1)
+    y = electra_cpu.fast_dropout(x, 0.1)
     kept = (y != 0).float().mean().item()
     assert abs(kept - 0.9) < 0.005
     assert torch.allclose(y[y != 0], torch.tensor(1 / 0.9))
     y.sum().backward()
     assert torch.equal(x.grad != 0, y != 0)
     # lanes are independent: the drop pattern is not periodic with the 4-lane word layout
-    masks = (electra.fast_dropout(torch.ones(4 * 20000), 0.5) == 0).view(-1, 4).float()
+    masks = (electra_cpu.fast_dropout(torch.ones(4 * 20000), 0.5) == 0).view(-1, 4).float()
     assert masks.mean(0).sub(0.5).abs().max() < 0.02
     assert abs(torch.corrcoef(masks.T)[0, 1].item()) < 0.03
 
@@ -120,10 +120,10 @@ def test_cpu_attention_is_sdpa_maths(monkeypatch):
     q, k, v = (torch.randn(2, 3, 7, 8, generator=g) for _ in range(3))
     mask = torch.ones(2, 1, 7, 7, dtype=torch.bool)
     mask[1, ..., 5:] = False
-    monkeypatch.setattr(electra, "fast_dropout", lambda x, p: x)
+    monkeypatch.setattr(electra_cpu, "fast_dropout", lambda x, p: x)
     module = torch.nn.Module()
     module.is_causal = False
-    ours, _ = electra.cpu_sdpa_attention(module, q, k, v, mask, dropout=0.1)
+    ours, _ = electra_cpu.cpu_sdpa_attention(module, q, k, v, mask, dropout=0.1)
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2)
     assert torch.allclose(ours, ref, atol=1e-5)
 
@@ -239,8 +239,7 @@ def lr_curve(cfg, steps):
     out = []
     for s in range(steps):
         p = budget_progress(cfg, s, 0.0)
-        if warm_end is None and ((cfg.warmup_steps > 0 and s >= cfg.warmup_steps) or
-                                 (cfg.warmup_steps <= 0 and p >= cfg.warmup_fraction)):
+        if warm_end is None and warmup_done(cfg, s, p):
             warm_end = p
         out.append(lr_factor(cfg, s, p, budget_progress(cfg, s + 1, 0.0), warm_end))
     return out
@@ -255,7 +254,7 @@ def test_linear_warmup_then_decay():
 
 
 def test_schedule_shapes():
-    one = lr_curve(cfg_with(max_steps=100, warmup_steps=0, warmup_fraction=0.5, schedule="one_cycle",
+    one = lr_curve(cfg_with(max_steps=100, warmup_steps=0, warmup_ratio=0.5, schedule="one_cycle",
                             min_lr_ratio=0.1), 100)
     assert max(one) == pytest.approx(1.0) and int(np.argmax(one)) in (49, 50)
     assert one[0] > 0.1 and one[-1] == pytest.approx(0.1 + 0.9 / 50, abs=1e-6)
@@ -290,6 +289,14 @@ def test_time_budget_progress_and_lambda_warmup():
 def test_config_errors(override, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(PretrainConfig, None, ["corpus=a.txt", "out=o"] + override)
+
+
+def test_old_key_names_still_work():
+    """plot and warmup_fraction were renamed to the names every stage uses; old configs keep working."""
+    cfg = load_config(PretrainConfig, None, ["corpus=a.txt", "out=o", "plot=false", "warmup_fraction=0.25"])
+    assert cfg.plots is False and cfg.warmup_ratio == 0.25
+    with pytest.raises(ConfigError, match="both"):
+        load_config(PretrainConfig, None, ["corpus=a.txt", "out=o", "plot=false", "plots=true"])
 
 
 def test_presets_load_and_document_their_command():
@@ -368,14 +375,14 @@ def test_packed_cache_is_memory_mapped_reused_and_arrow(tmp_path):
     assert other != cache and tok.calls == 2
     data = PackedRows(cache)
     meta = json.loads((cache / "meta.json").read_text())
-    assert data.n == meta["rows"] > 100 and len(data._blocks) >= 1
+    assert data.n == meta["rows"] > 100 and len(data.blocks) >= 1
     rows = data.take(np.array([0, 5, data.n - 1]))
     assert rows.shape == (3, 32) and (rows[:, 0] == 2).all()
     assert data.real_tokens(np.array([0, data.n - 1])) == 32 + meta["last_row_len"]
     total = sum(int((data.take(np.arange(i, min(i + 500, data.n))) != 0).sum()) for i in range(0, data.n, 500))
     assert total == meta["tokens"]
     # the blocks are views into the mapped file, not copies in RAM
-    assert not data._blocks[0].flags.owndata
+    assert not data.blocks[0].flags.owndata
     import datasets
 
     ds = datasets.Dataset.from_file(str(cache / "rows.arrow"))

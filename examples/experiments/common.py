@@ -1,5 +1,7 @@
 """Shared pieces of the experiment scripts: run a CLI command (logged, timed), pretrain, fine-tune, baseline,
-and write a markdown table whose every row carries its exact command, compute and seed.
+and write a markdown table whose every row carries its exact command, compute and seed. Every experiment has
+the same shape, run by ``run_arms``: arms (pretraining runs) -> fine-tuning seeds of each -> the same
+architecture from random initialization (the control) -> one table row per fine-tuning run.
 
 Every number in docs/RESULTS.md comes from a script in this folder; nothing is typed by hand. Each script
 caches finished runs (a run directory with summary.json / eval.json is reused), so a killed experiment resumes
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -198,6 +201,91 @@ def baseline(out: Path, fresh: bool) -> dict:
     wall = out / "wall_s.txt"
     result["wall_s"] = float(wall.read_text()) if wall.exists() else None
     return result
+
+
+def baseline_row(out: Path, fresh: bool) -> dict:
+    """The TF-IDF baseline as a table row (fitted, or reused from ``out``)."""
+    base = baseline(out, fresh)
+    return {"encoder": "TF-IDF char 1-3-grams + logistic regression", "seed": "-",
+            "accuracy": base["dev"]["accuracy"], "macro_f1": base["dev"]["macro_f1"],
+            "compute": f"fit {base['train']['train_time_s']:.0f}s on {base['train']['rows']:,} rows",
+            "command": base["command"]}
+
+
+def ft_setting(args) -> str:
+    """How the encoders were fine-tuned, for a table's introduction."""
+    return "configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft else "")
+
+
+@dataclass
+class Arm:
+    """One pretraining run of an experiment and the fine-tuning runs made from its discriminator."""
+
+    label: str  # the table's encoder name for its fine-tuning rows
+    out: Path  # the pretraining run directory
+    ft: Path  # fine-tuning run directories: f"{ft}-s{seed}"
+    overrides: list[str] = field(default_factory=list)  # pretraining overrides on top of the preset
+    preset: str = "cpu-30min"
+    minutes: float | None = None  # pretraining budget (None: --minutes)
+    seeds: list[int] | None = None  # fine-tuning seeds (None: --seeds)
+
+
+@dataclass
+class Control:
+    """The random-init control: ``arch``'s architecture and tokenizer, fine-tuned from random weights."""
+
+    label: str
+    arch: Path  # a discriminator directory
+    ft: Path  # fine-tuning run directories: f"{ft}-s{seed}"
+
+
+def run_arms(args, arms: list[Arm], control: Control | None = None, init: str = "pretrained",
+             pretrain_parallel: int | None = None) -> tuple[list[dict], list[dict]]:
+    """Pretrain (or reuse) every arm, fine-tune each on its seeds, then the control on --seeds; returns (the
+    arms' pretraining summaries, one table row per fine-tuning run). ``init="random"`` fine-tunes the arms
+    themselves from random weights (their pretraining run only gives the architecture and tokenizer)."""
+    parallel = pretrain_parallel or args.pretrain_parallel or args.parallel
+    summaries: dict[Path, dict] = {}
+    for minutes in dict.fromkeys(a.minutes or args.minutes for a in arms):  # one batch per budget, in order
+        group = [a for a in arms if (a.minutes or args.minutes) == minutes]
+        for arm, pre in zip(group, pretrain_all([(a.out, a.preset, a.overrides) for a in group], minutes,
+                                                args.fresh, parallel)):
+            summaries[arm.out] = pre
+    pres = [summaries[a.out] for a in arms]
+    specs, names = [], []
+    for arm, pre in zip(arms, pres):
+        for seed in arm.seeds or args.seeds:
+            specs.append((Path(f"{arm.ft}-s{seed}"), arm.out / "discriminator", seed, init))
+            names.append((arm.label, pre, seed))
+    if control is not None:
+        for seed in args.seeds:
+            specs.append((Path(f"{control.ft}-s{seed}"), control.arch, seed, "random"))
+            names.append((control.label, None, seed))
+    rows = []
+    for (label, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
+        rows.append(ft_row(label, pre if init == "pretrained" else None, ft, seed))
+        if pre is not None and init == "random":
+            rows[-1]["pretrain_command"] = pre["command"]  # the run that made its config and tokenizer
+    return pres, rows
+
+
+def md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table's lines: header, separator, one line per row of cells."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *("| " + " | ".join(cells) + " |" for cells in rows)]
+
+
+def curve_images(runs: dict[str, Path], docs: Path, tag: str) -> list[str]:
+    """Each pretraining run's learning curves redrawn from its metrics into ``docs/<tag>-<run dir>.png``
+    (``runs``: what the run is -> its dir); returns the markdown lines that show them."""
+    from koelectra_kit.pretrain import plot_curves
+
+    lines = []
+    for what, run_dir in runs.items():
+        png = f"{tag}-{run_dir.name}.png"
+        plot_curves(run_dir, docs / png)
+        lines.append(f"![{what} learning curves]({png})")
+    return lines
 
 
 def ft_row(name: str, pre: dict | None, ft: dict, seed: int) -> dict:

@@ -1,10 +1,10 @@
-"""Does pretraining pay off on a 2-core CPU? (issue 6) -> docs/results/recipe_cpu30.md
+"""Does pretraining pay off on a 2-core CPU? -> docs/results/recipe_cpu30.md
 
     python examples/experiments/recipe_cpu30.py                    # 30-minute pretraining, 2 seeds each
     python examples/experiments/recipe_cpu30.py --long-minutes 90  # also the same preset run 90 minutes
     python examples/experiments/recipe_cpu30.py --preset cpu-30min-subword  # another preset: recipe_<preset>.md
 
-1. pretrain configs/pretrain/cpu-30min.yaml on ../shared/data/pretrain/*.txt for --minutes;
+1. pretrain configs/pretrain/cpu-30min.yaml on the shared pretraining corpora (common.CORPUS) for --minutes;
 2. fine-tune its discriminator on nsmc3/train with the toolkit's default settings (configs/finetune/
    sentiment.yaml), and the same architecture from random initialization the same way, --seeds each;
 3. the TF-IDF baseline on the same files; 4. optionally the longer pretraining run, fine-tuned the same way.
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, baseline, check_data, finetune_all, first_reach, ft_row, parser, pretrain, tail_mean,  # noqa: E402
-                    write_table)
+from common import (ROOT, Arm, Control, baseline_row, check_data, first_reach, parser, run_arms,  # noqa: E402
+                    tail_mean, write_table)
 
 
 def main() -> None:
@@ -39,36 +39,24 @@ def main() -> None:
     docs.mkdir(parents=True, exist_ok=True)
 
     budgets = [args.minutes] + ([args.long_minutes] if args.long_minutes else [])
-    rows, pre_lines, reach_lines, specs, names = [], [], [], [], []
-    pres = {}
-    for minutes in budgets:
-        pre_dir = runs / f"cpu-{minutes:g}min"
-        pre = pres[minutes] = pretrain(pre_dir, args.preset, [], minutes, args.fresh)
-        gen, auc = tail_mean(pre_dir, "gen_acc"), tail_mean(pre_dir, "disc_auc")
-        final = pre["final"]
-        pre_lines.append(f"| {minutes:g} min | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | "
+    arms = [Arm(f"{args.preset} preset, pretrained {m:g} min", runs / f"cpu-{m:g}min", runs / f"ft-cpu{m:g}",
+                preset=args.preset, minutes=m, seeds=args.long_seeds if m != args.minutes else None)
+            for m in budgets]
+    control = Control("same architecture, random init", arms[0].out / "discriminator", runs / "ft-random")
+    pres, rows = run_arms(args, arms, control, pretrain_parallel=1)  # one budget after the other, both cores
+    rows.append(baseline_row(runs / "tfidf", args.fresh))
+
+    pre_lines, reach_lines = [], []
+    for arm, pre in zip(arms, pres):
+        gen, auc, final = tail_mean(arm.out, "gen_acc"), tail_mean(arm.out, "disc_auc"), pre["final"]
+        pre_lines.append(f"| {arm.minutes:g} min | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | "
                          f"{pre['tokens_per_s']:,.0f} | {final['gen_acc']:.3f} ({gen:.3f}) | "
                          f"{final['disc_auc']:.3f} ({auc:.3f}) | {final['gen_unigram_acc']:.3f} | `{pre['command']}` |")
-        reach_lines.append(f"| {minutes:g} min | {first_reach(pre_dir, 'gen_acc', 0.20)} | "
-                           f"{first_reach(pre_dir, 'disc_auc', 0.80)} |")
-        png = pre_dir / "curves.png"
+        reach_lines.append(f"| {arm.minutes:g} min | {first_reach(arm.out, 'gen_acc', 0.20)} | "
+                           f"{first_reach(arm.out, 'disc_auc', 0.80)} |")
+        png = arm.out / "curves.png"
         if png.exists():
-            shutil.copy(png, docs / curves(minutes))
-        for seed in (args.long_seeds or args.seeds) if minutes != args.minutes else args.seeds:
-            specs.append((runs / f"ft-cpu{minutes:g}-s{seed}", pre_dir / "discriminator", seed, "pretrained"))
-            names.append((f"{args.preset} preset, pretrained {minutes:g} min", pre, seed))
-    first_pre = runs / f"cpu-{budgets[0]:g}min"
-    for seed in args.seeds:
-        specs.append((runs / f"ft-random-s{seed}", first_pre / "discriminator", seed, "random"))
-        names.append(("same architecture, random init", None, seed))
-    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
-        rows.append(ft_row(name, pre, ft, seed))
-    base = baseline(runs / "tfidf", args.fresh)
-    rows.append({"encoder": "TF-IDF char 1-3-grams + logistic regression", "seed": "-",
-                 "accuracy": base["dev"]["accuracy"], "macro_f1": base["dev"]["macro_f1"],
-                 "compute": f"fit {base['train']['train_time_s']:.0f}s on {base['train']['rows']:,} rows",
-                 "command": base["command"]})
-
+            shutil.copy(png, docs / curves(arm.minutes))
     pre_table = ["## Pretraining runs", "",
                  "Generator masked-token accuracy counts only corrupted ([MASK]) slots; discriminator AUC is on "
                  "replaced tokens. Final logged row, and in brackets the mean of the last 5 rows (each row is "

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, check_data, finetune_all, first_reach, ft_row, parser, pretrain_all, tail_mean, write_table  # noqa: E402
-from koelectra_kit.pretrain import plot_curves  # noqa: E402
+from common import (ROOT, Arm, Control, check_data, curve_images, first_reach, ft_setting, md_table,  # noqa: E402
+                    parser, run_arms, tail_mean, write_table)
 from tokenizers_compare import train_tokenizers  # noqa: E402
 
 SIZES = {"1/2": 0.5}
@@ -37,40 +37,28 @@ def main() -> None:
     ft = f"-{args.ft_name}" if args.ft_name else ""
     docs = ROOT / "docs" / "results"
     dirs = {label: runs / f"gen{size:g}" for label, size in SIZES.items()}
-    pres = pretrain_all([(dirs[label], "cpu-30min", [f"tokenizer={tok_dir}", f"generator.size={size}"])
-                         for label, size in SIZES.items()], args.minutes, args.fresh,
-                        args.pretrain_parallel or args.parallel)
-    specs, names, notes = [], [], []
-    for (label, d), pre in zip(dirs.items(), pres):
-        notes.append(f"| {label} | {pre['steps']:,} | {pre['tokens'] / 1e6:.1f}M | {tail_mean(d, 'gen_acc'):.3f} | "
-                     f"{tail_mean(d, 'gen_unigram_acc'):.3f} | {tail_mean(d, 'disc_auc'):.3f} | "
-                     f"{first_reach(d, 'gen_acc', 0.10)} | `{pre['command']}` |")
-        for seed in args.seeds:
-            specs.append((runs / f"ft{ft}-{d.name}-s{seed}", d / "discriminator", seed, "pretrained"))
-            names.append((f"{name}, generator {label}, {args.minutes:g} min", pre, seed))
+    arms = [Arm(f"{name}, generator {label}, {args.minutes:g} min", dirs[label],
+                runs / f"ft{ft}-{dirs[label].name}", [f"tokenizer={tok_dir}", f"generator.size={size}"])
+            for label, size in SIZES.items()]
     # same architecture and tokenizer, random weights: the control's runs when tokenizers_random_init.py made them
-    control = Path(args.runs) / "tokenizers-random-init"
-    arch = control / "arch0" / "discriminator"
-    for seed in args.seeds:
-        if arch.exists() and not ft:
-            specs.append((control / f"ft0-s{seed}", arch, seed, "random"))
-        else:
-            specs.append((runs / f"ft{ft}-random-s{seed}", next(iter(dirs.values())) / "discriminator", seed, "random"))
-        names.append((f"{name}, random init", None, seed))
-    rows = [ft_row(n, pre, ft, seed)
-            for (n, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel))]
+    control_runs = Path(args.runs) / "tokenizers-random-init"
+    if (control_runs / "arch0" / "discriminator").exists() and not ft:
+        control = Control(f"{name}, random init", control_runs / "arch0" / "discriminator", control_runs / "ft0")
+    else:
+        control = Control(f"{name}, random init", arms[0].out / "discriminator", runs / f"ft{ft}-random")
+    pres, rows = run_arms(args, arms, control)
+    columns = ["generator", "steps", "tokens", "gen acc", "unigram acc", "disc AUC", "gen acc >= 0.10", "command"]
+    runs_table = md_table(columns, [[label, f"{pre['steps']:,}", f"{pre['tokens'] / 1e6:.1f}M",
+                                     f"{tail_mean(d, 'gen_acc'):.3f}", f"{tail_mean(d, 'gen_unigram_acc'):.3f}",
+                                     f"{tail_mean(d, 'disc_auc'):.3f}", first_reach(d, "gen_acc", 0.10),
+                                     f"`{pre['command']}`"] for (label, d), pre in zip(dirs.items(), pres)])
     extra = ["## Pretraining runs", "", "Mean of the last 5 logged rows; unigram: always predicting the most frequent "
              "target; the last column is when the generator first logged 10% masked-token accuracy.", "",
-             "| generator | steps | tokens | gen acc | unigram acc | disc AUC | gen acc >= 0.10 | command |",
-             "|---|---|---|---|---|---|---|---|", *notes, ""]
-    for label, d in dirs.items():
-        plot_curves(d, docs / f"{tag}-{d.name}.png")
-        extra.append(f"![generator {label} learning curves]({tag}-{d.name}.png)")
+             *runs_table, "", *curve_images({f"generator {label}": d for label, d in dirs.items()}, docs, tag)]
     write_table(docs / f"{tag}{ft}.md", "Subword vocabulary, wider generator",
                 f"cpu-30min discriminator (2 x 128) with {name}, {args.minutes:g} minutes of pretraining on 2 CPU "
-                "cores, fine-tuned with configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft
-                else "") + "; nsmc3/dev scores. The quarter-width generator's row is in tokenizers-"
-                f"{args.minutes:g}min.md (its first row).", rows, extra)
+                f"cores, fine-tuned with {ft_setting(args)}; nsmc3/dev scores. The quarter-width generator's row is "
+                f"in tokenizers-{args.minutes:g}min.md (its first row).", rows, extra)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,14 @@
-"""Experiment 2: which tokenizer? (issue 7) -> docs/results/tokenizers-<minutes>min.md
+"""Experiment 2: which tokenizer? -> docs/results/tokenizers-<minutes>min.md
 
     python examples/experiments/tokenizers_compare.py --minutes 30 --parallel 2 --pretrain-parallel 1 --ft max_train_rows=50000
 
 Kiwi pre-split + WordPiece vs plain WordPiece (BERT pre-tokenizer, no Kiwi) vs sentencepiece unigram (byte
-fallback), all 8k vocabularies trained on ../shared/data/pretrain/*.txt, the same cpu-30min encoder pretrained
+fallback), all 8k vocabularies trained on the shared pretraining corpora (common.CORPUS), the same cpu-30min encoder pretrained
 for the same wall-clock budget, fine-tuned and scored the same way.
 
 When it exists, the cpu-30min preset's own run (experiment 3's 1/4 arm, runs/experiments/generator-30min/gen0.25)
 joins the table, fine-tuned the same way: the preset trains a character vocabulary (`tokenizer_model: characters`:
-the corpus's 4,604 characters and their "##" forms, no merged pieces). Up to commit 1958561 that was what every
-8k WordPiece vocabulary here came out as, by accident (the alphabet filled it); the WordPiece arms above are
+the corpus's 4,604 characters and their "##" forms, no merged pieces), unlike the WordPiece arms above, which are
 real subword vocabularies (half their entries are merged pieces).
 """
 from __future__ import annotations
@@ -18,7 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, ROOT, check_data, show, finetune_all, ft_row, parser, pretrain_all, run, tail_mean, write_table  # noqa: E402
+from common import (CORPUS, ROOT, Arm, check_data, ft_setting, parser, run, run_arms, show, tail_mean,  # noqa: E402
+                    write_table)
 
 TOKENIZERS = {
     "Kiwi pre-split + WordPiece 8k": ["presplit=kiwi", "model=wordpiece"],
@@ -55,23 +55,18 @@ def main() -> None:
     args = parser(__doc__).parse_args()
     check_data()
     runs = Path(args.runs) / f"tokenizers-{args.minutes:g}min"
-    arms = [(name, runs / f"pre{i}", [f"tokenizer={tok_dir}"], f"`{cmd}`")  # (name, pretrain dir, overrides, tok cmd)
-            for i, (name, tok_dir, cmd) in enumerate(train_tokenizers(runs))]
+    tokenizers = train_tokenizers(runs)
+    arms = [Arm(name, runs / f"pre{i}", runs / f"ft{i}", [f"tokenizer={tok_dir}"])
+            for i, (name, tok_dir, _) in enumerate(tokenizers)]
+    tok_cmds = [f"`{cmd}`" for _, _, cmd in tokenizers]
     preset = Path(args.runs) / PRESET[1]
     if (preset / "summary.json").exists():
-        arms.append((PRESET[0], preset, [], "trained by the pretrain command (no tokenizer=; the preset's "
-                                            "`tokenizer_model: characters`)"))
-    pres = pretrain_all([(d, "cpu-30min", o) for _, d, o, _ in arms], args.minutes, args.fresh,
-                        args.pretrain_parallel or args.parallel)
-    notes, specs, names, rows = [], [], [], []
-    for i, ((name, d, _, tok_cmd), pre) in enumerate(zip(arms, pres)):
-        notes.append(f"| {name} | {vocab_shape(d)} | {pre['data']['tokens'] / 1e6:.1f}M | {pre['tokens'] / 1e6:.1f}M | "
-                     f"{tail_mean(d, 'gen_acc'):.3f} | {tail_mean(d, 'disc_auc'):.3f} | {tok_cmd} |")
-        for seed in args.seeds:
-            specs.append((runs / f"ft{i}-s{seed}", d / "discriminator", seed, "pretrained"))
-            names.append((name, pre, seed))
-    for (name, pre, seed), ft in zip(names, finetune_all(specs, args.ft, args.fresh, args.parallel)):
-        rows.append(ft_row(name, pre, ft, seed))
+        arms.append(Arm(PRESET[0], preset, runs / f"ft{len(arms)}"))
+        tok_cmds.append("trained by the pretrain command (no tokenizer=; the preset's `tokenizer_model: characters`)")
+    pres, rows = run_arms(args, arms)
+    notes = [f"| {arm.label} | {vocab_shape(arm.out)} | {pre['data']['tokens'] / 1e6:.1f}M | "
+             f"{pre['tokens'] / 1e6:.1f}M | {tail_mean(arm.out, 'gen_acc'):.3f} | "
+             f"{tail_mean(arm.out, 'disc_auc'):.3f} | {tok_cmd} |" for arm, pre, tok_cmd in zip(arms, pres, tok_cmds)]
     extra = ["## Tokenizers and pretraining", "", "Multi-character: share of the vocabulary longer than one character. "
              "Corpus tokens differ by tokenizer (a finer split gives more tokens for the same text); the pretraining "
              "budget is the same wall-clock. Gen acc and disc AUC: mean of the last 5 logged rows; they are not "
@@ -80,8 +75,7 @@ def main() -> None:
              "|---|---|---|---|---|---|---|", *notes]
     write_table(ROOT / "docs" / "results" / f"tokenizers-{args.minutes:g}min.md", "Experiment 2: tokenizers",
                 f"cpu-30min encoder, {args.minutes:g} minutes of pretraining each on 2 CPU cores, fine-tuned with "
-                "configs/finetune/sentiment.yaml" + (f" plus `{' '.join(args.ft)}`" if args.ft else "") +
-                "; nsmc3/dev scores.", rows, extra)
+                f"{ft_setting(args)}; nsmc3/dev scores.", rows, extra)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ examples:
   torchrun --nproc_per_node=2 -m koelectra_kit pretrain --config configs/pretrain/base.yaml ...  # DDP
   koelectra-kit pretrain plot runs/small           # redraw runs/small/curves.png from metrics.jsonl
 
-Every key of PretrainConfig (koelectra_kit/pretrain.py; all listed with comments in the presets)
+Every key of PretrainConfig (koelectra_kit/pretrain/config.py; all listed with comments in the presets)
 can be overridden: model.hidden_size=128 generator.size=0.5 lr=1e-3 schedule=one_cycle
-warmup_fraction=0.1 mask_prob=0.25 seq_len=64 max_minutes=30 objective=mlm ...
+warmup_ratio=0.1 mask_prob=0.25 seq_len=64 max_minutes=30 objective=mlm ...
 Writes OUT/: config.yaml, metrics.jsonl, checkpoints/, discriminator/ (the encoder to fine-tune,
 with its tokenizer), generator/, curves.png, summary.json (and tokenizer/ when it trained one)."""
 

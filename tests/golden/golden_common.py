@@ -59,7 +59,7 @@ def pretrain_rows(root: Path, sample: Path, tok_dir: Path, tmp: Path) -> list[di
     out = tmp / "run"
     rc = main(["pretrain", "--config", str(root / "configs" / "pretrain" / "tiny.yaml"),
                f"corpus={sample / 'comments.txt'}", f"tokenizer={tok_dir}", f"out={out}", f"cache_dir={tmp / 'c'}",
-               "max_steps=50", "log_every=1", "save_every=0", "progress=false", "plot=false", "precision=fp32",
+               "max_steps=50", "log_every=1", "save_every=0", "progress=false", "plots=false", "precision=fp32",
                "threads=1", "seed=7"])
     assert rc == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]

@@ -1,0 +1,215 @@
+"""Checkpoints: everything needed to resume a run bit-exactly (model, optimizer, loss scaler, every RNG
+stream of every rank, the data position and the loop's counters), written atomically, and read back with
+one-line errors for every way a checkpoint can be damaged or not match the run.
+
+out/checkpoints/step-00001000/{model.safetensors, optimizer.pt, state.pt, meta.json}, published by renaming
+a finished temp dir, then out/checkpoints/latest.json (atomic) points at it. A crash, a kill or a full disk
+at any moment leaves the previous checkpoint and pointer intact. Tensors: safetensors; optimizer, RNG and
+loop state: torch.save of plain tensors/numbers, loaded back with weights_only=True (no pickled code).
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import to_dict
+from ..errors import ConfigError, InputError, KitError
+from ..fileio import atomic_path, staged_dir, write_json_atomic
+from .config import PretrainConfig
+
+
+CKPT_FORMAT = 1
+
+
+@dataclass
+class LoopState:
+    """Where the training loop is, besides the model, optimizer and RNG streams: what ``state.pt`` holds."""
+
+    step: int = 0  # optimizer steps done
+    data_pos: int = 0  # rows consumed so far, all ranks together (a position in ``RowOrder``'s stream)
+    tokens: int = 0  # real (non-pad) tokens trained on, all ranks together
+    elapsed: float = 0.0  # training seconds so far (data preparation not counted): the time budget's clock
+    warm_end: float | None = None  # budget progress at which warm-up ended (None: still warming up)
+    plateau_warned: bool = False  # the "learning?" warning is given once per run
+    unigram: Any = None  # [V] long, target-token counts: the "always predict the most frequent" baseline
+    window: dict = field(default_factory=dict)  # metric sums since the last metrics row (device tensors:
+    # adding them up costs no host sync; ``report.metrics_row`` reads them every ``log_every`` steps)
+
+    @classmethod
+    def fresh(cls, vocab_size: int, device) -> LoopState:
+        import torch
+
+        return cls(unigram=torch.zeros(vocab_size, dtype=torch.long).to(device))
+
+    def add_step(self, sums: dict, n_micro: int, targets, batch_tokens: int, batch_size: int) -> None:
+        """Count one optimizer step: ``electra.train_step``'s summed stats into the window, its targets into
+        the unigram counts, the batch into the data position and token count."""
+        import torch
+
+        self.step += 1
+        self.data_pos += batch_size
+        self.tokens += batch_tokens
+        w, device = self.window, self.unigram.device
+        for k, v in sums.items():
+            w[k] = w[k] + v.detach() if k in w else v.detach()
+        w["n_micro"] = w.get("n_micro", torch.zeros((), device=device)) + n_micro
+        w["n_steps"] = w.get("n_steps", torch.zeros((), device=device)) + 1
+        self.unigram += torch.bincount(targets, minlength=self.unigram.numel())
+
+    def to_checkpoint(self, rng: list) -> dict:
+        """The ``state.pt`` dict (CPU tensors and numbers); ``rng``: every rank's ``rng_state``."""
+        return {"step": self.step, "data_pos": self.data_pos, "tokens": self.tokens, "elapsed": self.elapsed,
+                "warm_end": self.warm_end, "plateau_warned": self.plateau_warned, "unigram": self.unigram.cpu(),
+                "rng": rng, "window": {k: v.detach().cpu() for k, v in self.window.items()}}
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict, device) -> tuple[LoopState, list]:
+        """(the loop state on ``device``, every rank's saved RNG state) from a ``state.pt`` dict."""
+        state = cls(step=saved["step"], data_pos=saved["data_pos"], tokens=saved["tokens"],
+                    elapsed=saved["elapsed"], warm_end=saved["warm_end"], plateau_warned=saved["plateau_warned"],
+                    unigram=saved["unigram"].to(device),
+                    window={k: v.to(device) for k, v in saved["window"].items()})
+        return state, saved["rng"]
+
+
+
+def rng_state(mask_rng) -> dict:
+    """Every random stream this process draws from (python, numpy, torch CPU/CUDA, the masking generator),
+    as plain tensors and numbers (loadable with ``weights_only=True``)."""
+    import torch
+
+    version, mt, gauss = random.getstate()
+    np_state = np.random.get_state()
+    state = {"python": [version, list(mt), gauss], "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
+             "numpy_rest": [np_state[0], int(np_state[2]), int(np_state[3]), float(np_state[4])],
+             "torch": torch.get_rng_state(), "mask": mask_rng.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict, mask_rng) -> None:
+    """Restore what ``rng_state`` saved."""
+    import torch
+
+    version, mt, gauss = state["python"]
+    random.setstate((version, tuple(mt), gauss))
+    name, pos, has_gauss, cached = state["numpy_rest"]
+    np.random.set_state((name, state["numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    mask_rng.set_state(state["mask"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict, keep: int) -> Path:
+    """Write a complete checkpoint dir, then point ``latest.json`` at it; prune older ones beyond ``keep``.
+    ``state`` is ``LoopState.to_checkpoint``'s dict. An OSError (disk full, permissions) removes the partial
+    dir and raises a KitError: the previous checkpoint and pointer are untouched."""
+    import torch
+    from safetensors.torch import save_model
+
+    root = out / "checkpoints"
+    name = f"step-{state['step']:08d}"
+    try:
+        with staged_dir(root / name) as tmp:
+            with atomic_path(tmp / "model.safetensors") as p:
+                save_model(model, str(p))  # shared tensors (embeddings, tied LM head) stored once
+            with atomic_path(tmp / "optimizer.pt") as p:
+                torch.save({"optimizer": optimizer.state_dict(),
+                            "scaler": scaler.state_dict() if scaler is not None else None}, p)
+            with atomic_path(tmp / "state.pt") as p:
+                torch.save(state, p)
+            files = {f.name: f.stat().st_size for f in tmp.iterdir()}
+            write_json_atomic(tmp / "meta.json", {**meta, "step": state["step"], "files": files,
+                                                  "format": CKPT_FORMAT})
+        write_json_atomic(root / "latest.json", {"checkpoint": name, "step": state["step"]})
+    except OSError as e:
+        prev = latest_checkpoint(out)
+        kept = f"the previous checkpoint {prev} is intact" if prev else "no earlier checkpoint exists"
+        raise KitError(f"could not write the step-{state['step']} checkpoint in {root} "
+                       f"({e.strerror or e}); {kept}; free disk space, then rerun with resume=true") from None
+    olds = sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != name)
+    for old in olds[:max(0, len(olds) - max(keep, 1) + 1)]:
+        shutil.rmtree(old, ignore_errors=True)
+    return root / name
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    """The checkpoint ``out/checkpoints/latest.json`` points at, or None when there is none."""
+    pointer = out / "checkpoints" / "latest.json"
+    if not pointer.exists():
+        return None
+    try:
+        path = out / "checkpoints" / json.loads(pointer.read_text())["checkpoint"]
+    except (ValueError, KeyError) as e:
+        raise InputError(f"{pointer} is damaged ({e}); pass resume=<a checkpoint dir> in {pointer.parent}") from None
+    return path if path.is_dir() else None
+
+
+def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
+    """The checkpoint dir to resume from (``resume``: true = out's latest, or a checkpoint/run dir), or None."""
+    if cfg.resume is False or cfg.resume in ("", "false", "False"):
+        return None
+    if cfg.resume is True or cfg.resume in ("true", "True"):
+        ckpt = latest_checkpoint(out)
+        if ckpt is None:
+            raise InputError(f"resume=true but {out} has no checkpoint to resume from; drop resume to start fresh")
+        return ckpt
+    p = Path(cfg.resume)
+    if (p / "meta.json").exists():
+        return p
+    if (p / "checkpoints" / "latest.json").exists():
+        return latest_checkpoint(p)
+    raise InputError(f"resume={p}: not a checkpoint dir (no meta.json) nor a run dir with checkpoints/latest.json")
+
+
+def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_fp: str, cfg: PretrainConfig) -> dict:
+    """Load everything back into the given objects; returns the saved loop state dict (``LoopState.
+    from_checkpoint`` reads it). Every failure is one line naming the checkpoint and what to do."""
+    import torch
+    from safetensors.torch import load_model
+
+    def damaged(what) -> InputError:
+        return InputError(f"checkpoint {ckpt} is damaged ({what}); resume from an earlier one "
+                          f"(resume=<dir under {ckpt.parent}>) or start over with overwrite=true")
+
+    try:
+        meta = json.loads((ckpt / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        raise damaged(f"meta.json: {e}") from None
+    for name, size in meta.get("files", {}).items():
+        f = ckpt / name
+        if not f.exists() or f.stat().st_size != size:
+            have = f.stat().st_size if f.exists() else "missing"
+            raise damaged(f"{name} is {have} bytes, expected {size}: truncated")
+    if meta.get("vocab_size") != vocab_size or meta.get("tokenizer_fingerprint") != tok_fp:
+        raise InputError(f"checkpoint {ckpt} was trained with another tokenizer (vocab {meta.get('vocab_size')}, "
+                         f"fingerprint {meta.get('tokenizer_fingerprint')}) than this run's (vocab {vocab_size}, "
+                         f"fingerprint {tok_fp}); pass the run's own tokenizer= or start over")
+    saved = meta.get("config", {})
+    for key in ("objective", "model", "generator", "seq_len"):
+        if key in saved and saved[key] != to_dict(cfg)[key]:
+            raise ConfigError(f"checkpoint {ckpt} has {key}={saved[key]!r} but this run asks for "
+                              f"{to_dict(cfg)[key]!r}; the model shape can't change on resume")
+    try:
+        missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a bad header/size
+        raise damaged(f"model.safetensors: {str(e).splitlines()[0]}") from None
+    if unexpected or missing:
+        raise damaged(f"model.safetensors does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    try:
+        opt = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True)
+        state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - truncated zip, unpickling error
+        raise damaged(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    optimizer.load_state_dict(opt["optimizer"])
+    if scaler is not None and opt.get("scaler"):
+        scaler.load_state_dict(opt["scaler"])
+    return state

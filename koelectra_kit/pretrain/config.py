@@ -1,0 +1,180 @@
+"""The typed config of a pretraining run: ``PretrainConfig`` with its ``model`` (the discriminator) and
+``generator`` sections, loaded from YAML + ``key=value`` overrides by ``config.load_config``. Every knob of
+the recipe is here with its reason; ``validate`` turns a wrong combination into a one-line ``ConfigError``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..errors import ConfigError
+
+
+@dataclass
+class ModelConfig:
+    """The discriminator: the encoder that gets fine-tuned. Defaults are ELECTRA-Small (paper, Table 6)."""
+
+    hidden_size: int = 256
+    num_layers: int = 12
+    num_heads: int = 4
+    intermediate_size: int = 1024  # feed-forward inner size
+    # Width of the token/position tables, shared with the generator; each model projects E -> its hidden size.
+    embedding_size: int = 128
+    max_position_embeddings: int = 512  # >= seq_len; fine-tuning may feed longer texts than pretraining did
+    hidden_dropout: float = 0.1  # 0 allowed ("Cramming": no dropout when the budget is short)
+    attention_dropout: float = 0.1
+    initializer_range: float = 0.02  # std of the normal init of every Linear and Embedding weight
+    hidden_act: str = "gelu"
+    # normal: transformers' init (the paper's). positional: the same plus a positional-attention prior (each
+    # head starts as a previous/next-token reader; electra.positional_prior_): leaves the unigram plateau at
+    # once on small budgets. Initialization only: the exported model is a plain ELECTRA.
+    init: Literal["normal", "positional"] = "normal"
+    init_scale: float = 2.0  # query/key gain on the position dims (sharpness of the neighbour attention)
+    init_shifts: list[int] = field(default_factory=lambda: [1, -1, 2, -2])  # offsets the heads attend to
+    init_pos_dims: int = 32  # embedding dims that carry the sinusoidal positions (< hidden and embedding size)
+
+
+@dataclass
+class GeneratorConfig:
+    """The generator (objective electra only). ``size`` scales the discriminator's hidden size, FFN size and
+    heads, as the official ``generator_hidden_size`` does (paper: 1/4 for small, 1/3 for base); explicit
+    fields override it. Depth defaults to the discriminator's."""
+
+    size: float = 0.25
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    num_heads: int | None = None
+    num_layers: int | None = None
+
+
+@dataclass
+class PretrainConfig:
+    """One pretraining run. Defaults: ELECTRA-Small's recipe (paper, Table 6) except the budget."""
+
+    STAGE: ClassVar[str] = "pretrain"  # --config NAME looks in the pretrain presets
+    # Old key -> current key: the names every stage shares (fine-tuning says plots and warmup_ratio too).
+    RENAMED: ClassVar[dict[str, str]] = {"plot": "plots", "warmup_fraction": "warmup_ratio"}
+
+    # --- inputs and outputs
+    corpus: list[str] = field(default_factory=list)  # .txt (one text a line) or .csv/.tsv (text_column)
+    text_column: str | None = None  # csv/tsv column with the text (None: the tokenizer's guess)
+    out: str = ""  # run directory: metrics.jsonl, checkpoints/, discriminator/, generator/, curves.png
+    tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
+    vocab_size: int = 32000  # only when training the tokenizer here
+    tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
+    cache_dir: str | None = None  # packed-data cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    num_workers: int | None = None  # tokenization processes (None: all cores)
+
+    # --- objective
+    objective: Literal["electra", "mlm"] = "electra"  # mlm: the same encoder trained BERT-style, no generator
+    seq_len: int = 128  # packed sequence length in tokens ([CLS] and [SEP]s included)
+    mask_prob: float = 0.15  # fraction of each sequence's (non-special) tokens that are masked
+    mask_token_prob: float | None = None  # masked -> [MASK]; None: 0.85 (electra, official code), 0.8 (mlm, BERT)
+    random_token_prob: float | None = None  # masked -> random token; None: 0 (electra), 0.1 (mlm); rest unchanged
+    model: ModelConfig = field(default_factory=ModelConfig)
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    disc_weight: float = 50.0  # lambda: loss = gen MLM + lambda * disc BCE (paper: 50)
+    disc_weight_start: float | None = None  # lambda at step 0 when warming lambda up (None: no lambda warm-up)
+    disc_weight_warmup_steps: int = 0  # steps to move lambda linearly from disc_weight_start to disc_weight
+    temperature: float = 1.0  # generator sampling temperature (>1: more varied replacements)
+
+    # --- optimisation
+    batch_size: int = 128  # sequences per optimizer step, all ranks and accumulation micro-steps together
+    grad_accum: int = 1  # micro-batches per optimizer step on each rank (micro = batch / (ranks x accum))
+    lr: float = 5e-4  # peak learning rate
+    # Shape after warm-up, over the budget (max_steps and/or max_minutes): linear decay (paper), cosine,
+    # one_cycle (triangular: ramps up from min_lr_ratio x lr, back down to it at the end), constant.
+    schedule: Literal["linear", "cosine", "one_cycle", "constant"] = "linear"
+    warmup_steps: int = 10000  # linear warm-up in optimizer steps (paper: 10k); wins over warmup_ratio
+    warmup_ratio: float = 0.0  # ... or as a fraction of the budget (used when warmup_steps is 0)
+    min_lr_ratio: float = 0.0  # lr at the end of the budget, as a fraction of the peak
+    weight_decay: float = 0.01  # AdamW; never on LayerNorm weights and biases
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1.0e-6
+    max_grad_norm: float = 1.0  # gradient clipping (0: off)
+    # Budget: stop at max_steps or after max_minutes of training (not counting data preparation), whichever
+    # comes first; 0 = no limit of that kind. The schedule runs on the budget's elapsed fraction (max of the
+    # step fraction and the time fraction), so a time budget needs no step estimate.
+    max_steps: int = 1000000
+    max_minutes: float = 0.0
+    shuffle: bool = True  # shuffle packed sequences each epoch (deterministic from seed + epoch)
+    seed: int = 42
+
+    # --- engine
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast, fp16+scaling on old GPUs
+    compile: bool = False  # torch.compile the model (minutes of compiling; measure before relying on it)
+    threads: int = 0  # torch CPU threads (0: torch's default = cores); 1 is faster when the CPU is shared
+    fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra_cpu.py)
+
+    # --- logging and checkpoints
+    log_every: int = 100  # steps between metrics rows (metrics.jsonl) and log lines
+    save_every: int = 1000  # steps between checkpoints (0: only at the end)
+    save_every_minutes: float = 0.0  # ... or minutes between checkpoints (0: off)
+    keep_checkpoints: int = 2  # newest checkpoints kept in out/checkpoints
+    resume: bool | str = False  # true: continue from out's latest checkpoint; or a checkpoint dir
+    overwrite: bool = False  # start over in an out dir that has a previous run's checkpoints
+    progress: bool = True  # progress bar (stderr)
+    plots: bool = True  # write out/curves.png at the end
+    # "Learning?" check: after this many tokens, warn when the generator's masked-token accuracy is within
+    # plateau_gen_margin of the unigram baseline (always predicting the most frequent target) or the
+    # discriminator's AUC on replaced tokens is below plateau_auc (0 tokens: off).
+    plateau_check_tokens: int = 5000000
+    plateau_gen_margin: float = 0.02
+    plateau_auc: float = 0.6
+    ddp_timeout_minutes: float = 60.0  # how long ranks wait for each other (rank 0 builds the data cache)
+
+    def validate(self) -> None:
+        m = self.model
+        if not self.corpus:
+            raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv])")
+        if not self.out:
+            raise ConfigError("out is not set: pass out=DIR for the run's outputs")
+        if self.tokenizer_model not in ("wordpiece", "characters"):
+            raise ConfigError(f"tokenizer_model must be wordpiece or characters, got {self.tokenizer_model!r} (train "
+                              "other tokenizers with `koelectra-kit tokenizer train` and pass tokenizer=DIR)")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.seq_len < 8:
+            raise ConfigError(f"seq_len must be at least 8, got {self.seq_len}")
+        if self.seq_len > m.max_position_embeddings:
+            raise ConfigError(f"seq_len {self.seq_len} exceeds model.max_position_embeddings "
+                              f"{m.max_position_embeddings}; raise the latter or shorten the former")
+        if m.hidden_size % m.num_heads:
+            raise ConfigError(f"model.hidden_size {m.hidden_size} is not a multiple of model.num_heads {m.num_heads}")
+        if m.init == "positional":
+            from ..electra import generator_shape  # here, not at the top: it imports torch
+
+            # The generator reads a subset of the position dims when it is narrower (positional_prior_).
+            sizes = [m.hidden_size, m.embedding_size]
+            if m.init_pos_dims < 2 or m.init_pos_dims % 2 or m.init_pos_dims >= min(sizes):
+                raise ConfigError(f"model.init_pos_dims {m.init_pos_dims} must be even, >= 2 and below the "
+                                  f"hidden and embedding sizes {sorted(set(sizes))}; lower it")
+            if self.objective == "electra" and generator_shape(m, self.generator)["hidden_size"] < 4:
+                raise ConfigError("the positional prior needs a generator at least 4 wide; raise generator.size")
+            if not m.init_shifts:
+                raise ConfigError("model.init_shifts is empty: give the offsets heads attend to, e.g. [1,-1]")
+        for name, p in (("model.hidden_dropout", m.hidden_dropout), ("model.attention_dropout", m.attention_dropout)):
+            if not 0.0 <= p < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {p}")
+        if self.max_steps <= 0 and self.max_minutes <= 0:
+            raise ConfigError("no budget: set max_steps and/or max_minutes")
+        if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise ConfigError(f"batch_size {self.batch_size} must be a positive multiple of grad_accum {self.grad_accum}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.log_every < 1:
+            raise ConfigError("log_every must be at least 1")
+        probs = self.mask_probs()
+        if min(probs) < 0 or sum(probs) > 1.0 + 1e-9:
+            raise ConfigError("mask_token_prob and random_token_prob must be >= 0 and sum to at most 1")
+
+    def mask_probs(self) -> tuple[float, float]:
+        """(P(masked slot -> [MASK]), P(masked slot -> random token)) with the objective's defaults filled in."""
+        electra = self.objective == "electra"
+        mask = self.mask_token_prob if self.mask_token_prob is not None else (0.85 if electra else 0.8)
+        rand = self.random_token_prob if self.random_token_prob is not None else (0.0 if electra else 0.1)
+        return mask, rand

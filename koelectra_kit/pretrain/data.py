@@ -1,0 +1,257 @@
+"""Pretraining data: the corpus files, the tokenizer (given, or trained on the corpus), the corpus packed
+into full-length sequences ``[CLS] t1 [SEP] t2 [SEP] ...`` in a memory-mapped Arrow cache keyed by (corpus,
+tokenizer, seq_len), a deterministic row order from (seed, epoch), and the batch source that cuts each global
+batch into this rank's masked micro-batches.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import InputError
+from ..fileio import cache_dir, check_input_file, write_json_atomic
+from ..runtime import log
+from .config import PretrainConfig
+
+
+def check_corpus(paths: list[str]) -> list[Path]:
+    """Every corpus file exists, is a file and is not empty (one-line ``InputError`` otherwise)."""
+    return [check_input_file(p) for p in paths]
+
+
+def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
+    """The given tokenizer, or one trained on the corpus into ``out/tokenizer`` (reused by a rerun/resume)."""
+    from ..tokenizer import KoTokenizer, TokenizerConfig, train_tokenizer
+
+    if cfg.tokenizer:
+        if not Path(cfg.tokenizer).is_dir():
+            raise InputError(f"tokenizer dir not found: {cfg.tokenizer} (train one with `koelectra-kit tokenizer`)")
+        return KoTokenizer.from_pretrained(cfg.tokenizer)
+    tok_dir = out / "tokenizer"
+    if not (tok_dir / "tokenizer.json").exists():
+        if dist_ctx.is_main:
+            kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
+            log(f"training a {kind} tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
+            kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
+            train_tokenizer(TokenizerConfig(input=list(cfg.corpus), out=str(tok_dir), vocab_size=cfg.vocab_size,
+                                            model=cfg.tokenizer_model, progress=cfg.progress, **kwargs))
+        dist_ctx.barrier()
+    return KoTokenizer.from_pretrained(tok_dir)
+
+
+def corpus_fingerprint(paths: list[Path], text_column: str | None) -> str:
+    """Content hash (not path/mtime): the same text under another name reuses the cache; an edited file
+    does not. Streams the files (blake2b, ~1 GB/s)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"text_column={text_column}\0".encode())
+    for p in paths:
+        h.update(p.suffix.lower().encode() + b"\0")
+        with open(p, "rb") as f:
+            while block := f.read(1 << 22):
+                h.update(block)
+        h.update(b"\0\0")
+    return h.hexdigest()
+
+
+def pack_sequences(texts: Iterator[list[int]], seq_len: int, cls_id: int, sep_id: int,
+                   stats: dict) -> Iterator[list[int]]:
+    """``[CLS] t1 [SEP] t2 [SEP] ...`` cut into rows of exactly ``seq_len`` ids; a text longer than the room
+    left continues in the next row (after that row's [CLS]). No compute goes to padding: only the very last
+    row may be short (the caller pads it). Texts are the tokenizer's id lists without special tokens."""
+    row = [cls_id]
+    for ids in texts:
+        if not ids:
+            continue
+        stats["texts"] += 1
+        row.extend(ids)
+        row.append(sep_id)
+        while len(row) >= seq_len:
+            yield row[:seq_len]
+            row = [cls_id] + row[seq_len:]
+    if len(row) > 1:
+        yield row
+
+
+PACK_FORMAT = 1  # bump when packing changes, so old caches are not reused
+
+
+def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], cache_root: Path) -> Path:
+    """Tokenize the corpus once (all cores, the tokenizer's own cached pre-split) and write the packed rows to
+    ``cache_root/packed/<key>/rows.arrow`` (an Arrow IPC stream of fixed-size lists, written in blocks: RAM
+    stays flat however big the corpus). The key is (corpus content, tokenizer, seq_len); a later run with the
+    same three reuses the file. Returns the cache dir (with meta.json)."""
+    import pyarrow as pa
+
+    key_src = f"{corpus_fingerprint(corpus, cfg.text_column)}|{tok_fp}|{cfg.seq_len}|{PACK_FORMAT}"
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
+    cache = cache_root / "packed" / key
+    if (cache / "meta.json").exists():
+        return cache
+    L = cfg.seq_len
+    dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
+    block_rows = max(1, (4 << 20) // (L * np.dtype(dtype).itemsize))  # ~4 MB per Arrow record batch
+    schema = pa.schema([pa.field("input_ids", pa.list_(pa.from_numpy_dtype(dtype), L))])
+    stats = {"texts": 0}
+    n_rows = n_tokens = last_len = 0
+    t0 = time.time()
+    tmp = cache.parent / f".tmp-{key}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        ids_iter = tok.iter_corpus_ids([str(p) for p in corpus], text_column=cfg.text_column,
+                                       num_workers=cfg.num_workers, cache_dir=str(cache_root),
+                                       progress=cfg.progress)
+        buf = np.full((block_rows, L), tok.pad_token_id, dtype=dtype)
+        filled = 0
+        with pa.OSFile(str(tmp / "rows.arrow"), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+            def flush(n):
+                flat = pa.array(buf[:n].reshape(-1), type=pa.from_numpy_dtype(dtype))
+                writer.write_batch(pa.record_batch([pa.FixedSizeListArray.from_arrays(flat, L)], schema=schema))
+            try:
+                for row in pack_sequences(ids_iter, L, tok.cls_token_id, tok.sep_token_id, stats):
+                    buf[filled, :len(row)] = row
+                    buf[filled, len(row):] = tok.pad_token_id
+                    filled += 1
+                    n_rows += 1
+                    n_tokens += len(row)
+                    last_len = len(row)
+                    if filled == block_rows:
+                        flush(filled)
+                        filled = 0
+            except UnicodeDecodeError as e:
+                raise InputError(f"corpus {', '.join(map(str, corpus))} has bytes that are not valid text "
+                                 f"({e.reason} at byte {e.start} of a chunk); convert it to UTF-8") from None
+            if filled:
+                flush(filled)
+        if n_rows == 0:
+            raise InputError(f"corpus {', '.join(map(str, corpus))} has no text after tokenization "
+                             "(empty lines only, or the wrong text_column?)")
+        meta = {"rows": n_rows, "seq_len": L, "tokens": n_tokens, "texts": stats["texts"], "last_row_len": last_len,
+                "block_rows": block_rows, "dtype": np.dtype(dtype).name, "vocab_size": tok.vocab_size,
+                "tokenizer_fingerprint": tok_fp, "corpus": [str(p) for p in corpus], "format": PACK_FORMAT,
+                "build_seconds": round(time.time() - t0, 1)}
+        write_json_atomic(tmp / "meta.json", meta)
+        try:
+            os.replace(tmp, cache)
+        except OSError:  # another process published the same cache meanwhile: use theirs
+            if not (cache / "meta.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return cache
+
+
+class PackedRows:
+    """The packed cache, memory-mapped: rows are numpy views into the file's pages (the OS pages them in and
+    out), so resident memory does not grow with the corpus."""
+
+    def __init__(self, cache: Path):
+        import pyarrow as pa
+
+        self.meta = json.loads((cache / "meta.json").read_text())
+        self.n = self.meta["rows"]
+        self.seq_len = self.meta["seq_len"]
+        self._mmap = pa.memory_map(str(cache / "rows.arrow"), "r")
+        table = pa.ipc.open_stream(self._mmap).read_all()  # zero-copy: buffers point into the mapping
+        # [block_rows, L] numpy views into the mapped file, one per Arrow record batch (not copies in RAM)
+        self.blocks = [c.values.to_numpy(zero_copy_only=True).reshape(-1, self.seq_len)
+                        for c in table.column("input_ids").chunks]
+        self._block_rows = self.meta["block_rows"]
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """[len(rows), L] int64 ids of the given row numbers."""
+        b = self._block_rows
+        return np.stack([self.blocks[r // b][r % b] for r in rows]).astype(np.int64)
+
+    def real_tokens(self, rows: np.ndarray) -> int:
+        """Non-pad tokens in these rows, without reading them: only the last row is short."""
+        short = int(np.count_nonzero(rows == self.n - 1))
+        return len(rows) * self.seq_len - short * (self.seq_len - self.meta["last_row_len"])
+
+
+class RowOrder:
+    """Row number at each position of the training stream: epoch e = position // N visits the rows in a
+    permutation drawn from (seed, e). A batch may straddle two epochs. The data position saved in checkpoints
+    is one integer (rows consumed so far, all ranks together)."""
+
+    def __init__(self, n_rows: int, seed: int, shuffle: bool):
+        self.n, self.seed, self.shuffle = n_rows, seed, shuffle
+        self._perm: dict[int, np.ndarray] = {}
+
+    def _epoch(self, e: int) -> np.ndarray:
+        if e not in self._perm:
+            self._perm = {k: v for k, v in self._perm.items() if k >= e - 1}  # keep at most two epochs in RAM
+            perm = np.random.default_rng([self.seed, e]).permutation(self.n) if self.shuffle else np.arange(self.n)
+            self._perm[e] = perm.astype(np.uint32 if self.n < 2**32 else np.int64)
+        return self._perm[e]
+
+    def rows(self, start: int, count: int) -> np.ndarray:
+        pos = np.arange(start, start + count)
+        out = np.empty(count, dtype=np.int64)
+        for e in np.unique(pos // self.n):
+            sel = (pos // self.n) == e
+            out[sel] = self._epoch(int(e))[pos[sel] % self.n]
+        return out
+
+
+def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], dist_ctx) -> PackedRows:
+    """The run's packed rows: rank 0 builds the cache (or finds it), the other ranks wait and map it. A corpus
+    too small for two full sequences is an ``InputError``."""
+    cache_root = cache_dir(cfg.cache_dir)
+    if dist_ctx.is_main:
+        cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root)
+    dist_ctx.barrier()
+    if not dist_ctx.is_main:
+        cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root)  # finds rank 0's cache
+    data = PackedRows(cache)
+    real = data.meta["tokens"] - data.n  # minus one [CLS] per row: the text tokens (+[SEP]s)
+    if real < 2 * cfg.seq_len:
+        raise InputError(f"corpus too small: {data.meta['texts']} texts give {data.meta['tokens']} tokens, less "
+                         f"than two sequences of {cfg.seq_len}; add text (or lower seq_len)")
+    if dist_ctx.is_main:
+        log(f"data: {data.meta['texts']:,} texts -> {data.n:,} sequences of {cfg.seq_len} tokens "
+            f"({data.meta['tokens']:,} tokens) in {cache}")
+    return data
+
+
+class BatchSource:
+    """This rank's masked micro-batches of the global batch at a stream position. The global batch
+    (``batch_size`` rows from ``RowOrder``) is split into accum x ranks slices; rank r takes slice
+    a * ranks + r for accumulation step a. Masking draws from ``mask_rng`` (one stream per rank)."""
+
+    def __init__(self, cfg: PretrainConfig, data: PackedRows, tok, device, mask_rng, rank: int, world: int):
+        import torch
+
+        self.cfg, self.data, self.tok, self.device, self.mask_rng = cfg, data, tok, device, mask_rng
+        self.rank, self.world = rank, world
+        self.micro_bs = cfg.batch_size // (world * cfg.grad_accum)
+        self.order = RowOrder(data.n, cfg.seed, cfg.shuffle)
+        self.special = torch.tensor(sorted(set(tok.all_special_ids)), dtype=torch.long, device=device)
+        self.mask_probs = cfg.mask_probs()
+
+    def micro_batches(self, data_pos: int) -> tuple[list, int]:
+        """(this rank's ``electra.MaskedBatch`` per accumulation step, the global batch's real-token count)."""
+        import torch
+
+        from ..electra import mask_batch
+
+        cfg, data, tok, mb_size = self.cfg, self.data, self.tok, self.micro_bs
+        rows_all = self.order.rows(data_pos, cfg.batch_size)
+        out = []
+        for a in range(cfg.grad_accum):
+            s = (a * self.world + self.rank) * mb_size
+            rows = rows_all[s:s + mb_size]
+            ids = torch.from_numpy(data.take(rows)).to(self.device, non_blocking=True)
+            # Only the very last packed row can be short: a batch without it needs no mask (SDPA runs faster).
+            has_pad = bool((rows == data.n - 1).any()) and data.meta["last_row_len"] < data.seq_len
+            attn = (ids != tok.pad_token_id).long() if has_pad else None
+            out.append(mask_batch(ids, attn, self.special, tok.mask_token_id, tok.vocab_size, cfg.mask_prob,
+                                  *self.mask_probs, self.mask_rng, data.real_tokens(rows)))
+        return out, data.real_tokens(rows_all)

@@ -1,0 +1,323 @@
+"""The pretraining run: named setup steps, then one flat training loop, then the final checkpoint, export,
+plot and summary. ``pretrain(cfg)`` is the entry point; ``PretrainRecipe`` holds what the steps share (model,
+optimizer, data, loop state) so that no step needs closures over another's locals.
+
+Order matters for exact reproduction: the tokenizer and data come before ``set_seed``, the model is built
+right after it (identical initialization on every rank), and the per-rank dropout and masking streams are
+seeded after the optimizer exists; a resumed run then overwrites those streams with the checkpoint's.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..config import dump_yaml, to_dict
+from ..errors import ConfigError
+from ..fileio import write_json_atomic, write_text_atomic
+from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
+from ..tokenizer import tokenizer_fingerprint
+from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
+                         set_rng_state)
+from .config import PretrainConfig
+from .curves import plot_curves, read_metrics
+from .data import BatchSource, check_corpus, open_packed_data, prepare_tokenizer
+from .distributed import DistContext, param_digest
+from .export import export_models
+from .report import log_line, metrics_row, plateau_warning, postfix
+from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
+
+OnStep = Callable[[int, "dict | None"], None]
+
+
+def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> dict:
+    """Run (or resume) pretraining; returns the summary (also written to ``out/summary.json``).
+
+    ``on_step(step, metrics_row_or_None)`` is called after every optimizer step (tests use it to stop a run
+    mid-way, as a kill would)."""
+    recipe = PretrainRecipe(cfg, DistContext(cfg.device, cfg.ddp_timeout_minutes), on_step)
+    try:
+        recipe.setup()
+        return recipe.train()
+    finally:
+        recipe.cleanup()
+
+
+class PretrainRecipe:
+    """One run of ``cfg`` on this process's rank of ``dist_ctx``."""
+
+    def __init__(self, cfg: PretrainConfig, dist_ctx: DistContext, on_step: OnStep | None = None):
+        self.cfg, self.dist, self.on_step = cfg, dist_ctx, on_step
+        self.out = Path(cfg.out)
+        self.device, self.rank, self.world, self.main = dist_ctx.device, dist_ctx.rank, dist_ctx.world, dist_ctx.is_main
+
+    def setup(self) -> None:
+        self.setup_engine()
+        self.setup_out_dir()
+        self.setup_data()
+        self.setup_model()
+        self.setup_optimizer()
+        self.setup_masking()
+        self.setup_resume()
+        self.setup_parallel()
+
+    def setup_engine(self) -> None:
+        """Threads, precision, and the micro-batch size every rank and accumulation step gets."""
+        import torch
+
+        cfg = self.cfg
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        self.amp_dtype = autocast_dtype(self.device, cfg.precision)
+        if self.amp_dtype == torch.float16 and self.device.type != "cuda":
+            raise ConfigError("precision=fp16 needs a CUDA GPU; on CPU use bf16 (or auto)")
+        self.micro_bs, rem = divmod(cfg.batch_size, self.world * cfg.grad_accum)
+        if rem or self.micro_bs < 1:
+            raise ConfigError(f"batch_size {cfg.batch_size} must be a multiple of ranks x grad_accum "
+                              f"({self.world} x {cfg.grad_accum})")
+
+    def setup_out_dir(self) -> None:
+        """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
+        cfg, out = self.cfg, self.out
+        self.ckpt = resolve_resume(cfg, out)
+        if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
+            if not cfg.overwrite:
+                raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
+                                  "overwrite=true to start over, or another out=")
+            shutil.rmtree(out / "checkpoints", ignore_errors=True)
+            (out / "metrics.jsonl").unlink(missing_ok=True)
+        self.dist.barrier()
+        if self.main:
+            out.mkdir(parents=True, exist_ok=True)
+            log("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
+            write_text_atomic(out / "config.yaml", dump_yaml(cfg))
+
+    def setup_data(self) -> None:
+        """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it)."""
+        corpus = check_corpus(self.cfg.corpus)
+        self.tok = prepare_tokenizer(self.cfg, self.out, self.dist)
+        self.tok_fp = tokenizer_fingerprint(self.tok)
+        self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, corpus, self.dist)
+
+    def setup_model(self) -> None:
+        from .. import electra, electra_cpu
+
+        cfg, tok = self.cfg, self.tok
+        set_seed(cfg.seed)  # identical initialisation on every rank
+        if cfg.fast_cpu_kernels:
+            electra_cpu.register_cpu_sdpa()
+        self.model = electra.build_pretrain_model(
+            tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
+            cfg.objective, cfg.model.max_position_embeddings, cfg.temperature,
+            attn_implementation=electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa")
+        if cfg.fast_cpu_kernels:
+            electra_cpu.use_fast_dropout(self.model)
+        self.model.to(self.device)
+
+    def setup_optimizer(self) -> None:
+        import torch
+
+        from ..electra import build_optimizer
+
+        cfg = self.cfg
+        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2),
+                                         cfg.adam_eps, self.device.type)
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+
+    def setup_masking(self) -> None:
+        """Dropout draws from torch's global generator; masking and sampling from their own (per rank:
+        different masks on every rank, reproducible from the seed). Then the batch source that masks."""
+        import torch
+
+        seed = self.cfg.seed
+        torch.manual_seed(seed * 1000 + 1 + self.rank)
+        self.mask_rng = torch.Generator(device=self.device)
+        self.mask_rng.manual_seed(seed * 1000 + 500 + self.rank)
+        self.batches = BatchSource(self.cfg, self.data, self.tok, self.device, self.mask_rng, self.rank, self.world)
+
+    def setup_resume(self) -> None:
+        """A fresh loop state, or the checkpoint's: weights, optimizer, RNG streams, data position, counters."""
+        import torch
+
+        cfg, tok = self.cfg, self.tok
+        if self.ckpt is None:
+            self.state = LoopState.fresh(tok.vocab_size, self.device)
+            return
+        saved = read_checkpoint(self.ckpt, self.model, self.optimizer, self.scaler, tok.vocab_size, self.tok_fp, cfg)
+        self.state, rng_states = LoopState.from_checkpoint(saved, self.device)
+        if len(rng_states) == self.world:
+            set_rng_state(rng_states[self.rank], self.mask_rng)
+        else:
+            # Another number of ranks: each rank's RNG streams can't be continued; reseed from (seed, step).
+            torch.manual_seed(cfg.seed * 1000 + 1 + self.rank + 7919 * self.state.step)
+            self.mask_rng.manual_seed(cfg.seed * 1000 + 500 + self.rank + 7919 * self.state.step)
+            if self.main:
+                warn(f"note: checkpoint was written by {len(rng_states)} rank(s), this run has {self.world}: data "
+                     "order continues exactly, dropout/masking randomness does not")
+        if self.main:
+            log(f"resumed from {self.ckpt} at step {self.state.step} ({self.state.tokens:,} tokens)")
+            kept = [r for r in read_metrics(self.out / "metrics.jsonl") if r["step"] <= self.state.step]
+            write_text_atomic(self.out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
+
+    def setup_parallel(self) -> None:
+        """DDP and/or torch.compile around the model (``wrapped``: what the forward runs through)."""
+        import torch
+
+        from ..electra import generator_shape
+
+        cfg, model = self.cfg, self.model
+        self.wrapped = None
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            self.wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if cfg.compile:
+            self.wrapped = torch.compile(self.wrapped if self.wrapped is not None else model)
+        self.enc_params = sum(p.numel() for p in model.encoder().parameters())
+        if self.main:
+            n_params = sum(p.numel() for p in model.parameters())
+            gen = generator_shape(cfg.model, cfg.generator) if cfg.objective == "electra" else None
+            amp = str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else "fp32"
+            log(f"model: {cfg.objective}, encoder {self.enc_params / 1e6:.2f}M parameters, {n_params / 1e6:.2f}M "
+                "trained" + (f" (generator hidden {gen['hidden_size']}, {gen['num_heads']} heads, FFN "
+                             f"{gen['intermediate_size']}, {gen['num_layers']} layers)" if gen else "")
+                + f"; {self.device}, {amp}, {self.world} rank(s), batch {cfg.batch_size} = {self.world} x "
+                f"{cfg.grad_accum} x {self.micro_bs}, {torch.get_num_threads()} threads")
+
+    def train(self) -> dict:
+        """The loop: schedule, batch, step, count, log, checkpoint; until the budget is used. Then the end of
+        the run (``finish``)."""
+        from ..electra import train_step
+
+        cfg, s, dist = self.cfg, self.state, self.dist
+        self.model.train()
+        t_start = time.perf_counter() - s.elapsed
+        t_window, tokens_window = time.perf_counter(), 0
+        last_save_t = time.perf_counter()
+        step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
+        saved_at = s.step if self.ckpt is not None else -1
+        last_row = None
+        with self.progress() as (bar, metrics_f):
+            while True:
+                # Every rank must stop at the same step: a time budget runs on rank 0's clock.
+                elapsed = time.perf_counter() - t_start
+                if cfg.max_minutes > 0:
+                    elapsed = dist.broadcast_float(elapsed)
+                progress = budget_progress(cfg, s.step, elapsed)
+                if progress >= 1.0:
+                    break
+                next_progress = budget_progress(cfg, s.step + 1, elapsed + step_s)
+                if s.warm_end is None and warmup_done(cfg, s.step, progress):
+                    s.warm_end = progress  # the decay runs from here to the end of the budget
+                lr = cfg.lr * lr_factor(cfg, s.step, progress, next_progress, s.warm_end)
+                lam = disc_weight_at(cfg, s.step)
+
+                t0 = time.perf_counter()
+                mbs, batch_tokens = self.batches.micro_batches(s.data_pos)
+                last_stats, sums, grad_norm = train_step(
+                    self.model, self.optimizer, mbs, disc_weight=lam, lr=lr, amp_dtype=self.amp_dtype,
+                    device_type=self.device.type, scaler=self.scaler, max_grad_norm=cfg.max_grad_norm,
+                    rng=self.mask_rng, wrapped=self.wrapped)
+                s.add_step(sums, len(mbs), last_stats["targets"], batch_tokens, cfg.batch_size)
+                tokens_window += batch_tokens
+                s.elapsed = time.perf_counter() - t_start
+                step_s = time.perf_counter() - t0
+                bar.update(1)
+
+                row = None
+                if s.step % cfg.log_every == 0:
+                    now = time.perf_counter()
+                    row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm,
+                                      now - t_window, tokens_window)
+                    s.window.clear()
+                    t_window, tokens_window = now, 0
+                    if self.main:
+                        self.report(row, bar, metrics_f)
+                    last_row = row
+                due = cfg.save_every > 0 and s.step % cfg.save_every == 0
+                if cfg.save_every_minutes > 0:  # rank 0's clock again: every rank must join the save
+                    since = dist.broadcast_float(time.perf_counter() - last_save_t)
+                    due = due or since >= cfg.save_every_minutes * 60
+                if due:
+                    self.save_checkpoint()
+                    saved_at, last_save_t = s.step, time.perf_counter()
+                if self.on_step is not None:
+                    self.on_step(s.step, row)
+        if saved_at != s.step:
+            self.save_checkpoint()
+        return self.finish(last_row)
+
+    @contextlib.contextmanager
+    def progress(self):
+        """(progress bar, rank 0's open metrics.jsonl), both closed however the loop ends. While the bar is
+        shown, log lines (the plateau warning) are printed above it instead of through it."""
+        from tqdm.auto import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        cfg = self.cfg
+        bar = tqdm(total=cfg.max_steps if cfg.max_steps > 0 else None, initial=self.state.step, unit="step",
+                   desc="pretraining", disable=not (cfg.progress and self.main), dynamic_ncols=True)
+        metrics_f = open(self.out / "metrics.jsonl", "a", encoding="utf-8") if self.main else None
+        logger = get_logger()
+        # Only our own console handler is swapped; a logger without handlers (the application configured
+        # logging) is left to the application.
+        above = logging_redirect_tqdm(loggers=[logger]) if logger.handlers and not bar.disable else \
+            contextlib.nullcontext()
+        try:
+            with above:
+                yield bar, metrics_f
+        finally:
+            bar.close()
+            if metrics_f:
+                metrics_f.close()
+
+    def report(self, row: dict, bar, metrics_f) -> None:
+        """Rank 0: the row to metrics.jsonl, the bar or a log line, and the "learning?" warning once."""
+        cfg, s = self.cfg, self.state
+        metrics_f.write(json.dumps(row) + "\n")
+        metrics_f.flush()
+        bar.set_postfix_str(postfix(row, cfg, s.elapsed), refresh=False)
+        if not cfg.progress:
+            log(log_line(row))
+        if (cfg.plateau_check_tokens > 0 and not s.plateau_warned and row["on_plateau"]
+                and s.tokens >= cfg.plateau_check_tokens):
+            s.plateau_warned = True
+            warn(plateau_warning(row, cfg))
+
+    def save_checkpoint(self) -> None:
+        """Every rank's RNG state to rank 0, which writes the checkpoint; the others wait for it."""
+        rng_all = self.dist.gather(rng_state(self.mask_rng))
+        if self.main:
+            meta = {"vocab_size": self.tok.vocab_size, "tokenizer_fingerprint": self.tok_fp,
+                    "config": to_dict(self.cfg), "tokens": self.state.tokens, "world_size": self.world}
+            save_checkpoint(self.out, self.model, self.optimizer, self.scaler, self.state.to_checkpoint(rng_all),
+                            meta, self.cfg.keep_checkpoints)
+        self.dist.barrier()  # a failed save raised on rank 0; the others stop at the next collective
+
+    def finish(self, last_row: dict | None) -> dict:
+        """Rank agreement, export, plot and summary (rank 0 writes; every rank returns the summary)."""
+        cfg, s, out = self.cfg, self.state, self.out
+        digests = self.dist.gather(param_digest(self.model))
+        summary = {"steps": s.step, "tokens": s.tokens, "elapsed_s": round(s.elapsed, 1),
+                   "tokens_per_s": round(s.tokens / max(s.elapsed, 1e-9), 1), "world_size": self.world,
+                   "rank_param_digests": digests, "ranks_in_sync": len(set(digests)) == 1, "final": last_row,
+                   "encoder_parameters": self.enc_params,
+                   "data": {k: self.data.meta[k] for k in ("texts", "rows", "tokens")}}
+        if self.main:
+            if not summary["ranks_in_sync"]:
+                warn(f"warning: DDP ranks ended with different weights ({digests}); this is a bug, please report it")
+            exported = export_models(self.model, self.tok, out)
+            summary["exported"] = {k: str(v) for k, v in exported.items()}
+            if cfg.plots and read_metrics(out / "metrics.jsonl"):
+                summary["curves"] = str(plot_curves(out))
+            write_json_atomic(out / "summary.json", summary)
+            log(f"done: {s.step} steps, {s.tokens:,} tokens in {s.elapsed / 60:.1f} min "
+                f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
+        self.dist.barrier()
+        return summary
+
+    def cleanup(self) -> None:
+        self.dist.close()
