@@ -2,29 +2,28 @@
 
 ``iter_texts(path, text_column)`` streams the texts of one file without holding it in memory:
 - ``.txt``: one text per line (the format for pretraining corpora; blank lines are skipped downstream);
-- ``.csv`` / ``.tsv``: a text column (given, or the first of the usual names), read in chunks; ``.tsv`` files of
-  NLP corpora are unquoted (NSMC), so tabs split fields and quotes are text;
-- ``.jsonl``: one object per line with a text field.
-Encodings: UTF-8, UTF-8 with BOM, cp949/EUC-KR (detected, see ``tables.detect_encoding``). A line with bytes
-that are invalid in the detected encoding is decoded with U+FFFD replacement characters and counted, so one
-bad byte in a 50 MB crawl neither stops the run nor hides: the count is printed at the end of the file.
+- ``.csv`` / ``.tsv`` / ``.jsonl`` / ``.parquet``: a text column (given, or the first of ``tables.TEXT_COLUMNS``),
+  read as a stream of records by ``tables.read_records`` (``.tsv`` files of NLP corpora are unquoted, NSMC: tabs
+  split fields and quotes are text). A malformed record is skipped and counted, not fatal.
+Encodings: UTF-8, UTF-8 with BOM, cp949/EUC-KR (detected, see ``tables.detect_encoding``). A file that is
+neither, a crawl with some broken bytes, is read as UTF-8: a line with invalid bytes is decoded with U+FFFD
+replacement characters and counted, so one bad byte in a 50 MB crawl neither stops the run nor hides. Both counts
+are reported in one warning once the file has been read.
 
 ``CORPORA`` lists public corpora by name with their canonical URL, license and format; ``iter_corpus(name,
 path)`` reads a local copy (downloads cannot happen on machines without internet; fetch the file first).
 """
 from __future__ import annotations
 
-import csv
-import json
-import sys
 from pathlib import Path
 from typing import Iterator
 
+from . import runtime
 from .errors import InputError
-from .tables import detect_encoding
+from .tables import TEXT_COLUMNS, detect_encoding, pick_column, read_records
 
-TEXT_COLUMNS = ("text", "document", "review", "comment", "comments", "content", "sentence", "contents", "body",
-                "리뷰", "내용", "댓글", "문장")
+# suffix -> tables format; any other file is plain text, one text a line
+TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 
 # name -> where to get it, license, format, and how to read a local copy.
 CORPORA: dict[str, dict] = {
@@ -65,9 +64,12 @@ CORPORA: dict[str, dict] = {
 }
 
 
-def _decoded_lines(path: Path, encoding: str, stats: dict, keepends: bool = False) -> Iterator[str]:
-    # csv.reader needs the line ends to keep a newline inside a quoted field; plain-text corpora drop them.
-    end = "\n" if keepends else ""
+def _new_stats() -> dict:
+    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None}
+
+
+def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
+    """The file's lines (split at newlines only, ends dropped), each decoded alone so a bad byte costs its line."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
@@ -82,7 +84,17 @@ def _decoded_lines(path: Path, encoding: str, stats: dict, keepends: bool = Fals
                     # file): training on U+FFFD soup would waste the run.
                     raise InputError(f"{path}: {stats['bad']} of the first {lineno} lines are not valid {encoding}; "
                                      f"pass the file's encoding (e.g. encoding=cp949) or convert it to UTF-8")
-            yield line.rstrip("\r\n") + end
+            yield line.rstrip("\r\n")
+
+
+def _file_encoding(path: Path, encoding: str | None) -> tuple[str, bool]:
+    """(codec, whether every byte decodes in it)."""
+    try:
+        return detect_encoding(path, encoding), True
+    except InputError:
+        # Neither clean UTF-8 nor cp949: a crawl with some broken bytes. Read it as UTF-8; the broken lines
+        # get U+FFFD and are counted (warning at the end) rather than stopping a long corpus pass.
+        return "utf-8", False
 
 
 def iter_texts(path: str | Path, text_column: str | int | None = None, encoding: str | None = None) -> Iterator[str]:
@@ -90,66 +102,59 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")
-    try:
-        enc = detect_encoding(path, encoding)
-    except InputError:
-        # Neither clean UTF-8 nor cp949: a crawl with some broken bytes. Read it as UTF-8; the broken lines
-        # get U+FFFD and are counted (warning at the end) rather than stopping a long corpus pass.
-        enc = "utf-8"
-    if enc == "utf-8-sig":
-        enc = "utf-8"  # the BOM is stripped below, line by line decoding would keep it
-    stats = {"bad": 0, "first_bad": None}
-    suffix = path.suffix.lower()
-    lines = _decoded_lines(path, enc, stats, keepends=suffix == ".csv")
-    first = True
-    if suffix in (".csv", ".tsv"):
-        yield from _iter_table(path, lines, "\t" if suffix == ".tsv" else ",", text_column)
-    elif suffix in (".jsonl", ".json"):
-        key = text_column
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line.lstrip("\ufeff"))
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{lineno}: not a JSON object ({e.msg})") from None
-            if key is None:
-                key = next((c for c in TEXT_COLUMNS if c in obj), None)
-                if key is None:
-                    raise InputError(f"{path}: no text field among {sorted(obj)}; pass text_column=NAME")
-            if key not in obj:
-                raise InputError(f"{path}:{lineno}: no field {key!r} (fields: {sorted(obj)})")
-            yield "" if obj[key] is None else str(obj[key])
-    else:
-        for line in lines:
-            if first:
-                line, first = line.lstrip("\ufeff"), False
-            yield line
-    if stats["bad"]:
-        print(f"warning: {path}: {stats['bad']} line(s) had bytes invalid in {enc} (first: line "
-              f"{stats['first_bad']}); decoded with U+FFFD replacement characters", file=sys.stderr)
+    fmt = TABLE_FORMATS.get(path.suffix.lower())
+    if fmt is not None:
+        yield from _read_table(path, fmt, encoding, text_column)
+        return
+    enc, _ = _file_encoding(path, encoding)
+    stats = _new_stats()
+    lines = _decoded_lines(path, "utf-8" if enc == "utf-8-sig" else enc, stats)
+    first = next(lines, None)
+    if first is not None:
+        yield first.lstrip("\ufeff")  # (utf-8-sig is read as utf-8 line by line: drop the BOM here)
+        yield from lines
+    _report(path, enc, stats)
 
 
-def _iter_table(path: Path, lines: Iterator[str], sep: str, text_column) -> Iterator[str]:
-    # TSV corpora are unquoted (a quote is text); CSV follows RFC 4180 (quoted fields may hold newlines).
-    reader = csv.reader(lines, delimiter=sep, quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise InputError(f"{path}: empty file") from None
-    header = [h.lstrip("\ufeff").strip() for h in header]
+def _read_table(path: Path, fmt: str, encoding: str | None, text_column) -> Iterator[str]:
+    stats = _new_stats()
+    enc, clean = (None, True) if fmt == "parquet" else _file_encoding(path, encoding)
+    if not clean:
+        for _ in _decoded_lines(path, enc, stats):  # count the broken lines (or stop on a wrong encoding)
+            pass
+    yield from _table_texts(path, fmt, enc, text_column, stats, "strict" if clean else "replace")
+    _report(path, enc, stats)
+
+
+def _table_texts(path: Path, fmt: str, enc: str | None, text_column, stats: dict, errors: str) -> Iterator[str]:
+    columns, records = read_records(path, fmt, enc, None, errors=errors)
     if isinstance(text_column, int):
         idx = text_column
-    elif text_column is None:
-        idx = next((header.index(c) for c in TEXT_COLUMNS if c in header), None)
-        if idx is None:
-            raise InputError(f"{path}: no text column among {header}; pass text_column=NAME")
     else:
-        if text_column not in header:
-            raise InputError(f"{path}: no column {text_column!r}; columns present: {header}")
-        idx = header.index(text_column)
-    for row in reader:
-        yield row[idx] if idx < len(row) else ""
+        names = [str(c).strip() for c in columns]
+        name = pick_column(names, text_column, TEXT_COLUMNS, path)
+        if name is None:
+            raise InputError(f"{path}: no text column among {names}; pass text_column=NAME")
+        idx = names.index(name)
+    for rec in records:
+        if rec.error:
+            stats["malformed"] += 1
+            if stats["first_malformed"] is None:
+                stats["first_malformed"] = rec.line
+            continue
+        value = rec.fields[idx] if idx < len(rec.fields) else ""
+        yield "" if value is None else str(value)
+
+
+def _report(path: Path, enc: str | None, stats: dict) -> None:
+    notes = []
+    if stats["bad"]:
+        notes.append(f"{stats['bad']} line(s) had bytes invalid in {enc} (first: line {stats['first_bad']}); "
+                     "decoded with U+FFFD replacement characters")
+    if stats["malformed"]:
+        notes.append(f"{stats['malformed']} malformed record(s) skipped (first: line {stats['first_malformed']})")
+    if notes:
+        runtime.warn(f"warning: {path}: {'; '.join(notes)}")
 
 
 def iter_corpus(name: str, path: str | Path) -> Iterator[str]:
@@ -170,7 +175,6 @@ def iter_corpus(name: str, path: str | Path) -> Iterator[str]:
             yield line.rsplit("|", 1)[0]
         return
     if info["format"] == "tsv" and path.suffix.lower() == ".txt":  # NSMC ships tab-separated .txt files
-        lines = _decoded_lines(path, detect_encoding(path), {"bad": 0, "first_bad": None})
-        yield from _iter_table(path, lines, "\t", info["text_column"])
+        yield from _read_table(path, "tsv", None, info["text_column"])
         return
     yield from iter_texts(path, info["text_column"])

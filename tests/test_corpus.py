@@ -17,7 +17,7 @@ def test_csv_quoted_newlines_and_column_guess(tmp_path):
     p = tmp_path / "r.csv"
     p.write_text('id,review\n1,"좋아요, 정말"\n2,"여러 줄\n리뷰"\n3,\n', encoding="utf-8")
     assert list(iter_texts(p)) == ["좋아요, 정말", "여러 줄\n리뷰", ""]
-    with pytest.raises(InputError, match=r"no column 'text'.*\['id', 'review'\]"):
+    with pytest.raises(InputError, match=r"no column 'text'; columns present: id, review"):
         list(iter_texts(p, "text"))
 
 
@@ -27,21 +27,65 @@ def test_tsv_is_unquoted_like_nsmc(tmp_path):
     assert list(iter_texts(p)) == ['"따옴표"로 시작']
 
 
-def test_jsonl(tmp_path):
+@pytest.fixture
+def warnings_logged(monkeypatch):
+    """What ``runtime.warn`` was called with (however logging is configured)."""
+    from koelectra_kit import runtime
+
+    seen: list[str] = []
+    monkeypatch.setattr(runtime, "warn", seen.append)
+    return seen
+
+
+def test_jsonl(tmp_path, warnings_logged):
     p = tmp_path / "c.jsonl"
     p.write_text('{"text": "하나"}\n\n{"text": null}\n{"text": "셋"}\n', encoding="utf-8")
     assert list(iter_texts(p)) == ["하나", "", "셋"]
-    p.write_text('{"text": "하나"}\nnot json\n', encoding="utf-8")
-    with pytest.raises(InputError, match=":2: not a JSON object"):
+    assert not warnings_logged
+    # a malformed line costs its record, counted in one warning at the end; a first line that is not JSON at
+    # all means the file is not JSON lines
+    p.write_text('{"text": "하나"}\nnot json\n{"text": "셋"}\n[1]\n', encoding="utf-8")
+    assert list(iter_texts(p)) == ["하나", "셋"]
+    assert len(warnings_logged) == 1 and "2 malformed record(s) skipped (first: line 2)" in warnings_logged[0]
+    p.write_text('not json\n{"text": "하나"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="line 1 is not JSON"):
         list(iter_texts(p))
 
 
-def test_invalid_bytes_are_replaced_and_counted(tmp_path, capsys):
+def test_malformed_table_rows_are_skipped_and_counted(tmp_path, warnings_logged):
+    p = tmp_path / "n.tsv"
+    p.write_text("id\tdocument\tlabel\n1\t좋다\t1\n2\t탭이\t빠진\t줄\t0\n3\t끝\t0\n", encoding="utf-8")
+    assert list(iter_texts(p)) == ["좋다", "끝"]
+    assert warnings_logged == [f"warning: {p}: 1 malformed record(s) skipped (first: line 3)"]
+
+
+def test_invalid_bytes_are_replaced_and_counted(tmp_path, warnings_logged):
     p = tmp_path / "bad.txt"
     p.write_bytes("정상\n".encode() + b"\xff\xfe\xfd broken\n" + "끝\n".encode())
     out = list(iter_texts(p))
     assert out[0] == "정상" and out[2] == "끝" and "\ufffd" in out[1]
-    assert "1 line(s) had bytes invalid" in capsys.readouterr().err
+    assert len(warnings_logged) == 1 and "1 line(s) had bytes invalid" in warnings_logged[0]
+    # the same tolerance in a table: the broken line's record is read with U+FFFD, the others as they are
+    t = tmp_path / "bad.csv"
+    t.write_bytes("id,text\n1,정상\n".encode() + b"2,\xff broken\n" + "3,끝\n".encode())
+    out = list(iter_texts(t))
+    assert out[0] == "정상" and out[2] == "끝" and "\ufffd" in out[1]
+    assert "1 line(s) had bytes invalid in utf-8 (first: line 3)" in warnings_logged[-1]
+
+
+def test_mostly_broken_bytes_is_a_wrong_encoding(tmp_path):
+    p = tmp_path / "latin1.csv"
+    p.write_bytes(b"id,text\n" + b"".join(b"%d,caf\xe9 cr\xe8me\n" % i for i in range(40)))
+    with pytest.raises(InputError, match="are not valid utf-8"):
+        list(iter_texts(p))
+
+
+def test_parquet_through_the_one_table_reader(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    p = tmp_path / "r.parquet"
+    pd.DataFrame({"id": [1, 2], "Review": ["좋아요", None]}).to_parquet(p)
+    assert list(iter_texts(p)) == ["좋아요", ""]  # the text column is found whatever its case
 
 
 def test_registry_entries_are_complete():

@@ -6,8 +6,8 @@ import pytest
 
 from koelectra_kit.cli import main
 from koelectra_kit.errors import InputError
-from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, mark_pieces, pieces_from_tokens, \
-    train_tokenizer
+from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi, kiwi_instance, mark_pieces, \
+    pieces_from_tokens, train_tokenizer
 
 NOISY = [
     "영화는 봤는데 진짜 닼ㅋㅋㅋㅋ 재밌었다!!!!  😀",
@@ -139,17 +139,13 @@ def test_iter_corpus_ids_cached_second_pass(sample_dir, sample_tokenizer, tmp_pa
     second = list(tok.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path)))
     assert first == second and len(first) == 400
     assert len(list((tmp_path / "presplit").iterdir())) == 1
-    # the cached pass does no Kiwi work: kill Kiwi and read again
-    import koelectra_kit.tokenizer as T
+    # the cached pass does no Kiwi work: make loading Kiwi fail and read again
+    with pytest.MonkeyPatch.context() as mp:
+        def no_kiwi(num_workers=None):
+            raise AssertionError("Kiwi was loaded on a cached pass")
 
-    saved = dict(T._KIWI)
-    T._KIWI.clear()
-    try:
-        T._KIWI.update({n: None for n in range(0, 65)})
+        mp.setattr(kiwi, "kiwi_instance", no_kiwi)
         assert list(tok.iter_corpus_ids([sample_dir / "comments.txt"], cache_dir=str(tmp_path))) == first
-    finally:
-        T._KIWI.clear()
-        T._KIWI.update(saved)
     assert t1 > t0
     # the ids are cached too (memory-mapped on later passes), and match a fresh encoding
     assert len([p for p in (tmp_path / "ids").iterdir() if p.suffix == ".ids"]) == 1
@@ -174,6 +170,7 @@ def test_sentencepiece_unigram_and_plain_modes(sample_dir, tmp_path):
         text = "ㅋㅋ 이 영화 진짜 재밌네요 😀 ☃"
         ids = tok.encode(text).ids
         assert ids[0] == tok.cls_token_id and len(ids) > 4
+        assert not tok.needs_kiwi(tok.normalize(text))  # presplit=none: no Kiwi step at all
         if model == "unigram":  # byte fallback: nothing is [UNK], and decode is exact
             assert tok.unk_token_id not in ids
             assert tok.decode(ids) == tok.normalize(text)
@@ -247,8 +244,6 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     Kiwi. Ids, tokens, offsets and truncation must be exactly the all-Kiwi results."""
     import csv
 
-    import koelectra_kit.tokenizer as tkmod
-
     with open(sample_dir / "reviews_labelled.csv", encoding="utf-8") as f:
         reviews = [r["review"] for r in csv.DictReader(f)]
     comments = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
@@ -256,29 +251,32 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     corpus.write_text("\n".join(comments + [r.replace("\n", " ") for r in reviews]), encoding="utf-8")
     tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / "t"), model="characters",
                                           progress=False, cache_dir=str(tmp_path / "c")))
-    alphabet = tok._alphabet
-    assert alphabet is not None and KoTokenizer.from_pretrained(tmp_path / "t")._alphabet == alphabet
+    reloaded = KoTokenizer.from_pretrained(tmp_path / "t")
     long_word = ("".join(comments[0].split()) * 20)[:240]  # past WordPiece's 200-character limit
     edge = ["", "  ", "a\tb c", "앞  뒤", " 앞뒤", "[URL] 좋아요 [USER]", "모르는글자齾가 있음", long_word + " 끝",
             "ㅋ" * 250, "##좋아 a##b #태그 ###", *NOISY]
     texts = reviews + comments + edge
     kiwi_saw = []
-    real = tkmod.presplit_texts
+    real = kiwi.presplit_texts
 
     def counting(normalized, num_workers=None):
         normalized = list(normalized)
         kiwi_saw.extend(normalized)
         return real(normalized, num_workers)
 
-    monkeypatch.setattr(tkmod, "presplit_texts", counting)
+    monkeypatch.setattr(kiwi, "presplit_texts", counting)
     fast = tok.encode_batch(texts, max_length=64, return_tokens=True)
+    # what needs_kiwi says is what went to Kiwi, and the reloaded tokenizer says the same
+    normalized = [tok.normalize(t) for t in texts]
+    assert kiwi_saw == [t for t in normalized if tok.needs_kiwi(t)]
+    assert [reloaded.needs_kiwi(t) for t in normalized] == [tok.needs_kiwi(t) for t in normalized]
     # most texts skip Kiwi; the edge cases that need it do not
     assert len(kiwi_saw) < 0.2 * len(texts)
     assert len(tok.normalize(long_word)) > 200
     for t in ("모르는글자齾가 있음", long_word + " 끝", "##좋아 a##b #태그 ###"):
         assert tok.normalize(t) in kiwi_saw
     assert any("[URL]" in t for t in kiwi_saw)
-    monkeypatch.setattr(tok, "_alphabet", None)  # every text through Kiwi
+    monkeypatch.setattr(tok, "needs_kiwi", lambda text: True)  # every text through Kiwi
     slow = tok.encode_batch(texts, max_length=64, return_tokens=True)
     assert len(kiwi_saw) > len(texts)
     for key in ("input_ids", "tokens", "offsets", "truncated", "attention_mask"):
@@ -287,8 +285,7 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
 
 
 def test_subword_vocabulary_always_uses_kiwi(sample_tokenizer):
-    assert sample_tokenizer._alphabet is None
-    assert sample_tokenizer._word_pieces("영화 최고") is None
+    assert sample_tokenizer.needs_kiwi("영화 최고") and sample_tokenizer.needs_kiwi("")
 
 
 def test_retraining_gives_the_same_ids(sample_dir, tmp_path):

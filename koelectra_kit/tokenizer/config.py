@@ -1,0 +1,57 @@
+"""What a tokenizer training run is configured with, and what encoding one text gives back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..errors import ConfigError
+from ..normalize import NormalizeConfig
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
+SETTINGS_FILE = "koelectra_tokenizer.json"
+FORMAT = 1  # of SETTINGS_FILE and of the pre-split cache key: raise it when either changes meaning
+
+
+@dataclass
+class TokenizerConfig:
+    """One tokenizer training run (``koelectra-kit tokenizer train``)."""
+
+    STAGE: ClassVar[str] = "tokenizer"  # `--config tiny` looks for the shipped configs/tokenizer/tiny.yaml
+
+    input: list[str] = field(default_factory=list)  # corpus files: .txt (a text a line), .csv/.tsv/.jsonl/.parquet
+    out: str = ""  # directory the tokenizer is saved to
+    text_column: str | None = None  # table column with the text (None: the first of tables.TEXT_COLUMNS)
+    vocab_size: int = 32000
+    # unigram: sentencepiece (byte fallback). characters: a WordPiece vocabulary of the alphabet and its "##"
+    # forms only (no merged pieces; vocab_size unused): the cpu-30min preset's, which learns fastest on 2 cores
+    model: Literal["wordpiece", "unigram", "characters"] = "wordpiece"
+    presplit: Literal["kiwi", "none"] = "kiwi"  # none: subwords straight on the normalized text
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
+    # WordPiece has no byte fallback: every character outside its alphabet becomes [UNK]. An upper bound: the
+    # alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95% of the corpus's
+    # characters (see alphabet_size; a comment corpus has ~3-5k distinct characters, most of them rare).
+    limit_alphabet: int = 8000
+    max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
+    num_workers: int | None = None  # Kiwi threads (None: all cores)
+    cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    progress: bool = True
+
+    def validate(self) -> None:
+        if not self.input:
+            raise ConfigError("input is empty: pass input=FILE (or a list: input=[a.txt,b.txt])")
+        if not self.out:
+            raise ConfigError("out is not set: pass out=DIR")
+        if self.vocab_size < len(SPECIAL_TOKENS) + 50:
+            raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
+        if self.model == "unigram" and self.presplit == "kiwi":
+            raise ConfigError("model=unigram works on the plain text: set presplit=none (Kiwi pre-split "
+                              "pieces are for WordPiece)")
+
+
+@dataclass
+class Encoding:
+    ids: list[int]
+    offsets: list[tuple[int, int]]  # into the text as given; (0, 0) for special tokens
+    truncated: bool = False
+    tokens: list[str] = field(default_factory=list)

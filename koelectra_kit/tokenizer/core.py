@@ -1,0 +1,282 @@
+"""The tokenizer object every later stage uses: normalize -> pre-split -> subwords, with ids, attention masks
+and offsets into the text as given.
+
+    tok = KoTokenizer.from_pretrained("runs/tok"); tok.encode_batch(["재밌었는데 ㅋㅋ"], max_length=128)
+
+The subword model is a Hugging Face ``tokenizers.Tokenizer`` fed the pre-split pieces
+(``encode_batch(pieces, is_pretokenized=True)``: a custom Python pre-tokenizer could not be saved), so a plain
+``tokenizers``/``transformers`` user of the saved tokenizer.json gets the same ids from the pre-split string.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ..errors import ConfigError
+from ..normalize import NormalizeConfig, Normalizer
+from . import cache, kiwi, saving
+from .config import SPECIAL_TOKENS, Encoding
+
+
+class KoTokenizer:
+    """normalize -> pre-split -> subwords, with ids, attention masks and offsets into the text as given.
+
+    Later stages use only this interface (``encode_batch``, ``iter_corpus_ids``, the special ids, ``save``),
+    so a plain Hugging Face tokenizer directory (e.g. a downloaded KcELECTRA) works through it too: then the
+    HF tokenizer does all the work and there is no Kiwi step."""
+
+    def __init__(self, backend, *, normalize: NormalizeConfig | None = None, presplit: str = "kiwi",
+                 model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None):
+        self.backend = backend  # tokenizers.Tokenizer
+        self.normalize_cfg = normalize
+        self.presplit = presplit
+        self.model = model
+        self.hf = hf_tokenizer  # set for a foreign HF tokenizer dir (its own normalization / special tokens)
+        self.num_workers = num_workers
+        self._norm = Normalizer(normalize) if normalize is not None else None
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        if hf_tokenizer is not None:
+            ids = {k: getattr(hf_tokenizer, f"{k}_token_id") for k in ("pad", "unk", "cls", "sep", "mask")}
+            if ids["cls"] is None:  # e.g. RoBERTa-style <s> </s>
+                ids["cls"], ids["sep"] = hf_tokenizer.bos_token_id, hf_tokenizer.eos_token_id
+            self._special = ids
+            self.all_special_ids = sorted({i for i in hf_tokenizer.all_special_ids if i is not None})
+        else:
+            self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
+            self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
+        self._alphabet, self._max_word = self._character_alphabet()
+
+    def _character_alphabet(self) -> tuple[frozenset | None, int]:
+        """For a character vocabulary (no merged pieces) with Kiwi pre-split: its characters that may start a
+        word (c) and those that may continue one (##c). WordPiece then emits one token per character whatever
+        the pre-split, so Kiwi's split cannot change the ids of a text made of those characters alone (see
+        ``needs_kiwi``)."""
+        if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece" \
+                or self.backend.normalizer is not None:
+            return None, 0
+        vocab = set(self.backend.get_vocab()) - set(SPECIAL_TOKENS)
+        if any(len(t[2:] if t.startswith("##") else t) != 1 for t in vocab):
+            return None, 0
+        plain = frozenset(t for t in vocab if len(t) == 1)
+        glued = frozenset(t[2:] for t in vocab if len(t) == 3)
+        return (plain, glued), self.backend.model.max_input_chars_per_word
+
+    # -- ids
+    vocab_size = property(lambda self: self.backend.get_vocab_size(with_added_tokens=True))
+    pad_token_id = property(lambda self: self._special["pad"])
+    unk_token_id = property(lambda self: self._special["unk"])
+    cls_token_id = property(lambda self: self._special["cls"])
+    sep_token_id = property(lambda self: self._special["sep"])
+    mask_token_id = property(lambda self: self._special["mask"])
+
+    def __repr__(self) -> str:
+        return f"KoTokenizer(vocab_size={self.vocab_size}, model={self.model}, presplit={self.presplit})"
+
+    # -- text -> pieces
+    def normalize(self, text: str) -> str:
+        return self._norm(text) if self._norm is not None else text
+
+    def presplit_text(self, text: str) -> list[str]:
+        """The pre-split pieces of one text, as the subword model sees them ("##" = glued to the previous)."""
+        return self._pieces([self.normalize(text)])[0]
+
+    def presplit_batch(self, texts: list[str]) -> list[str]:
+        """Pre-split strings (pieces joined by spaces): what ``tokenizer.json`` alone expects as input."""
+        return [" ".join(p) for p in self._pieces([self.normalize(t) for t in texts])]
+
+    def needs_kiwi(self, text: str) -> bool:
+        """Whether the (normalized) text needs Kiwi's pre-split. Not when there is no Kiwi step, nor, with a
+        character vocabulary, for a text whose space-separated words give exactly the ids Kiwi's pieces would:
+        the vocabulary has each word's first character and the "##" form of the others (a character without its
+        form turns its whole piece into [UNK], so Kiwi's piece boundaries would matter), only " " separates words
+        (a word after a tab or newline is glued, "##"), no "[" (placeholders are kept whole), no "#" (a word that
+        starts with "##" reads as a glued piece to WordPiece), no word long enough to hit WordPiece's length
+        limit. Skipping Kiwi, the slowest step by far (~4k reviews/s on 2 cores), makes encoding several times
+        faster; test_tokenizer checks the ids match."""
+        if self.presplit != "kiwi":
+            return False
+        if self._alphabet is None or "[" in text or "#" in text:
+            return True
+        plain, glued = self._alphabet
+        limit = self._max_word - 2
+        # "" = a leading/trailing/double space (not what the normalizer emits): let Kiwi see it
+        return bool(text) and any(not w or len(w) > limit or w[0] not in plain or not glued.issuperset(w[1:])
+                                  for w in text.split(" "))
+
+    def _pieces(self, normalized: list[str]) -> list[list[str]]:
+        if self.presplit != "kiwi":
+            return [[t] if t else [] for t in normalized]
+        pieces = [None if self.needs_kiwi(t) else (t.split(" ") if t else []) for t in normalized]
+        rest = [i for i, p in enumerate(pieces) if p is None]  # all of them unless a character vocabulary
+        if rest:  # (no Kiwi call at all otherwise: the first one loads its model, ~2 s)
+            for i, sp in zip(rest, self._spans((normalized[i] for i in rest), len(rest))):
+                pieces[i] = kiwi.mark_pieces(normalized[i], sp)
+        return pieces
+
+    def _spans(self, normalized: Iterable[str], n: int) -> Iterator[list[tuple[int, int]]]:
+        """Kiwi spans per text, streaming; a batch too small to feed several workers runs on one."""
+        return kiwi.presplit_texts(normalized, self.num_workers if n > 64 else 1)
+
+    # -- encoding
+    def encode(self, text: str, max_length: int | None = None, truncation: bool = True,
+               add_special_tokens: bool = True) -> Encoding:
+        enc = self.encode_batch([text], max_length=max_length, truncation=truncation,
+                                add_special_tokens=add_special_tokens, return_tokens=True)
+        return Encoding(enc["input_ids"][0], enc["offsets"][0], enc["truncated"][0], enc["tokens"][0])
+
+    def _encodings(self, texts: list[str], with_map: bool, sub: int = 256):
+        """(tokenizers Encoding, normalized text, pre-split pieces or None, normalization map or None) per text,
+        in order. With Kiwi, texts are normalized as Kiwi pulls them and the subword/offset work runs on
+        sub-batches as Kiwi's results stream in, so the Python work overlaps Kiwi's worker threads instead of
+        leaving cores idle before and after each batch."""
+        if self.hf is not None:
+            def norm(t):
+                return t, None
+        elif with_map:
+            def norm(t):
+                m = self._norm.with_map(t)
+                return m[0], m
+        else:
+            def norm(t):
+                return self._norm(t), None
+        if self.presplit != "kiwi" or self.hf is not None:
+            normed = [norm(t) for t in texts]
+            encs = self.backend.encode_batch([x for x, _ in normed], add_special_tokens=False)
+            for enc, (x, m) in zip(encs, normed):
+                yield enc, x, None, m
+            return
+        if self._alphabet is not None:  # a character vocabulary: Kiwi only for the texts that need it
+            normed = [norm(t) for t in texts]
+            pieces = self._pieces([x for x, _ in normed])
+            encs = self.backend.encode_batch(pieces, is_pretokenized=True, add_special_tokens=False)
+            for enc, (x, m), p in zip(encs, normed, pieces):
+                yield enc, x, p, m
+            return
+        normed: list = []
+
+        def feed():
+            for t in texts:
+                normed.append(norm(t))
+                yield normed[-1][0]
+
+        done, buf = 0, []
+
+        def flush():
+            with kiwi.serial_tokenizers():  # Kiwi's workers hold the cores: rayon threads would only fight them
+                encs = self.backend.encode_batch(buf, is_pretokenized=True, add_special_tokens=False)
+            for j, enc in enumerate(encs):
+                x, m = normed[done + j]
+                yield enc, x, buf[j], m
+
+        for spans in self._spans(feed(), len(texts)):
+            buf.append(kiwi.mark_pieces(normed[done + len(buf)][0], spans))
+            if len(buf) >= sub:
+                yield from flush()
+                done, buf = done + len(buf), []
+        if buf:
+            yield from flush()
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
+                     truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
+                     return_offsets: bool = True, return_tokens: bool = False) -> dict:
+        """ids, attention_mask, offsets (character spans into each text as given; (0, 0) for special tokens)
+        and a truncated flag per text. padding: False | True/"longest" | "max_length"."""
+        texts = ["" if t is None else str(t) for t in texts]
+        budget = None
+        if max_length is not None and truncation:
+            budget = max_length - (2 if add_special_tokens else 0)
+            if budget < 1:
+                raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
+        out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
+        for enc, normalized, pieces, norm_map in self._encodings(texts, return_offsets):
+            ids = enc.ids
+            trunc = budget is not None and len(ids) > budget
+            n = budget if trunc else len(ids)
+            ids = ids[:n]
+            offs = self._offsets(enc, n, normalized, pieces, norm_map) if return_offsets else []
+            toks = enc.tokens[:n] if return_tokens else []
+            if add_special_tokens:
+                ids = [self.cls_token_id] + ids + [self.sep_token_id]
+                offs = [(0, 0)] + offs + [(0, 0)] if return_offsets else offs
+                toks = ["[CLS]"] + toks + ["[SEP]"] if return_tokens else toks
+            out_ids.append(ids)
+            out_offsets.append(offs)
+            out_trunc.append(trunc)
+            out_tokens.append(toks)
+        result = {"input_ids": out_ids, "offsets": out_offsets, "truncated": out_trunc}
+        if return_tokens:
+            result["tokens"] = out_tokens
+        longest = max((len(x) for x in out_ids), default=0)
+        target = max_length if padding == "max_length" and max_length else (longest if padding else None)
+        if target is not None:
+            result["attention_mask"] = [[1] * len(x) + [0] * (target - len(x)) for x in out_ids]
+            result["input_ids"] = [x + [self.pad_token_id] * (target - len(x)) for x in out_ids]
+        else:
+            result["attention_mask"] = [[1] * len(x) for x in out_ids]
+        if return_tensors == "pt":
+            import torch
+
+            if target is None and len({len(x) for x in result["input_ids"]}) > 1:
+                raise ConfigError("return_tensors='pt' needs padding=True (texts have different lengths)")
+            result["input_ids"] = torch.tensor(result["input_ids"], dtype=torch.long)
+            result["attention_mask"] = torch.tensor(result["attention_mask"], dtype=torch.long)
+        return result
+
+    def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map) -> list[tuple[int, int]]:
+        """Token spans in the normalized text, then mapped to the text as given."""
+        offsets = enc.offsets  # a property that converts the whole list from Rust: read it once
+        if pieces is not None:
+            # is_pretokenized: offsets are relative to each piece (its "##" included): shift by the piece's
+            # start in the normalized text, found by walking the pieces in order.
+            starts, marks, pos = [], [], 0
+            for p in pieces:
+                m = 2 if p[:2] == "##" else 0
+                pos = normalized.find(p[m:], pos)
+                starts.append(pos)
+                marks.append(m)
+                pos += len(p) - m
+            spans = []
+            for w, (a, b) in zip(enc.word_ids[:n], offsets[:n]):
+                m, base = marks[w], starts[w]
+                spans.append((base + (a - m if a > m else 0), base + (b - m if b > m else 0)))
+        else:
+            spans = [tuple(o) for o in offsets[:n]]
+        if norm_map is None:
+            return spans
+        _, st, en = norm_map
+        return [(st[a], en[b - 1]) if b > a else (st[a] if a < len(st) else (en[-1] if en else 0),) * 2
+                for a, b in spans]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """Ids -> the normalized text (spacing restored from the "##" marks)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if skip_special_tokens:
+            special = set(self.all_special_ids) - {self.unk_token_id}
+            ids = [i for i in ids if i not in special]
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        return [self.backend.id_to_token(int(i)) for i in ids]
+
+    # -- corpora
+    def iter_corpus_ids(self, paths, text_column: str | None = None, num_workers: int | None = None,
+                        cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
+        """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming, with
+        Kiwi's pre-split and the ids cached on disk (see ``cache.iter_corpus_ids``)."""
+        return cache.iter_corpus_ids(self, paths, text_column=text_column, num_workers=num_workers,
+                                     cache_dir=cache_dir, progress=progress, chunk=chunk)
+
+    # -- save / load
+    def save(self, directory: str | Path) -> Path:
+        """tokenizer.json (+ vocab.txt for WordPiece), tokenizer_config.json, special_tokens_map.json for
+        transformers, and koelectra_tokenizer.json with the normalization and pre-split settings and the Kiwi
+        versions. Other files in the directory (a model's) are kept."""
+        return saving.save_tokenizer(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str | Path, num_workers: int | None = None) -> KoTokenizer:
+        """A directory saved by ``save`` (or any model dir carrying one), a plain Hugging Face tokenizer
+        directory, or a hub model id (downloads with transformers on a machine with internet)."""
+        return cls(**saving.load_tokenizer_parts(name_or_dir), num_workers=num_workers)

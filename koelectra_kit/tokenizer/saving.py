@@ -1,0 +1,114 @@
+"""A tokenizer on disk: the files ``KoTokenizer.save`` writes and ``from_pretrained`` reads, and the fingerprint
+that ties checkpoints and caches to them.
+
+A saved directory holds tokenizer.json (+ vocab.txt for WordPiece), tokenizer_config.json and
+special_tokens_map.json for transformers, and koelectra_tokenizer.json with the normalization and pre-split
+settings and the Kiwi versions (another Kiwi model build can split differently, changing token ids).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+
+from ..config import from_dict, to_dict
+from ..errors import InputError
+from ..fileio import atomic_path, write_json_atomic
+from ..normalize import NormalizeConfig
+from .config import FORMAT, SETTINGS_FILE
+from .kiwi import kiwi_versions
+
+SPECIAL_TOKENS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                      "mask_token": "[MASK]"}
+
+
+def save_tokenizer(tok, directory: str | Path) -> Path:
+    """Write ``tok``'s files into ``directory`` (each written beside its name, then renamed); other files in the
+    directory (a model's) are kept."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    if tok.hf is not None:
+        tok.hf.save_pretrained(str(d))
+        return d
+    with atomic_path(d / "tokenizer.json") as tmp:
+        tok.backend.save(str(tmp))
+    if tok.model == "wordpiece":
+        vocab = tok.backend.get_vocab(with_added_tokens=True)
+        with atomic_path(d / "vocab.txt") as tmp:
+            Path(tmp).write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])),
+                                 encoding="utf-8")
+    write_json_atomic(d / "special_tokens_map.json", SPECIAL_TOKENS_MAP)
+    write_json_atomic(d / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", **SPECIAL_TOKENS_MAP, "model_max_length": 512,
+        "clean_up_tokenization_spaces": False,
+        "koelectra_note": "tokenizer.json expects Kiwi-pre-split text (KoTokenizer.presplit_batch); "
+                          "load with koelectra_kit.tokenizer.KoTokenizer.from_pretrained for raw text"})
+    write_json_atomic(d / SETTINGS_FILE, {
+        "format": FORMAT, "model": tok.model, "presplit": tok.presplit,
+        "normalize": to_dict(tok.normalize_cfg), **({"kiwi": kiwi_versions()} if tok.presplit == "kiwi" else {})})
+    return d
+
+
+def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
+    """The ``KoTokenizer`` constructor arguments for a directory saved by ``save_tokenizer`` (or any model dir
+    carrying one), a plain Hugging Face tokenizer directory, or a hub model id (downloads with transformers on a
+    machine with internet)."""
+    from tokenizers import Tokenizer
+
+    d = Path(name_or_dir)
+    settings_path = d / SETTINGS_FILE
+    if settings_path.is_file():
+        try:
+            s = json.loads(settings_path.read_text(encoding="utf-8"))
+            backend = Tokenizer.from_file(str(d / "tokenizer.json"))
+        except (OSError, ValueError, Exception) as e:  # noqa: BLE001 - corrupt files: one clear message
+            raise InputError(f"cannot read the tokenizer in {d}: {e}") from None
+        if s.get("presplit") == "kiwi":
+            saved, now = s.get("kiwi", {}), kiwi_versions()
+            if saved != now:
+                # stacklevel 4: the caller of KoTokenizer.from_pretrained
+                warnings.warn(f"tokenizer in {d} was made with {saved}, this machine has {now}: Kiwi may split "
+                              "some texts differently, changing token ids; install the saved versions for "
+                              "identical results", stacklevel=4)
+        norm = from_dict(NormalizeConfig, s.get("normalize", {}))
+        return {"backend": backend, "normalize": norm, "presplit": s.get("presplit", "kiwi"),
+                "model": s.get("model", "wordpiece")}
+    if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
+            and not (d / "tokenizer_config.json").exists():
+        raise InputError(f"no tokenizer in {d}: expected {SETTINGS_FILE} + tokenizer.json (saved by "
+                         "koelectra-kit) or a Hugging Face tokenizer")
+    if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
+        raise InputError(f"tokenizer directory not found: {name_or_dir}")
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(name_or_dir), use_fast=True)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load a tokenizer from {name_or_dir}: {str(e).splitlines()[0]}") from None
+    if not getattr(hf, "is_fast", False):
+        raise InputError(f"{name_or_dir}: only fast (tokenizer.json) Hugging Face tokenizers are supported")
+    return {"backend": hf.backend_tokenizer, "normalize": None, "presplit": "none", "model": "hf", "hf_tokenizer": hf}
+
+
+def tokenizer_fingerprint(tok) -> str:
+    """Hash of the tokenizer's saved files (vocabulary, normalization and pre-split settings, Kiwi versions): a
+    checkpoint or data cache made with another tokenizer must not be reused. Remembered on the object, since a
+    loaded tokenizer does not change (a fine-tune keys both its train and dev token caches with it)."""
+    import tempfile
+
+    fp = getattr(tok, "fingerprint", None)
+    if isinstance(fp, str) and fp:
+        return fp
+    h = hashlib.sha256()
+    with tempfile.TemporaryDirectory() as d:
+        tok.save(d)
+        for f in sorted(Path(d).rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes())
+    fp = h.hexdigest()[:16]
+    try:
+        tok.fingerprint = fp
+    except AttributeError:  # an object that takes no new attributes: recomputed next time
+        pass
+    return fp

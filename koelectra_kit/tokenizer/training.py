@@ -1,0 +1,171 @@
+"""Training a subword model on the pre-split corpus: WordPiece (Hugging Face ``tokenizers``, ``WhitespaceSplit``
+since the input is already split and BERT's pre-tokenizer would cut the "##"), sentencepiece unigram (identity
+normalization, byte fallback) converted to a ``tokenizers`` Unigram model, or a WordPiece vocabulary of
+characters only."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+from .. import runtime
+from ..errors import InputError
+from ..fileio import check_input_file
+from ..normalize import PLACEHOLDERS
+from .cache import presplit_file
+from .config import SPECIAL_TOKENS, TokenizerConfig
+from .core import KoTokenizer
+
+
+def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
+    """Pre-split the corpus (cached), train the subword model on it, save to ``cfg.out``; returns the tokenizer."""
+    from tokenizers import AddedToken
+
+    cfg.validate()
+    t0 = time.perf_counter()
+    files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,
+                           num_workers=cfg.num_workers, cache_dir=cfg.cache_dir, progress=cfg.progress,
+                           max_lines=cfg.max_lines) for p in [check_input_file(x) for x in cfg.input]]
+    backend = _train_unigram(files, cfg) if cfg.model == "unigram" else _train_wordpiece(files, cfg)
+    placeholders = [ph for key, ph in PLACEHOLDERS.items() if getattr(cfg.normalize, key) == "placeholder"]
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    if placeholders:
+        backend.add_tokens([AddedToken(t, single_word=False, normalized=False) for t in placeholders])
+    backend.post_processor = _post_processor(backend)
+    tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
+                      model="unigram" if cfg.model == "unigram" else "wordpiece")  # characters: WordPiece, no merges
+    tok.save(cfg.out)
+    if cfg.progress:
+        runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
+                    f"{time.perf_counter() - t0:.1f}s -> {cfg.out}")
+    return tok
+
+
+def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
+    """WordPiece (or, for model=characters, its alphabet and "##" forms alone) on the pre-split files."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    # max_input_chars_per_word: a longer word becomes one [UNK]; URLs and ㅋ-runs can be long.
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=200))
+    backend.pre_tokenizer = (pre_tokenizers.WhitespaceSplit() if cfg.presplit == "kiwi"
+                             else pre_tokenizers.BertPreTokenizer())
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    chars = cfg.model == "characters"
+    alphabet, kept = cfg.limit_alphabet, []
+    if not chars:
+        alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
+        if cfg.progress:
+            runtime.log(note)
+    # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
+    # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
+    # trainer cuts its own among equally frequent characters in hash order (other rare characters each run).
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
+        special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, initial_alphabet=kept,
+        continuing_subword_prefix="##", show_progress=cfg.progress)
+    backend.train([str(f) for f in files], trainer)
+    _renumber(backend)
+    vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
+    merged = sum(len(t.removeprefix("##")) > 1 for t in vocab)
+    if not chars and merged < 0.1 * len(vocab):
+        # a Python warning (not a log line): it is about the object returned, and callers may filter it
+        warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
+                      f"({merged} longer pieces): raise vocab_size or lower limit_alphabet", stacklevel=3)
+    return backend
+
+
+def _post_processor(tok):
+    from tokenizers import processors
+
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    return processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+
+
+def _train_unigram(files: list[Path], cfg: TokenizerConfig):
+    """sentencepiece unigram (identity normalization, byte fallback) -> a ``tokenizers`` Unigram model."""
+    import tempfile
+
+    import sentencepiece as spm
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            _spm_train(spm, d, files, cfg)
+        except RuntimeError as e:
+            raise InputError(f"sentencepiece: {str(e).split('] ')[-1]}") from None
+        sp = spm.SentencePieceProcessor(model_file=f"{d}/spm.model")
+        vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=1, byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    # (Fuse before Metaspace loses the spaces in tokenizers 0.23; Metaspace per token, then bytes, is right)
+    tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+                                     decoders.ByteFallback(), decoders.Fuse()])
+    return tok
+
+
+def _spm_train(spm, d, files, cfg):
+    # identity normalization: sentencepiece's default nmt_nfkc turns compatibility jamo ㅋ into ᄏ
+    spm.SentencePieceTrainer.train(
+        input=",".join(str(f) for f in files), model_prefix=f"{d}/spm", vocab_size=cfg.vocab_size,
+        model_type="unigram", normalization_rule_name="identity", byte_fallback=True,
+        character_coverage=0.9995, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        pad_piece="[PAD]", unk_piece="[UNK]", bos_piece="[CLS]", eos_piece="[SEP]",
+        user_defined_symbols=["[MASK]"], input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        train_extremely_large_corpus=False, minloglevel=2, num_threads=os.cpu_count() or 1)
+
+
+def _renumber(backend) -> None:
+    """Fixed ids for a trained WordPiece vocabulary. The trainer breaks frequency ties in hash order, so two runs
+    of one command numbered the same pieces differently (a model is tied to its ids) and, where merges tie at the
+    vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
+    they get a fixed order: special tokens, single characters, "##" characters, longer pieces, each by length then
+    code point. A character vocabulary is now the same run to run; a subword one has a fixed alphabet (see
+    ``alphabet_size``) but can still differ in tied merges (the trainer numbers "##" forms in hash order)."""
+    from tokenizers import models
+
+    old = backend.model
+    rest = sorted((t for t in backend.get_vocab() if t not in SPECIAL_TOKENS),
+                  key=lambda t: (len(t.removeprefix("##")) > 1, t.startswith("##"), len(t), t))
+    backend.model = models.WordPiece({t: i for i, t in enumerate([*SPECIAL_TOKENS, *rest])}, unk_token=old.unk_token,
+                                     continuing_subword_prefix=old.continuing_subword_prefix,
+                                     max_input_chars_per_word=old.max_input_chars_per_word)
+
+
+def alphabet_size(files: list[Path], vocab_size: int, limit: int,
+                  coverage: float = 0.9995) -> tuple[int, str, list[str]]:
+    """How many characters WordPiece may keep as its alphabet, a line saying what that means, and which ones.
+
+    WordPiece starts its vocabulary with the alphabet plus a "##" form of every character that continues a piece;
+    only what is left of vocab_size becomes merged pieces. A Korean comment corpus has ~4,600 distinct characters,
+    so with the whole alphabet an 8k vocabulary holds single characters and nothing else (no merge ever runs).
+    The alphabet therefore gets at most a quarter of the vocabulary, or, when more is needed to cover 99.95% of
+    the corpus's characters (small corpora, where rare characters are a large share), that many; characters
+    outside it become [UNK] (WordPiece has no byte fallback). On the 30-minute pretraining corpus an 8k vocabulary
+    keeps 1,998 characters, which cover all but 0.04% of its characters; a 32k one keeps them all.
+
+    Which ones: the most frequent as the trainer counts them ("#" also once per character of each "##" mark),
+    ties broken by code point, so the same corpus always gives the same alphabet (the trainer's own cut breaks
+    ties in hash order)."""
+    counts: Counter = Counter()
+    marks = 0
+    for f in files:  # pre-split text: pieces joined by spaces, "##" before the pieces that continue a word
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                marks += line.count(" ##") + line.startswith("##")
+                counts.update(line.replace(" ##", " ").removeprefix("##").replace(" ", "").rstrip("\n"))
+    total = sum(counts.values()) or 1
+    freqs = sorted(counts.values(), reverse=True)
+    needed, seen = 0, 0
+    while needed < len(freqs) and seen < coverage * total:
+        seen += freqs[needed]
+        needed += 1
+    keep = min(limit, len(freqs), max((vocab_size - len(SPECIAL_TOKENS)) // 4, needed))
+    covered = sum(freqs[:keep]) / total
+    if marks:
+        counts["#"] += 2 * marks
+    kept = sorted(counts, key=lambda c: (-counts[c], c))[:keep]
+    return keep, (f"alphabet: {keep:,} of {len(freqs):,} distinct characters, covering {covered:.4%} of the "
+                  f"corpus's characters (the rest become [UNK])"), kept
