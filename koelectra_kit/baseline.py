@@ -13,19 +13,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
 from .finetune.config import FinetuneConfig
 from .finetune.data import format_data_report, load_splits
 from .finetune.output import check_out_dir
+from .references import fit_tfidf, format_references, majority_reference, tfidf_predict
 from .runtime import log
 
 
 def run_baseline(cfg: FinetuneConfig) -> dict:
     """Fit on train, score dev; write eval.json, data_report.json, confusion.png to ``cfg.out`` if set."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
     from .config import dump_yaml
     from .fileio import write_json_atomic, write_text_atomic
     from .metrics import classification_report, format_report
@@ -35,24 +31,19 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
         check_out_dir(out)
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
-    b = cfg.baseline
     t0 = time.perf_counter()
-    # sublinear tf: a review that repeats "ㅋㅋㅋㅋ" ten times is not ten times as funny
-    vec = TfidfVectorizer(analyzer=b.analyzer, ngram_range=(b.ngram_min, b.ngram_max), min_df=b.min_df,
-                          max_features=b.max_features, sublinear_tf=True, dtype=np.float32)
-    x_train = vec.fit_transform(splits.train.texts)
-    clf = LogisticRegression(C=b.C, max_iter=b.max_iter,
-                             class_weight="balanced" if cfg.class_weights == "balanced" else None)
-    clf.fit(x_train, splits.train.y)
+    vec, clf, name = fit_tfidf(splits.train.texts, splits.train.y, cfg.baseline,
+                               class_weight="balanced" if cfg.class_weights == "balanced" else None)
     train_s = time.perf_counter() - t0
-    pred = clf.classes_[clf.predict_proba(vec.transform(splits.dev.texts)).argmax(1)]
-    report = classification_report(splits.dev.y, pred, list(cfg.labels))
-    name = f"TF-IDF {b.analyzer} {b.ngram_min}-{b.ngram_max}-grams + logistic regression (C={b.C:g})"
+    report = classification_report(splits.dev.y, tfidf_predict(vec, clf, splits.dev.texts), list(cfg.labels))
+    n_features = len(vec.vocabulary_)
     result = {"model": name, "dev": report,
-              "train": {"rows": len(splits.train.y), "features": int(x_train.shape[1]),
-                        "train_time_s": round(train_s, 2)}}
+              "train": {"rows": len(splits.train.y), "features": n_features, "train_time_s": round(train_s, 2)}}
     print(format_report(report, title=f"dev ({name})"))
-    log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {x_train.shape[1]} features")
+    majority = majority_reference(splits.train.y, splits.dev.y, list(cfg.labels))
+    result["references"] = {"majority": majority}
+    print(format_references(report, result["references"]))
+    log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {n_features} features")
     if out:
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "eval.json", result)

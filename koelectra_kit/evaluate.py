@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, KitError
 from .finetune.config import parse_rating_map
 from .finetune.data import Labelled, format_file_report, read_labelled
 from .finetune.output import check_out_dir
@@ -44,6 +44,9 @@ class EvaluateConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where the hardware is fast at it
     plots: bool = True  # confusion.png (with out)
+    # Report the majority class and TF-IDF beside the model (TF-IDF fitted on the model's own training file
+    # when its finetune_config.yaml names one that exists here, else 5-fold cross-validated on this file).
+    references: bool = True
 
     def validate(self) -> None:
         for key in ("model", "data"):
@@ -101,10 +104,51 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     print(format_report(report, title=f"{cfg.data}"))
     if missing:
         print("note: " + result["note"])
+    if cfg.references:
+        from .references import format_references
+
+        result["references"] = references_for(cfg, rows, labels)
+        print(format_references(report, result["references"]))
     log(f"predicted {len(rows.y)} rows in {predict_s:.1f}s")
     if cfg.out:
         write_outputs(Path(cfg.out), result, rows, preds, y_pred, labels, cfg.plots)
     return result
+
+
+def references_for(cfg: EvaluateConfig, rows: Labelled, labels: list[str]) -> dict:
+    """Majority class (of the model's training rows when its data_report.json says, else of this file) and
+    TF-IDF (trained on the model's training file when it is here, else cross-validated on this file)."""
+    import json
+
+    from .config import read_yaml
+    from .references import cv_tfidf_reference, majority_reference, tfidf_reference
+
+    folder = Path(cfg.model)
+    y_train = rows.y
+    report_path = folder / "data_report.json"
+    if report_path.is_file():
+        counts = json.loads(report_path.read_text(encoding="utf-8")).get("train", {}).get("class_counts", {})
+        if counts and set(counts) == set(labels):
+            y_train = np.repeat(np.arange(len(labels)), [int(counts[lab]) for lab in labels])
+    refs = {"majority": majority_reference(y_train, rows.y, labels)}
+    train = None
+    if (folder / "finetune_config.yaml").is_file():
+        saved = read_yaml(folder / "finetune_config.yaml")
+        if saved.get("train") and Path(saved["train"]).is_file():
+            train = saved
+    if train is not None:
+        try:
+            tr = read_labelled(train["train"], labels, text_column=train.get("text_column"),
+                               label_column=train.get("label_column"), rating_column=train.get("rating_column"),
+                               rating_map=train.get("rating_map"), label_map=train.get("label_map") or {},
+                               drop_unknown_labels=True, fmt=train.get("format"), encoding=train.get("encoding"))
+            refs["tfidf"] = tfidf_reference(tr.texts, tr.y, rows.texts, rows.y, labels)
+            refs["tfidf"]["name"] += " (fitted on the model's training file)"
+            return refs
+        except KitError:
+            pass  # the training file changed since: fall back to cross-validation on this file
+    refs["tfidf"] = cv_tfidf_reference(rows.texts, rows.y, labels)
+    return refs
 
 
 def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.ndarray, labels: list[str],
@@ -125,6 +169,8 @@ def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.nda
                           "predicted": preds.labels, "correct": rows.y == y_pred})
     for j, lab in enumerate(labels):
         table[f"prob_{lab}"] = np.round(probs[:, j], 4)
+    if rows.ids is not None:  # the file's own id, as written, first: rows can be joined back to the input
+        table.insert(0, rows.report.get("id_column", "id"), rows.ids)
     with atomic_path(out / "predictions.csv", suffix=".csv") as tmp:
         # utf-8-sig: Excel (the usual viewer for Korean users) needs the BOM to read UTF-8
         table.to_csv(tmp, index=False, encoding="utf-8-sig")

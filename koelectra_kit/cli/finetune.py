@@ -39,5 +39,9 @@ def run(args) -> int:
     from ..finetune import FinetuneConfig, finetune
 
     cfg = load_config(FinetuneConfig, args.config, args.overrides)
-    finetune(cfg)
+    result = finetune(cfg)
+    if result["train"]["stopped"] == "interrupted":
+        # the best checkpoint so far is written, but the run did not finish: a script must be able to tell
+        print(f"interrupted: the best checkpoint so far is in {cfg.out}; rerun to train to the end")
+        return 130
     return 0

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..tables import TEXT_COLUMNS, detect_encoding, pick_column, read_table, table_format
-from .config import LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
+from .config import ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
 
 
 @dataclass
@@ -25,10 +25,12 @@ class Labelled:
     y: np.ndarray  # int64 class indices into the label set
     rows: np.ndarray  # 1-based row number in the file (header not counted), for reports
     report: dict
+    ids: list | None = None  # the file's id column, as written, when it has one (predictions.csv keeps it)
 
     def take(self, idx) -> "Labelled":
         idx = np.asarray(idx, dtype=np.int64)
-        return Labelled([self.texts[i] for i in idx], self.y[idx], self.rows[idx], self.report)
+        ids = None if self.ids is None else [self.ids[i] for i in idx]
+        return Labelled([self.texts[i] for i in idx], self.y[idx], self.rows[idx], self.report, ids)
 
 
 def _column_as_str(df, col) -> "list[str]":
@@ -173,7 +175,11 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     report["dropped"] = dropped
     report["rows_kept"] = int(keep.sum())
     report["class_counts"] = _counts(y, labels)
-    return Labelled([texts[i] for i in np.flatnonzero(keep)], y, rows[keep], report)
+    id_col = pick_column(df.columns, None, ID_COLUMNS)
+    ids = None if id_col is None else [v for v, k in zip(_column_as_str(df, id_col), keep) if k]
+    if id_col is not None:
+        report["id_column"] = str(id_col)
+    return Labelled([texts[i] for i in np.flatnonzero(keep)], y, rows[keep], report, ids)
 
 
 def stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -317,6 +317,12 @@ class FinetuneRecipe:
                       "device": str(self.device), "precision": self.precision_name,
                       "threads": torch.get_num_threads(), "lr": self.lr, "parameters": self.n_params},
         }
+        if cfg.references:
+            from ..references import reference_scores
+
+            result["references"] = reference_scores(self.splits.train.texts, self.splits.train.y,
+                                                    self.splits.dev.texts, self.splits.dev.y, self.labels,
+                                                    cfg.baseline)
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
@@ -353,6 +359,10 @@ class FinetuneRecipe:
             self.cleanup()
         st = self.state
         print(format_report(self.report, title=f"dev (best step {st.best.step} of {st.step}, {st.stopped})"))
+        if "references" in result:
+            from ..references import format_references
+
+            print(format_references(self.report, result["references"]))
         log(f"train {st.train_time:.1f}s ({result['train']['examples_per_s']:.0f} examples/s), "
             f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
             f"{', confusion.png, curves.png' if self.cfg.plots else ''})")

@@ -1,0 +1,97 @@
+"""The bars every classifier report stands beside: always predicting the most frequent class, and TF-IDF
+character n-grams + logistic regression. A model that does not clear them is not yet useful, and a user
+comparing numbers should see that without running a second command.
+
+    refs = reference_scores(train_texts, y_train, dev_texts, y_dev, labels)
+    print(format_references(report, refs))     # a table and, when the model is not above a bar, a warning
+
+No torch here: ``baseline`` and ``evaluate`` use it too.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .metrics import classification_report
+
+
+def majority_reference(y_train: np.ndarray, y_eval: np.ndarray, labels: list[str]) -> dict:
+    """Predict the training set's most frequent class for every row."""
+    top = int(np.bincount(y_train, minlength=len(labels)).argmax())
+    report = classification_report(y_eval, np.full(len(y_eval), top), labels)
+    return {"name": f"always '{labels[top]}'", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"]}
+
+
+def fit_tfidf(texts: list[str], y: np.ndarray, cfg=None, class_weight: str | None = None):
+    """TF-IDF character n-grams + logistic regression fitted on ``texts`` (``cfg``: a BaselineConfig or None for
+    its defaults); returns (vectorizer, model, name). The one place the baseline is defined."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    from .finetune.config import BaselineConfig
+
+    b = cfg or BaselineConfig()
+    # sublinear tf: a review that repeats "ㅋㅋㅋㅋ" ten times is not ten times as funny
+    vec = TfidfVectorizer(analyzer=b.analyzer, ngram_range=(b.ngram_min, b.ngram_max), min_df=b.min_df,
+                          max_features=b.max_features, sublinear_tf=True, dtype=np.float32)
+    x = vec.fit_transform(texts)
+    model = LogisticRegression(C=b.C, max_iter=b.max_iter, class_weight=class_weight)
+    model.fit(x, y)
+    name = f"TF-IDF {b.analyzer} {b.ngram_min}-{b.ngram_max}-grams + logistic regression (C={b.C:g})"
+    return vec, model, name
+
+
+def tfidf_predict(vec, model, texts: list[str]) -> np.ndarray:
+    return model.classes_[model.predict_proba(vec.transform(texts)).argmax(1)]
+
+
+def tfidf_reference(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None) -> dict:
+    vec, model, _ = fit_tfidf(train_texts, y_train, cfg)
+    report = classification_report(y_eval, tfidf_predict(vec, model, eval_texts), labels)
+    return {"name": "TF-IDF + logistic regression", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"]}
+
+
+def cv_tfidf_reference(texts, y, labels: list[str], folds: int = 5, seed: int = 0) -> dict | None:
+    """TF-IDF scored by k-fold cross-validation on the evaluated file itself (when no training file is at hand):
+    what a linear model learns from this very data. None when a class has fewer rows than folds."""
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = np.bincount(y, minlength=len(labels))
+    present = counts[counts > 0]
+    if len(present) < 2 or present.min() < folds:
+        return None
+    texts = list(texts)
+    pred = np.zeros(len(y), dtype=np.int64)
+    for train_idx, test_idx in StratifiedKFold(folds, shuffle=True, random_state=seed).split(texts, y):
+        vec, model, _ = fit_tfidf([texts[i] for i in train_idx], y[train_idx])
+        pred[test_idx] = tfidf_predict(vec, model, [texts[i] for i in test_idx])
+    report = classification_report(y, pred, labels)
+    return {"name": f"TF-IDF + logistic regression ({folds}-fold CV on this file)",
+            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"]}
+
+
+def reference_scores(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None) -> dict:
+    return {"majority": majority_reference(np.asarray(y_train), np.asarray(y_eval), labels),
+            "tfidf": tfidf_reference(train_texts, np.asarray(y_train), eval_texts, np.asarray(y_eval), labels, cfg)}
+
+
+def reference_warnings(report: dict, refs: dict) -> list[str]:
+    """One line per bar the model does not clear (accuracy against the majority class, macro-F1 against TF-IDF)."""
+    out = []
+    maj = refs.get("majority")
+    if maj and report["accuracy"] <= maj["accuracy"]:
+        out.append(f"warning: accuracy {report['accuracy']:.4f} is not above {maj['name']} ({maj['accuracy']:.4f}): "
+                   "the model has learned nothing usable yet (more data, more epochs, or a pretrained encoder)")
+    tf = refs.get("tfidf")
+    if tf and report["macro_f1"] <= tf["macro_f1"]:
+        out.append(f"warning: macro-F1 {report['macro_f1']:.4f} is not above {tf['name']} ({tf['macro_f1']:.4f}): "
+                   "`koelectra-kit baseline` gives that without a GPU or pretraining")
+    return out
+
+
+def format_references(report: dict, refs: dict) -> str:
+    lines = ["beside the references:", f"  {'':<58}{'accuracy':>9}{'macro-F1':>10}",
+             f"  {'this model':<58}{report['accuracy']:>9.4f}{report['macro_f1']:>10.4f}"]
+    for ref in refs.values():
+        if ref:
+            lines.append(f"  {ref['name'][:58]:<58}{ref['accuracy']:>9.4f}{ref['macro_f1']:>10.4f}")
+    return "\n".join(lines + reference_warnings(report, refs))
