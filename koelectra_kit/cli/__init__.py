@@ -12,7 +12,7 @@ import sys
 
 from ..errors import KitError
 
-COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "label", "quickstart"]
+COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "label", "quickstart", "app"]
 
 
 class Parser(argparse.ArgumentParser):

@@ -6,16 +6,28 @@ it takes a minute or two on 2 CPU cores; swap in your own corpus and CSVs by cha
 
     koelectra-kit quickstart --corpus my_comments.txt --labelled my_reviews.csv \\
         --unlabelled to_label.csv --text-column review --out runs/mine
+    koelectra-kit quickstart --preset cpu-30min --corpus my_comments.txt ...    # a shipped preset by name
+    koelectra-kit quickstart tokenizer.vocab_size=4000 pretrain.max_steps=300 finetune.epochs=5 label.batch_size=32
+
+STAGE.key=value overrides go to that stage's config (the same keys as its own command). ``--preset NAME`` picks
+each stage's shipped preset of that name; a stage without one uses its default (tokenizer: default, finetune:
+sentiment), and when the tokenizer has no such preset, pretraining trains its own tokenizer from the pretraining
+preset's vocab_size / tokenizer_model (e.g. cpu-30min's character vocabulary).
 """
 from __future__ import annotations
 
 import argparse
 import shlex
 import time
+from importlib import resources
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parents[2] / "corpora" / "sample"
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+STAGES = ("tokenizer", "pretrain", "finetune", "label")
+DEFAULT_PRESET = {"tokenizer": "default", "finetune": "sentiment"}
+
+
+def _sample(name: str) -> str:
+    return str(resources.files("koelectra_kit.sample") / name)
 
 
 def register(subparsers) -> None:
@@ -25,46 +37,99 @@ def register(subparsers) -> None:
                     "discriminator, fine-tune a positive/negative/neutral classifier on labelled reviews, "
                     "and label a CSV of unlabelled reviews. Defaults: the bundled sample and tiny presets.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--corpus", default=str(SAMPLE / "comments.txt"), help="pretraining text (one text a line)")
-    p.add_argument("--labelled", default=str(SAMPLE / "reviews_labelled.csv"),
-                   help="labelled reviews for fine-tuning (text + label columns)")
-    p.add_argument("--unlabelled", default=str(SAMPLE / "reviews_unlabelled.csv"), help="CSV to label")
+    p.add_argument("--corpus", default=None, help="pretraining text (one text a line; default: the bundled sample)")
+    p.add_argument("--labelled", default=None, help="labelled reviews for fine-tuning (text + label columns)")
+    p.add_argument("--unlabelled", default=None, help="CSV to label")
     p.add_argument("--text-column", default="review", help="text column of the CSV to label")
     p.add_argument("--out", default="runs/quickstart", help="directory for every output")
-    p.add_argument("--preset", default="tiny", help="configs/{tokenizer,pretrain,finetune}/<preset>.yaml")
+    p.add_argument("--preset", default="tiny", help="a shipped preset name (tiny, cpu-30min, ...) or config file")
     p.add_argument("--show", type=int, default=5, help="labelled rows to print at the end")
+    p.add_argument("overrides", nargs="*", metavar="stage.key=value",
+                   help="override one stage's config: tokenizer.vocab_size=4000 pretrain.max_steps=300 ...")
     p.set_defaults(func=run)
 
 
-def _config(stage: str, preset: str) -> str:
-    path = CONFIGS / stage / f"{preset}.yaml"
-    if not path.exists():
-        from ..errors import ConfigError
+def stage_overrides(items: list[str]) -> dict[str, list[str]]:
+    """``["pretrain.model.hidden_size=64", ...]`` -> {"pretrain": ["model.hidden_size=64"], ...}."""
+    from ..errors import ConfigError
 
-        raise ConfigError(f"no preset {preset!r} for {stage}: {path} does not exist")
-    return str(path)
+    out: dict[str, list[str]] = {s: [] for s in STAGES}
+    for item in items:
+        stage, _, rest = item.partition(".")
+        if stage not in STAGES or "=" not in rest:
+            raise ConfigError(f"quickstart override {item!r}: write STAGE.key=value with STAGE one of "
+                              f"{', '.join(STAGES)} (e.g. tokenizer.vocab_size=4000)")
+        out[stage].append(rest)
+    return out
+
+
+def stage_preset(stage: str, preset: str) -> str | None:
+    """The config for ``stage``: ``preset`` when it is a file or that stage ships it, else the stage's default
+    (None: the stage has no default, so the step is left to the next stage)."""
+    from ..config import preset_path
+    from ..errors import ConfigError
+
+    for name in (preset, DEFAULT_PRESET.get(stage)):
+        if name is None:
+            continue
+        try:
+            return str(preset_path(name, stage))
+        except ConfigError:
+            continue
+    return None
+
+
+def plan(args) -> list[tuple[str, list[str]]]:
+    """The commands the quickstart runs, in order (what it prints is what a user would type)."""
+    from ..errors import ConfigError
+
+    corpus = args.corpus or _sample("comments.txt")
+    labelled = args.labelled or _sample("reviews_labelled.csv")
+    unlabelled = args.unlabelled or _sample("reviews_unlabelled.csv")
+    extra = stage_overrides(args.overrides)
+    out = Path(args.out)
+    tok_dir, pre_dir, clf_dir = out / "tokenizer", out / "pretrain", out / "sentiment"
+    pretrain_cfg = stage_preset("pretrain", args.preset)
+    if pretrain_cfg is None:
+        raise ConfigError(f"no pretrain preset {args.preset!r}")
+    tok_cfg = _own_preset("tokenizer", args.preset)
+    steps = []
+    if tok_cfg:
+        steps.append(("tokenizer: normalize + Kiwi morpheme pre-split + WordPiece",
+                      ["tokenizer", "train", "--config", tok_cfg, f"input={corpus}", f"out={tok_dir}",
+                       *extra["tokenizer"]]))
+    elif extra["tokenizer"]:
+        raise ConfigError(f"preset {args.preset!r} trains its tokenizer inside pretraining: write the tokenizer "
+                          "keys as pretrain.vocab_size=... / pretrain.tokenizer_model=...")
+    steps += [
+        ("pretrain: ELECTRA generator + discriminator (replaced token detection)",
+         ["pretrain", "--config", pretrain_cfg, f"corpus={corpus}",
+          *([f"tokenizer={tok_dir}"] if tok_cfg else []), f"out={pre_dir}", "overwrite=true", *extra["pretrain"]]),
+        ("finetune: positive / negative / neutral classifier from the discriminator",
+         ["finetune", "--config", stage_preset("finetune", args.preset), f"model={pre_dir / 'discriminator'}",
+          f"train={labelled}", f"out={clf_dir}", *extra["finetune"]]),
+        ("label: every row of the CSV, with label, confidence and per-class probabilities",
+         ["label", "--model", str(clf_dir), "--input", unlabelled, "--text-column", args.text_column,
+          "--output", str(out / "labelled.csv"), "--overwrite", *extra["label"]]),
+    ]
+    return [(f"{i}/{len(steps)} {title}", argv) for i, (title, argv) in enumerate(steps, 1)]
+
+
+def _own_preset(stage: str, preset: str) -> str | None:
+    """Only a preset of exactly this name (no fallback to the stage default)."""
+    from ..config import preset_path
+    from ..errors import ConfigError
+
+    try:
+        return str(preset_path(preset, stage))
+    except ConfigError:
+        return None
 
 
 def run(args) -> int:
     from . import main
 
-    out = Path(args.out)
-    tok_dir, pre_dir, clf_dir = out / "tokenizer", out / "pretrain", out / "sentiment"
-    labelled_csv = out / "labelled.csv"
-    steps = [
-        ("1/4 tokenizer: normalize + Kiwi morpheme pre-split + WordPiece",
-         ["tokenizer", "train", "--config", _config("tokenizer", args.preset), f"input={args.corpus}",
-          f"out={tok_dir}"]),
-        ("2/4 pretrain: ELECTRA generator + discriminator (replaced token detection)",
-         ["pretrain", "--config", _config("pretrain", args.preset), f"corpus={args.corpus}",
-          f"tokenizer={tok_dir}", f"out={pre_dir}", "overwrite=true"]),
-        ("3/4 finetune: positive / negative / neutral classifier from the discriminator",
-         ["finetune", "--config", _config("finetune", args.preset), f"model={pre_dir / 'discriminator'}",
-          f"train={args.labelled}", f"out={clf_dir}"]),
-        ("4/4 label: every row of the CSV, with label, confidence and per-class probabilities",
-         ["label", "--model", str(clf_dir), "--input", args.unlabelled, "--text-column", args.text_column,
-          "--output", str(labelled_csv)]),
-    ]
+    steps = plan(args)
     t_all = time.perf_counter()
     for title, argv in steps:
         print(f"\n=== {title}\n$ koelectra-kit {shlex.join(argv)}", flush=True)
@@ -74,20 +139,24 @@ def run(args) -> int:
             print(f"quickstart stopped: step '{title.split(':')[0]}' failed (exit {rc})")
             return rc
         print(f"--- done in {time.perf_counter() - t0:.1f}s", flush=True)
+    _show(args, time.perf_counter() - t_all)
+    return 0
 
+
+def _show(args, seconds: float) -> None:
     import pandas as pd
 
     from ..tables import read_table
 
+    out = Path(args.out)
+    labelled_csv = out / "labelled.csv"
     table = read_table(labelled_csv)
     show = [c for c in (args.text_column, "label", "confidence", "status") if c in table.columns]
     with pd.option_context("display.max_colwidth", 40, "display.width", 120):
         print(f"\nfirst {args.show} labelled rows of {labelled_csv}:")
         print(table[show].head(args.show).to_string(index=False))
-    print(f"\nfinished in {time.perf_counter() - t_all:.0f}s. Outputs:\n"
-          f"  tokenizer            {tok_dir}/\n"
-          f"  pretraining run      {pre_dir}/ (metrics.jsonl, curves.png)\n"
-          f"  discriminator (HF)   {pre_dir / 'discriminator'}/\n"
-          f"  sentiment classifier {clf_dir}/ (eval.json, confusion.png)\n"
+    print(f"\nfinished in {seconds:.0f}s. Outputs:\n"
+          f"  pretraining run      {out / 'pretrain'}/ (metrics.jsonl, curves.png)\n"
+          f"  discriminator (HF)   {out / 'pretrain' / 'discriminator'}/\n"
+          f"  sentiment classifier {out / 'sentiment'}/ (eval.json, confusion.png)\n"
           f"  labelled CSV         {labelled_csv}")
-    return 0

@@ -1,0 +1,28 @@
+"""A local labelling web page for the people who hold the CSV files: try one review, upload a file, watch it
+being labelled, review the least confident rows, download the result.
+
+    koelectra-kit app --model runs/sentiment            # then open http://127.0.0.1:7860
+
+Needs the ``app`` extra (``pip install 'koelectra-kit[app]'``: FastAPI, uvicorn, openpyxl); the core install
+does not. Files are labelled by the same ``FileLabeller`` as ``koelectra-kit label``.
+
+Modules: ``settings`` (the options), ``uploads`` (bytes in -> a file the labeller reads), ``jobs`` (one background
+labelling job per upload), ``results`` (rows to review, downloads in the input's format), ``server`` (the
+routes), ``static/`` (the page: plain HTML, CSS and JS, no build step, works offline).
+"""
+from .settings import AppSettings
+
+
+def create_app(settings: AppSettings, classifier=None):
+    from .server import create_app as build
+
+    return build(settings, classifier)
+
+
+def serve(settings: AppSettings, classifier=None) -> None:
+    from .server import serve as run
+
+    run(settings, classifier)
+
+
+__all__ = ["AppSettings", "create_app", "serve"]

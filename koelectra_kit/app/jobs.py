@@ -1,0 +1,228 @@
+"""Uploads and their labelling jobs, while the app runs.
+
+Each upload gets a folder under the app's workdir and a ``Job``. Starting it queues the file on one worker
+thread, which runs the same ``FileLabeller`` as ``koelectra-kit label`` (same columns, same ``status`` flags,
+nothing dropped) and counts its rows after each chunk for the progress bar; the page polls ``Job.public()``.
+One worker, not one per upload: the model already uses every core, two files at once would only thrash.
+
+Files go away on their own: an upload's input once one of its results is downloaded, everything when the app
+stops (``JobStore.close``), a job's whole folder when the page says "start over"."""
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..errors import InputError, KitError
+from ..label import FileLabeller, LabelConfig, output_columns
+from .results import MASTER_ENCODING, convert, review_rows
+from .settings import AppSettings
+from .uploads import Upload
+
+logger = logging.getLogger("koelectra_kit.app")
+
+
+class NotFound(KitError):
+    """An id the app does not know (HTTP 404)."""
+
+
+class Busy(KitError):
+    """The job can't do that in its current state (HTTP 409)."""
+
+
+class _Stopped(Exception):
+    """Raised from the chunk callback when the app shuts down mid-job."""
+
+
+class SharedClassifier:
+    """The one loaded classifier, shared by the review box (request threads) and the file worker: their predict
+    calls take turns (torch and Kiwi already use every core; and Kiwi's thread safety is not documented)."""
+
+    def __init__(self, clf):
+        self._clf, self._lock = clf, threading.Lock()
+
+    def predict(self, *args, **kwargs):
+        with self._lock:
+            return self._clf.predict(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._clf, name)
+
+
+class Job:
+    def __init__(self, upload: Upload):
+        self.upload = upload
+        self.state = "uploaded"  # uploaded -> queued -> running -> done | error (and again, on a restart)
+        self.text_column: str | None = None
+        self.rows_done = 0
+        self.message = ""
+        self.summary = None
+        self.review: list = []
+        self.flagged: list = []
+        self.seconds = 0.0
+        self.master = upload.folder / "labelled.csv"
+        self.names: dict = {}
+        self.lock = threading.Lock()  # one conversion at a time per job
+
+    def downloads(self) -> list[dict]:
+        """The labelled file as the input was (format and encoding), and as CSV UTF-8 with a BOM for Excel."""
+        if self.state != "done":
+            return []
+        up, stem = self.upload, Path(self.upload.name).stem
+        same = {"kind": "same", "filename": f"{stem}.labelled{Path(up.name).suffix.lower()}",
+                "label": f"{up.kind.upper()}" + (f" ({up.encoding}, like your file)" if up.kind in ("csv", "tsv")
+                                                 else " (like your file)")}
+        bom = {"kind": "csv", "filename": f"{stem}.labelled.csv", "label": "CSV UTF-8 with BOM (opens in Excel)"}
+        if up.kind == "csv" and up.encoding == MASTER_ENCODING:
+            return [bom]
+        if up.kind == "csv":
+            bom["filename"] = f"{stem}.labelled.utf8.csv"
+        return [same, bom]
+
+    def public(self) -> dict:
+        s = self.summary
+        total = self.upload.rows if self.state != "done" else self.rows_done
+        return {"id": self.upload.id, "state": self.state, "message": self.message, "text_column": self.text_column,
+                "rows_done": self.rows_done, "rows_total": max(total, self.rows_done),
+                "seconds": round(self.seconds, 2),
+                "rows_per_s": round(self.rows_done / self.seconds, 1) if self.seconds else None,
+                "summary": None if s is None else {"rows": s.rows, "per_label": s.per_label, "status": s.status,
+                                                   "malformed": s.malformed},
+                "review": self.review, "flagged": self.flagged, "downloads": self.downloads()}
+
+
+class JobStore:
+    def __init__(self, settings: AppSettings, classifier):
+        self.settings = settings
+        self.clf = classifier
+        if settings.workdir:
+            Path(settings.workdir).mkdir(parents=True, exist_ok=True)
+        # a fresh folder of its own, even inside a given workdir: close() deletes it whole
+        self.root = Path(tempfile.mkdtemp(prefix="koelectra-app-", dir=settings.workdir))
+        self.jobs: dict[str, Job] = {}
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koelectra-label")
+        self.closing = False
+
+    # -- uploads
+    def new_upload(self, name: str, kind: str) -> Upload:
+        uid = uuid.uuid4().hex[:12]
+        folder = self.root / uid
+        folder.mkdir()
+        return Upload(id=uid, name=name, folder=folder, original=folder / f"input{Path(name).suffix.lower()}",
+                      kind=kind)
+
+    def add(self, upload: Upload) -> Job:
+        self.jobs[upload.id] = job = Job(upload)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"no upload {job_id!r} here (the app was restarted, or it was removed): upload the file "
+                           "again")
+        return job
+
+    def discard(self, folder: Path) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    # -- labelling
+    def start(self, job_id: str, text_column: str | None) -> Job:
+        job = self.get(job_id)
+        up = job.upload
+        if job.state in ("queued", "running"):
+            raise Busy(f"{up.name} is already being labelled")
+        if not up.source.exists():
+            raise Busy(f"{up.name} was removed after its result was downloaded: upload it again to relabel it")
+        if not text_column:
+            raise InputError(f"choose the column of {up.name} that holds the text")
+        if text_column not in up.columns:
+            raise InputError(f"{up.name} has no column {text_column!r}; columns: {', '.join(up.columns)}")
+        job.text_column, job.state, job.rows_done, job.message = text_column, "queued", 0, ""
+        job.summary, job.review, job.flagged, job.seconds = None, [], [], 0.0
+        for old in up.folder.glob("labelled*"):
+            old.unlink(missing_ok=True)
+        self.pool.submit(self._run, job)
+        return job
+
+    def _run(self, job: Job) -> None:
+        t0 = time.perf_counter()
+        job.state = "running"
+        try:
+            self._label(job)
+            job.state = "done"
+        except _Stopped:
+            job.state, job.message = "error", "the app stopped before this file was finished"
+        except KitError as e:
+            job.state, job.message = "error", str(e).replace(str(job.upload.source), job.upload.name)
+        except Exception as e:  # noqa: BLE001 - the worker must outlive any one file; the log keeps the traceback
+            logger.error("labelling %s failed:\n%s", job.upload.name, traceback.format_exc())
+            job.state, job.message = "error", f"internal error while labelling ({type(e).__name__}: {_line(e)})"
+        finally:
+            job.seconds = time.perf_counter() - t0
+
+    def _label(self, job: Job) -> None:
+        up, s = job.upload, self.settings
+        cfg = LabelConfig(model=str(self.clf.source or s.model), input=str(up.source), output=str(job.master),
+                          text_column=job.text_column, format=up.source_format, encoding=up.encoding,
+                          output_encoding=MASTER_ENCODING, batch_size=s.batch_size,
+                          chunk_rows=s.chunk_rows_for(up.rows), progress=False, overwrite=True)
+        labeller = FileLabeller(cfg, classifier=self.clf)
+
+        def after_chunk(_chunks_done: int) -> None:
+            job.rows_done = labeller.state.rows_done
+            if self.closing:
+                raise _Stopped()
+
+        labeller.after_chunk = after_chunk
+        job.summary = labeller.run()
+        job.rows_done = job.summary.rows
+        job.names = output_columns(list(self.clf.labels), up.columns)
+        job.review, job.flagged = review_rows(job.master, job.names, job.text_column, list(self.clf.labels),
+                                              s.review_rows)
+
+    # -- results
+    def download(self, job_id: str, kind: str) -> tuple[Path, str]:
+        """(file, name to save it as); the same-format file is made on the first request."""
+        job = self.get(job_id)
+        offer = {d["kind"]: d for d in job.downloads()}
+        if kind not in offer:
+            raise NotFound(f"no {kind!r} download for {job.upload.name}" +
+                           ("" if job.state == "done" else ": it is not labelled yet"))
+        up = job.upload
+        if kind == "csv" or (up.kind == "csv" and up.encoding == MASTER_ENCODING):
+            return job.master, offer[kind]["filename"]
+        numbers = [v for k, v in job.names.items() if k == "confidence" or k.startswith("prob_")]
+        dst = up.folder / f"labelled.same{up.original.suffix}"
+        with job.lock:
+            convert(job.master, dst, up.kind, up.encoding, numbers, up.name)
+        return dst, offer[kind]["filename"]
+
+    def forget_input(self, job_id: str) -> None:
+        """Delete the uploaded file (and its CSV copy) once a result is downloaded: only the results stay."""
+        job = self.jobs.get(job_id)
+        if job is not None and job.state not in ("queued", "running"):
+            for path in {job.upload.original, job.upload.source}:
+                path.unlink(missing_ok=True)
+
+    def remove(self, job_id: str) -> None:
+        job = self.get(job_id)
+        if job.state in ("queued", "running"):
+            raise Busy(f"{job.upload.name} is being labelled; wait for it to finish")
+        self.jobs.pop(job_id, None)
+        self.discard(job.upload.folder)
+
+    def close(self) -> None:
+        """Stop after the current chunk, then delete every upload and result."""
+        self.closing = True
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.discard(self.root)
+
+
+def _line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:200]

@@ -1,0 +1,196 @@
+"""The web app's routes: one static page (``static/``, no build step, nothing from a CDN) and a small JSON API.
+
+    GET  /                              the page
+    GET  /api/info                      model, labels, examples, upload limit
+    POST /api/predict  {"text": ...}    one review -> label, confidence, probabilities
+    POST /api/upload?name=FILE          the file's bytes as the body -> columns, first rows, guessed text column
+    POST /api/jobs/ID/start {"text_column": ...}
+    GET  /api/jobs/ID                   progress, then summary, rows to review, downloads (the page polls this)
+    GET  /api/jobs/ID/download/KIND     same | csv (the uploaded file is deleted after a download)
+    DELETE /api/jobs/ID                 forget the upload and its results
+
+The upload is the raw body, not a multipart form: the server streams it to disk and stops reading at the size
+limit (a form is parsed whole into a spooled file before any handler sees it), and python-multipart is not needed.
+Every error answers ``{"error": "one line"}`` with a 4xx/5xx status; nothing a request does stops the server.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+import threading
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+
+from ..errors import KitError
+from .jobs import Busy, JobStore, NotFound, SharedClassifier
+from .settings import AppSettings
+from .uploads import TooLarge, inspect, receive, upload_kind
+
+STATIC = Path(__file__).parent / "static"
+MAX_TEXT_CHARS = 20_000
+# one click away in the page: the noise Korean comments really have (ㅋㅋ, emoji, typos, no spaces)
+EXAMPLES = [
+    "배송 빠르고 포장도 꼼꼼해요ㅋㅋㅋ 완전 만족👍👍",
+    "이걸 돈주고 삼?? 한번쓰고 고장남ㅡㅡ 환불각",
+    "그냥저냥 쓸만함.. 가격생각하면 나쁘진않은듯",
+    "재밋어요!!! 배우들 연기 짱짱 ㅎㅎ 또 볼꺼임",
+    "노잼ㅠㅠ 시간아까움 비추합니다",
+]
+STATUS = {NotFound: 404, Busy: 409, TooLarge: 413}
+logger = logging.getLogger("koelectra_kit.app")
+
+
+def create_app(settings: AppSettings, classifier=None):
+    """The FastAPI app. ``classifier``: an already loaded ``Classifier`` (else ``settings.model`` is loaded now,
+    so a bad model folder is an error before the port opens)."""
+    from ..label import check_trained_head
+
+    settings.validate()
+    if classifier is None:
+        from ..classifier import Classifier
+
+        classifier = Classifier.load(settings.model, device=settings.device, precision=settings.precision)
+    check_trained_head(classifier)
+    store = JobStore(settings, SharedClassifier(classifier))
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        store.close()  # uvicorn's shutdown (Ctrl-C included): uploads and results go with the app
+
+    app = FastAPI(title="koelectra-kit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.store, app.state.settings = store, settings
+
+    @app.exception_handler(KitError)
+    async def kit_error(_request, exc: KitError):
+        return JSONResponse({"error": str(exc)}, status_code=STATUS.get(type(exc), 400))
+
+    @app.exception_handler(Exception)
+    async def any_error(_request, exc: Exception):
+        logger.error("request failed:\n%s", "".join(traceback.format_exception(exc)))
+        line = (str(exc).strip().splitlines() or [""])[0][:200]
+        return JSONResponse({"error": f"internal error ({type(exc).__name__}: {line})"}, status_code=500)
+
+    _page_routes(app, store, classifier, settings)
+    _file_routes(app, store, settings)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _page_routes(app, store: JobStore, classifier, settings: AppSettings) -> None:
+    @app.get("/")
+    def index():
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/api/info")
+    def info():
+        return {"model": Path(str(classifier.source or settings.model)).name, "labels": list(classifier.labels),
+                "examples": EXAMPLES, "max_upload_bytes": settings.max_upload_bytes}
+
+    @app.post("/api/predict")
+    async def predict(request: Request):
+        text = _text_field(await _json(request))
+        pred = await run_in_threadpool(store.clf.predict, [text])
+        probs = [round(float(p), 4) for p in pred.probs[0]]
+        return {"label": pred.labels[0], "confidence": max(probs), "labels": list(classifier.labels),
+                "probs": probs, "status": "truncated" if pred.truncated[0] else "ok"}
+
+
+def _file_routes(app, store: JobStore, settings: AppSettings) -> None:
+    @app.post("/api/upload")
+    async def upload(request: Request, name: str = ""):
+        name = Path(name.replace("\\", "/")).name.strip()
+        if not name:
+            raise KitError("no file name given: upload with ?name=FILE.csv")
+        up = store.new_upload(name, upload_kind(name))
+        try:
+            declared = request.headers.get("content-length")
+            await receive(request.stream(), up.original, name, settings.max_upload_bytes,
+                          int(declared) if declared and declared.isdigit() else None)
+            await run_in_threadpool(inspect, up, settings.preview_rows)
+        except ClientDisconnect:
+            store.discard(up.folder)
+            raise KitError(f"the upload of {name} was interrupted: upload it again") from None
+        except BaseException:
+            store.discard(up.folder)  # a refused upload leaves nothing behind
+            raise
+        return {**up.public(), "job": store.add(up).public()}
+
+    @app.post("/api/jobs/{job_id}/start")
+    async def start(job_id: str, request: Request):
+        body = await _json(request)
+        return store.start(job_id, body.get("text_column")).public()
+
+    @app.get("/api/jobs/{job_id}")
+    def job_state(job_id: str):
+        return store.get(job_id).public()
+
+    @app.get("/api/jobs/{job_id}/download/{kind}")
+    def download(job_id: str, kind: str):
+        path, filename = store.download(job_id, kind)
+        # octet-stream: a download, whatever the encoding (a text/csv answer would claim charset=utf-8 for cp949)
+        return FileResponse(path, filename=filename, media_type="application/octet-stream",
+                            background=BackgroundTask(store.forget_input, job_id))
+
+    @app.delete("/api/jobs/{job_id}")
+    def remove(job_id: str):
+        store.remove(job_id)
+        return {"removed": job_id}
+
+
+async def _json(request) -> dict:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise KitError("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise KitError("the request body must be a JSON object")
+    return body
+
+
+def _text_field(body: dict) -> str:
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise KitError("type a review first")
+    if len(text) > MAX_TEXT_CHARS:
+        raise KitError(f"that text is {len(text):,} characters; the box takes up to {MAX_TEXT_CHARS:,} "
+                       "(label long files with the upload below)")
+    return text
+
+
+def serve(settings: AppSettings, classifier=None) -> None:
+    """Load the model, then serve until Ctrl-C (which deletes every upload and result)."""
+    import uvicorn
+
+    app = create_app(settings, classifier)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(f"koelectra-kit app: open http://{host}:{settings.port} (Ctrl-C stops it and deletes the uploads)")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+
+
+@contextmanager
+def serve_in_thread(app, host: str = "127.0.0.1", port: int = 0):
+    """Serve ``app`` from a background thread (tests, benchmarks); yields its base URL (``port=0``: a free one).
+    Leaving the block shuts it down as Ctrl-C would, uploads and results deleted."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="koelectra-app", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"the app did not start on {host}:{port}")
+        thread.join(0.02)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -1,0 +1,43 @@
+"""What one running app is: the options behind ``koelectra-kit app`` (flags land here), checked before the
+model loads or a port opens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+MB = 1 << 20
+
+
+@dataclass
+class AppSettings:
+    model: str = ""  # fine-tuned classifier folder (output of finetune): loaded once, at start
+    host: str = "127.0.0.1"  # loopback only by default: uploads are the users' customer data
+    port: int = 7860
+    max_upload_bytes: int = 200 * MB  # larger uploads are refused before (or while) they arrive
+    chunk_rows: int | None = None  # rows per labelling chunk; None = 1/50 of the file, 1,000-5,000
+    batch_size: int = 64
+    device: str = "auto"
+    precision: str = "auto"
+    review_rows: int = 20  # least confident rows shown for review
+    preview_rows: int = 5  # first rows shown under the column dropdown
+    workdir: str | None = None  # a fresh folder is made in it for uploads and results (None: the system's temp)
+
+    def validate(self) -> None:
+        if not self.model:
+            raise ConfigError("model is required: --model CLASSIFIER_DIR (the output folder of finetune)")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port={self.port} is not a TCP port (0-65535)")
+        for key in ("max_upload_bytes", "batch_size", "review_rows", "preview_rows"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key}={getattr(self, key)} must be at least 1")
+        if self.chunk_rows is not None and self.chunk_rows < 1:
+            raise ConfigError(f"chunk_rows={self.chunk_rows} must be at least 1 (leave it out for automatic)")
+
+    def chunk_rows_for(self, rows: int) -> int:
+        """Rows per chunk: ~50 progress steps, but never under 1,000 rows (the classifier sorts a chunk's texts
+        by length to cut padding: small chunks pad more, and each chunk costs an fsync and a state write) nor over
+        5,000 (the bar would sit still for long)."""
+        if self.chunk_rows:
+            return self.chunk_rows
+        return max(1000, min(5000, rows // 50))

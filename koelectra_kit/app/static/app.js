@@ -1,0 +1,252 @@
+// koelectra-kit app: the page's behaviour. Plain JS, no framework; user data only ever goes in via
+// textContent (never innerHTML), so a review holding "<script>" is shown, not run.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let info = { labels: [], max_upload_bytes: 0 };
+let upload = null; // the current upload (server's answer)
+let pollTimer = null;
+
+async function api(path, options = {}) {
+  let response;
+  try {
+    response = await fetch(path, options);
+  } catch (e) {
+    throw new Error("the app is not answering (was it stopped?)");
+  }
+  let body = {};
+  try { body = await response.json(); } catch (e) { /* not JSON: fall through to the status */ }
+  if (!response.ok) throw new Error(body.error || `the server answered ${response.status}`);
+  return body;
+}
+
+function el(tag, props = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.appendChild(c);
+  return node;
+}
+
+function showError(id, message) {
+  const node = $(id);
+  node.textContent = message || "";
+  node.hidden = !message;
+}
+
+const pct = (p) => (p == null ? "" : `${(100 * p).toFixed(1)}%`);
+const size = (b) => (b >= 1 << 20 ? `${(b / (1 << 20)).toFixed(0)} MB` : `${(b / 1024).toFixed(0)} KB`);
+const labelClass = (label) => (["negative", "neutral", "positive"].includes(label) ? label : "");
+
+// rows of [name, bar, value] into a .bars grid
+function drawBars(container, items) {
+  container.replaceChildren();
+  for (const { name, fraction, text } of items) {
+    const fill = el("div", { class: `fill ${labelClass(name)}` });
+    fill.style.width = `${Math.max(0, Math.min(1, fraction)) * 100}%`;
+    container.append(el("span", { text: name }), el("div", { class: "track" }, [fill]), el("span", { text }));
+  }
+}
+
+function drawTable(table, header, rows, picked = -1) {
+  table.replaceChildren();
+  const head = el("tr", {}, header.map((h, i) => el("th", { text: h, class: i === picked ? "picked" : "" })));
+  table.append(el("thead", {}, [head]));
+  const body = el("tbody");
+  for (const row of rows) {
+    body.append(el("tr", {}, row.map((v, i) => el("td", {
+      text: v == null ? "" : String(v),
+      class: (i === picked ? "picked " : "") + (typeof v === "number" ? "num" : ""),
+    }))));
+  }
+  table.append(body);
+}
+
+// ---- try one review
+async function predict() {
+  const text = $("review-text").value;
+  showError("predict-error", "");
+  $("predict-btn").disabled = true;
+  try {
+    const r = await api("/api/predict", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text }),
+    });
+    $("predict-label").textContent = r.label;
+    $("predict-label").className = `pill ${labelClass(r.label)}`;
+    $("predict-confidence").textContent = `confidence ${pct(r.confidence)}`;
+    $("predict-status").textContent = r.status === "truncated" ? "(long text: labelled from its start)" : "";
+    drawBars($("predict-bars"), r.labels.map((name, i) => ({ name, fraction: r.probs[i], text: pct(r.probs[i]) })));
+    $("predict-result").hidden = false;
+  } catch (e) {
+    $("predict-result").hidden = true;
+    showError("predict-error", e.message);
+  } finally {
+    $("predict-btn").disabled = false;
+  }
+}
+
+// ---- label a file
+async function sendFile(file) {
+  resetFile();
+  if (file.size > info.max_upload_bytes) { // the server refuses it too; this saves sending it
+    showError("upload-error", `${file.name} is ${size(file.size)}; the limit is ${size(info.max_upload_bytes)}: ` +
+      "split the file, or label it with `koelectra-kit label` on the command line (no size limit)");
+    return;
+  }
+  $("drop").querySelector("span").textContent = `uploading ${file.name} …`;
+  try {
+    upload = await api(`/api/upload?name=${encodeURIComponent(file.name)}`, { method: "POST", body: file });
+    showSetup();
+  } catch (e) {
+    showError("upload-error", e.message);
+  } finally {
+    $("drop").querySelector("span").textContent = "Choose a file, or drop it here";
+    $("file-input").value = "";
+  }
+}
+
+function showSetup() {
+  const u = upload;
+  $("file-info").textContent = `${u.name} · ${u.kind.toUpperCase()} · ${u.encoding} · about ${u.rows.toLocaleString()} rows`;
+  $("column-note").textContent = u.note;
+  $("column-note").hidden = !u.note;
+  const select = $("column-select");
+  select.replaceChildren(...u.columns.map((c, i) => {
+    const first = (u.preview[0] || [])[i] || "";
+    return el("option", { value: c, text: first ? `${c}: ${first.slice(0, 40)}` : c });
+  }));
+  select.value = u.guessed;
+  drawPreview();
+  $("start-btn").textContent = `Label ${u.rows.toLocaleString()} rows`;
+  $("start-btn").disabled = false;
+  $("setup").hidden = false;
+}
+
+function drawPreview() {
+  drawTable($("preview"), upload.columns, upload.preview, upload.columns.indexOf($("column-select").value));
+}
+
+async function start() {
+  showError("job-error", "");
+  $("start-btn").disabled = true;
+  try {
+    const job = await api(`/api/jobs/${upload.id}/start`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text_column: $("column-select").value }),
+    });
+    $("setup").hidden = true;
+    $("progress-box").hidden = false;
+    showProgress(job);
+    poll();
+  } catch (e) {
+    showError("job-error", e.message);
+    $("start-btn").disabled = false;
+  }
+}
+
+function poll() {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(async () => {
+    try {
+      const job = await api(`/api/jobs/${upload.id}`);
+      showProgress(job);
+      if (job.state === "done") return showResults(job);
+      if (job.state === "error") {
+        showError("job-error", job.message);
+        $("setup").hidden = false;
+        $("start-btn").disabled = false;
+        return;
+      }
+      poll();
+    } catch (e) {
+      showError("job-error", e.message);
+    }
+  }, 300);
+}
+
+function showProgress(job) {
+  const total = Math.max(job.rows_total, 1);
+  const done = job.state === "done" ? total : Math.min(job.rows_done, total);
+  $("progress").value = Math.round((100 * done) / total);
+  const word = { queued: "waiting for the model", running: "labelling", done: "done", error: "stopped" }[job.state] || job.state;
+  $("progress-text").textContent = `${word}: ${job.rows_done.toLocaleString()} / ${job.rows_total.toLocaleString()} rows`;
+}
+
+function showResults(job) {
+  const s = job.summary;
+  $("progress-box").dataset.done = "true";
+  $("summary-text").textContent = `${s.rows.toLocaleString()} rows labelled in ${job.seconds.toFixed(1)} s ` +
+    `(${Math.round(job.rows_per_s || 0).toLocaleString()} rows/s); text column “${job.text_column}”.`;
+  const labelled = Object.values(s.per_label).reduce((a, b) => a + b, 0) || 1;
+  drawBars($("dist"), info.labels.map((name) => {
+    const n = s.per_label[name] || 0;
+    return { name, fraction: n / labelled, text: `${n.toLocaleString()} (${pct(n / labelled)})` };
+  }));
+  const flagged = Object.entries(s.status).filter(([k]) => k !== "ok");
+  $("flag-text").textContent = flagged.length
+    ? `Flagged (kept, see the status column): ${flagged.map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}`
+    : "No row flagged: every row was read and labelled.";
+  $("malformed").replaceChildren(...s.malformed.slice(0, 5).map((m) => el("li", { text: m })));
+  $("downloads").replaceChildren(el("span", { text: "Download:" }), ...job.downloads.map((d, i) => el("a", {
+    id: `download-${d.kind}`, class: i === 0 ? "button primary" : "button",
+    href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
+  })));
+  const row = (r) => [r.row, r.text, r.label, r.confidence, ...r.probs.map((p) => (p == null ? "" : p)), r.status];
+  const header = ["row", job.text_column, "label", "confidence", ...info.labels.map((l) => `prob_${l}`), "status"];
+  drawTable($("review-table"), header, job.review.map(row), 1);
+  drawTable($("flagged-table"), header, job.flagged.map(row), 1);
+  $("flagged-title").hidden = $("flagged-table").parentElement.hidden = !job.flagged.length;
+  $("results").hidden = false;
+}
+
+function resetFile() {
+  clearTimeout(pollTimer);
+  for (const id of ["setup", "progress-box", "results"]) $(id).hidden = true;
+  delete $("progress-box").dataset.done;
+  showError("upload-error", "");
+  showError("job-error", "");
+}
+
+async function again() {
+  if (upload) api(`/api/jobs/${upload.id}`, { method: "DELETE" }).catch(() => {});
+  upload = null;
+  resetFile();
+}
+
+async function init() {
+  try {
+    info = await api("/api/info");
+  } catch (e) {
+    showError("upload-error", e.message);
+    return;
+  }
+  $("model-name").textContent = info.model;
+  $("model-labels").textContent = info.labels.join(" · ");
+  $("max-size").textContent = size(info.max_upload_bytes);
+  $("examples").replaceChildren(...info.examples.map((text) => {
+    const b = el("button", { class: "example", text, type: "button" });
+    b.addEventListener("click", () => { $("review-text").value = text; predict(); });
+    return b;
+  }));
+  $("predict-btn").addEventListener("click", predict);
+  $("review-text").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) predict();
+  });
+  $("file-input").addEventListener("change", (e) => e.target.files[0] && sendFile(e.target.files[0]));
+  const drop = $("drop");
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    if (e.dataTransfer.files[0]) sendFile(e.dataTransfer.files[0]);
+  });
+  $("column-select").addEventListener("change", drawPreview);
+  $("start-btn").addEventListener("click", start);
+  $("again-btn").addEventListener("click", again);
+}
+
+init();

@@ -1,0 +1,200 @@
+"""An uploaded file, from bytes on the wire to something the labeller can read: saved under a size limit, then
+its format, encoding, columns, first rows and text column found; an Excel workbook is converted to a UTF-8 CSV
+first (the labeller streams CSV/TSV/JSONL/Parquet). Every refusal is a one-line ``InputError`` that names the
+file as the user called it, never the server's temp path."""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..tables import TEXT_COLUMNS, detect_encoding, pick_column, read_records
+
+# upload extension -> kind; every kind but xlsx is a format the labeller reads directly
+KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
+         ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx"}
+PREVIEW_CHARS = 200  # a preview cell is cut here: the page shows what a column holds, not a whole essay
+
+
+class TooLarge(InputError):
+    """An upload over the size limit (HTTP 413)."""
+
+
+@dataclass
+class Upload:
+    id: str
+    name: str  # the file's name as the user gave it
+    folder: Path  # this upload's own folder under the app's workdir (its results go here too)
+    original: Path  # the uploaded bytes
+    kind: str  # csv | tsv | jsonl | parquet | xlsx
+    source: Path = None  # what the labeller reads: ``original``, or the workbook's CSV copy
+    source_format: str = ""
+    encoding: str | None = None  # None for parquet (binary)
+    columns: list = field(default_factory=list)
+    preview: list = field(default_factory=list)  # first rows, one list of strings per row
+    guessed: str | None = None  # the text column, guessed
+    note: str = ""  # how the guess was made, when it was not by name
+    rows: int = 0  # an estimate for the progress bar (a quoted line break counts as a row)
+
+    def public(self) -> dict:
+        return {"id": self.id, "name": self.name, "kind": self.kind, "encoding": self.encoding or "binary",
+                "columns": self.columns, "preview": self.preview, "guessed": self.guessed, "note": self.note,
+                "rows": self.rows}
+
+
+def upload_kind(name: str) -> str:
+    ext = Path(name).suffix.lower()
+    if ext == ".xls":
+        raise InputError(f"{name}: old Excel (.xls) files can't be read; save it as .xlsx or CSV UTF-8 in Excel")
+    if ext not in KINDS:
+        raise InputError(f"{name}: can't tell the format from '{ext or 'no extension'}'; upload .csv, .tsv, "
+                         ".xlsx, .parquet or .jsonl")
+    return KINDS[ext]
+
+
+def too_large(name: str, size: int, limit: int) -> TooLarge:
+    return TooLarge(f"{name} is {_mb(size)}; the limit is {_mb(limit)}: split the file, or label it with "
+                    "`koelectra-kit label` on the command line (no size limit)")
+
+
+async def receive(stream, dest: Path, name: str, limit: int, declared: int | None) -> int:
+    """Write the request body to ``dest``, refusing it as soon as it is known to be over ``limit`` bytes: by
+    its Content-Length before a byte is read, else by counting as it streams in."""
+    if declared is not None and declared > limit:
+        raise too_large(name, declared, limit)
+    size = 0
+    with open(dest, "wb") as f:
+        async for block in stream:
+            size += len(block)
+            if size > limit:
+                raise too_large(name, size, limit) if declared is None else too_large(name, declared, limit)
+            f.write(block)
+    return size
+
+
+def inspect(upload: Upload, preview_rows: int) -> Upload:
+    """Fill in what the page shows before labelling starts; a file the labeller could not read is refused here."""
+    try:
+        _inspect(upload, preview_rows)
+    except InputError as e:
+        raise InputError(_user_paths(str(e), upload)) from None
+    return upload
+
+
+def _inspect(up: Upload, preview_rows: int) -> None:
+    if up.original.stat().st_size == 0:
+        raise InputError(f"{up.name} is empty (0 bytes): nothing to label")
+    up.source, up.source_format = up.original, up.kind
+    if up.kind == "xlsx":
+        up.source, up.source_format, up.encoding = up.folder / "workbook.csv", "csv", "utf-8"
+        up.rows = xlsx_to_csv(up.original, up.source, up.name)
+    elif up.kind != "parquet":
+        up.encoding = _detect_encoding(up)
+    columns, records = read_records(up.source, up.source_format, up.encoding, None)
+    if not columns:
+        raise InputError(f"{up.name} holds no JSON object: nothing to label")
+    up.columns = [str(c) for c in columns]
+    up.preview = [[_cell(v)[:PREVIEW_CHARS] for v in (rec.fields if rec.error is None else [rec.raw])]
+                  for rec, _ in zip(records, range(preview_rows))]
+    records.close()
+    if not up.preview:
+        raise InputError(f"{up.name} has a header row but no rows under it: nothing to label")
+    up.guessed, up.note = guess_text_column(up.columns, up.preview, up.name)
+    if up.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        up.rows = pq.ParquetFile(up.source).metadata.num_rows
+    elif up.kind != "xlsx":
+        up.rows = _count_lines(up.source) - (up.kind != "jsonl")
+
+
+def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -> tuple[str, str]:
+    """The text column by name (the toolkit's one list), else the column whose first rows hold the most
+    non-numeric text; a file where no column holds any text is refused."""
+    by_name = pick_column(columns, None)
+    if by_name:
+        return by_name, ""
+    width = len(columns)
+    scores = [sum(len(v) for row in preview if len(row) == width and (v := row[i]) and not _is_number(v))
+              for i in range(width)]
+    if not any(scores):
+        raise InputError(f"{name}: no column holds text (columns: {', '.join(columns)}; the first rows hold only "
+                         "numbers or nothing); upload the file with its column of reviews")
+    best = columns[scores.index(max(scores))]
+    return best, (f"no column is named like a text column ({', '.join(TEXT_COLUMNS[:3])}, 리뷰, ...): guessed "
+                  f"'{best}' from the first rows; check it below")
+
+
+def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
+    """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise InputError("reading .xlsx needs openpyxl: pip install 'koelectra-kit[app]'") from None
+    try:
+        wb = openpyxl.load_workbook(src, read_only=True, data_only=True)
+    except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
+        raise InputError(f"{name} is not a readable .xlsx workbook ({_first_line(e)})") from None
+    try:
+        rows = (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
+        header = next(rows, None)
+        if header is None:
+            raise InputError(f"{name}: the first worksheet is empty: nothing to label")
+        n = 0
+        with open(dst, "w", encoding="utf-8", newline="") as f:
+            out = csv.writer(f, lineterminator="\n")
+            out.writerow([_cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)])
+            for n, row in enumerate(rows, 1):
+                out.writerow([_cell(v) for v in row])
+        return n
+    finally:
+        wb.close()
+
+
+def _detect_encoding(up: Upload) -> str:
+    try:
+        return detect_encoding(up.original)
+    except InputError as e:  # its advice names CLI flags: say what a page user can do instead
+        where = re.search(r"\((.*?)\)", str(e))
+        raise InputError(f"{up.name} is not UTF-8 or cp949/EUC-KR text ({where.group(1) if where else str(e)}): "
+                         "save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again") from None
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))  # Excel stores every number as a float: 3 is 3.0
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def _is_number(text: str) -> bool:
+    return re.fullmatch(r"\s*[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*", text, flags=re.IGNORECASE) is not None
+
+
+def _count_lines(path: Path) -> int:
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def _user_paths(message: str, up: Upload) -> str:
+    for path in (up.original, up.source):
+        if path is not None:
+            message = message.replace(str(path), up.name)
+    return message
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MB" if size >= 1 << 20 else f"{size / 1024:,.0f} KB"
