@@ -19,6 +19,7 @@ from koelectra_kit.tokenizer import TokenizerConfig, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "corpora" / "sample"
+PRESETS = ROOT / "configs"  # the same files are installed with the package: load_config(cls, "tiny") finds them
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--corpus", default=str(SAMPLE / "comments.txt"))
@@ -32,14 +33,14 @@ out = Path(args.out)
 
 # 1. Tokenizer: normalize -> Kiwi morpheme pre-split -> WordPiece
 #    koelectra-kit tokenizer train --config configs/tokenizer/tiny.yaml input=CORPUS out=OUT/tokenizer
-tok_cfg = load_config(TokenizerConfig, ROOT / "configs" / "tokenizer" / f"{args.preset}.yaml",
+tok_cfg = load_config(TokenizerConfig, PRESETS / "tokenizer" / f"{args.preset}.yaml",
                       [f"input={args.corpus}", f"out={out / 'tokenizer'}"])
 tok = train_tokenizer(tok_cfg)
-print("pieces of a noisy comment:", tok.encode("배우들 연기 ㅋㅋㅋㅋ 대박이었음!!!", return_tokens=True).tokens)
+print("pieces of a noisy comment:", tok.encode("배우들 연기 ㅋㅋㅋㅋ 대박이었음!!!").tokens)
 
 # 2. Pretrain ELECTRA: generator + discriminator, replaced token detection; exports OUT/pretrain/discriminator
 #    koelectra-kit pretrain --config configs/pretrain/tiny.yaml corpus=CORPUS tokenizer=OUT/tokenizer out=OUT/pretrain
-pre_cfg = load_config(PretrainConfig, ROOT / "configs" / "pretrain" / f"{args.preset}.yaml",
+pre_cfg = load_config(PretrainConfig, PRESETS / "pretrain" / f"{args.preset}.yaml",
                       [f"corpus={args.corpus}", f"tokenizer={out / 'tokenizer'}", f"out={out / 'pretrain'}",
                        "overwrite=true"])
 summary = pretrain(pre_cfg)
@@ -48,12 +49,12 @@ print("pretraining:", summary["steps"], "steps; final metrics:", {k: summary["fi
 
 # 3. Fine-tune positive / negative / neutral from the discriminator (dev: a stratified split of the file)
 #    koelectra-kit finetune --config configs/finetune/tiny.yaml model=OUT/pretrain/discriminator train=LABELLED out=OUT/sentiment
-ft_cfg = load_config(FinetuneConfig, ROOT / "configs" / "finetune" / f"{args.preset}.yaml",
+ft_cfg = load_config(FinetuneConfig, PRESETS / "finetune" / f"{args.preset}.yaml",
                      [f"model={out / 'pretrain' / 'discriminator'}", f"train={args.labelled}",
                       f"out={out / 'sentiment'}"])
 result = finetune(ft_cfg)
 
 # 4. Label every row of a CSV (streaming, resumable; status column flags empty/truncated/malformed rows)
 #    koelectra-kit label --model OUT/sentiment --input UNLABELLED --text-column review --output OUT/labelled.csv
-s = label_file(out / "sentiment", args.unlabelled, out / "labelled.csv", args.text_column)
+s = label_file(out / "sentiment", args.unlabelled, out / "labelled.csv", args.text_column, overwrite=True)
 print(format_summary(s))
