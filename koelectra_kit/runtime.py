@@ -13,10 +13,10 @@ LOGGER_NAME = "koelectra_kit"
 
 
 def get_logger() -> logging.Logger:
-    """The package logger. Without ``setup_logging`` (a library user) it prints INFO lines to stderr too,
-    unless the application configured logging itself."""
+    """The package logger: progress lines on stderr also when the toolkit is used as a library (an application
+    that wants them elsewhere calls ``setup_logging`` or replaces the handler of ``koelectra_kit``)."""
     logger = logging.getLogger(LOGGER_NAME)
-    if not logger.handlers and not logging.getLogger().handlers:
+    if not logger.handlers:
         setup_logging()
     return logger
 
@@ -28,11 +28,20 @@ def setup_logging(verbose: bool = False, rank: int | None = None) -> None:
     logger = logging.getLogger(LOGGER_NAME)
     for h in list(logger.handlers):
         logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
     logger.setLevel(logging.WARNING if rank != 0 else (logging.DEBUG if verbose else logging.INFO))
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the message (a redirect or a test's capture made
+    after the logger was set up still sees the lines)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 def log(msg: str) -> None:

@@ -251,3 +251,18 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     assert proc.stderr.count("resolved config") == 1  # only rank 0 logs
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [2, 4]
     assert (out / "discriminator" / "model.safetensors").exists()
+
+
+def test_generator_below_unigram_is_warned_in_log_summary_and_plot(tiny_cfg, capsys):
+    """Two steps at a tiny lr leave the generator below the unigram rate: the run says so, not silently."""
+    import json
+    from pathlib import Path
+
+    from koelectra_kit.pretrain import pretrain
+
+    cfg = tiny_cfg("max_steps=2", "lr=1e-9", "plots=true")
+    summary = pretrain(cfg)
+    assert summary["final"]["gen_acc"] < summary["final"]["gen_unigram_acc"]
+    assert "below always predicting the most frequent token" in summary["warning"]
+    assert "below always predicting" in capsys.readouterr().err
+    assert json.loads((Path(cfg.out) / "summary.json").read_text())["warning"] == summary["warning"]

@@ -35,5 +35,13 @@ def plot_curves(run_dir: str | Path, dest: str | Path | None = None) -> Path:
         raise InputError(f"{run_dir / 'metrics.jsonl'} has no metrics to plot (is {run_dir} a pretraining run dir?)")
     dest = Path(dest) if dest else run_dir / "curves.png"
     title = f"pretraining {run_dir.name}: step {rows[-1]['step']}, {rows[-1]['tokens'] / 1e6:.2f}M tokens"
+    if below_unigram(rows[-1]):
+        title += "\nWARNING: generator accuracy ended below the unigram rate (the encoder has learned little)"
     plot_pretrain_curves(rows, dest, title)
     return dest
+
+
+def below_unigram(row: dict | None) -> bool:
+    """The last metrics row says the generator is worse than always predicting the most frequent token."""
+    return bool(row and row.get("gen_acc") is not None and row.get("gen_unigram_acc") is not None
+                and row["gen_acc"] < row["gen_unigram_acc"])

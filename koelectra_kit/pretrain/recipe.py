@@ -23,7 +23,7 @@ from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
                          set_rng_state)
 from .config import PretrainConfig
-from .curves import plot_curves, read_metrics
+from .curves import below_unigram, plot_curves, read_metrics
 from .data import BatchSource, check_corpus, open_packed_data, prepare_tokenizer
 from .distributed import DistContext, param_digest
 from .export import export_models
@@ -313,6 +313,12 @@ class PretrainRecipe:
             summary["exported"] = {k: str(v) for k, v in exported.items()}
             if cfg.plots and read_metrics(out / "metrics.jsonl"):
                 summary["curves"] = str(plot_curves(out))
+            if below_unigram(last_row):
+                summary["warning"] = (
+                    f"generator accuracy ended at {last_row['gen_acc']:.3f}, below always predicting the most "
+                    f"frequent token ({last_row['gen_unigram_acc']:.3f}): the encoder has learned little; train "
+                    "longer, or see the cpu-30min preset for a recipe that leaves this plateau on a CPU")
+                warn("warning: " + summary["warning"])
             write_json_atomic(out / "summary.json", summary)
             log(f"done: {s.step} steps, {s.tokens:,} tokens in {s.elapsed / 60:.1f} min "
                 f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
