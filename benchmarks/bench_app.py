@@ -21,9 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DEV = ROOT.parent / "shared" / "data" / "nsmc3" / "dev.tsv"
+from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+DEV = NSMC_DEV
 
 
 def make_csv(rows: int, path: Path) -> Path:

@@ -25,9 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-SHARED = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
 
 
 def load_rows(n: int, seed: int):

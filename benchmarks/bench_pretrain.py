@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
 
 
 def model_flops_per_step(disc, gen, B: int, L: int, K: int, V: int, E: int) -> float:
@@ -160,17 +158,11 @@ def speed(args) -> None:
         toolkit_step()
     print(f"warm-up ({args.warmup} step(s) each{', compiling' if args.compile else ''}): "
           f"{time.perf_counter() - t:.1f}s", flush=True)
-    times = {"baseline": [], "toolkit": []}
-    for r in range(args.rounds):  # interleaved: a noisy neighbour slows both, not one
-        for name, fn in (("baseline", baseline_step), ("toolkit", toolkit_step)):
-            for _ in range(args.steps):
-                sync(device)
-                t = time.perf_counter()
-                fn()
-                sync(device)
-                times[name].append(time.perf_counter() - t)
+    # interleaved: a noisy neighbour slows both, not one
+    times = interleaved({"baseline": baseline_step, "toolkit": toolkit_step}, args.rounds * args.steps,
+                        sync=lambda: sync(device), warmup=0)
     peak = bf16_matmul_flops(device, 8192 if device.type == "cuda" else 2048)
-    tb, tt = statistics.median(times["baseline"]), statistics.median(times["toolkit"])
+    tb, tt = median(times["baseline"]), median(times["toolkit"])
     tokens = B * L
     K = electra.num_mask_slots(L, cfg.mask_prob)
     flops = model_flops_per_step(dshape, gshape, B, L, K, V, m.embedding_size)
@@ -259,7 +251,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="cpu | cuda (both implementations run there)")
     p.add_argument("--compile", action="store_true", help="torch.compile the toolkit's model (minutes to compile)")
     p.add_argument("--rss", action="store_true", help="measure peak RSS of pretraining tiny on --corpus instead")
-    p.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "pretrain" / "nsmc_reviews.txt"))
+    p.add_argument("--corpus", default=str(SHARED / "pretrain" / "nsmc_reviews.txt"))
     p.add_argument("--rss-steps", type=int, default=300)
     p.add_argument("--tokenizer", default=None, help="--rss: reuse a trained tokenizer dir instead of training one")
     p.add_argument("--cache-dir", default=None, help="--rss: packed-data cache dir (default: a fresh temp dir)")

@@ -1,0 +1,61 @@
+"""What every benchmark shares: where the repository and the real data are, and one way to time competitors.
+
+Timings on a shared, noisy machine: each competitor runs in turns (A B A B ...), so a neighbour that slows the
+machine slows both, and the median of the turns is reported; read the ratios, not the absolute figures."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the repository's package, also without an install
+    sys.path.insert(0, str(ROOT))
+SHARED = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+NSMC_DEV = SHARED / "nsmc3" / "dev.tsv"
+NSMC_TRAIN = SHARED / "nsmc3" / "train.tsv"
+PRETRAIN = SHARED / "pretrain"
+
+
+def require(path: Path) -> Path:
+    """A data file a benchmark cannot run without: a clear exit when it is absent (a clone without the data)."""
+    if not path.exists():
+        raise SystemExit(f"{path} not found: benchmarks read the real data beside the repository "
+                         "(set KOELECTRA_SHARED_DATA to its folder)")
+    return path
+
+
+def nsmc_texts(path: Path = NSMC_DEV, limit: int | None = None) -> list[str]:
+    """The review texts of an nsmc3 split (TSV, unquoted: a quote is text)."""
+    texts = []
+    with open(require(path), encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            texts.append(line.rstrip("\n").split("\t")[4])
+            if limit and len(texts) == limit:
+                break
+    return texts
+
+
+def interleaved(competitors: dict[str, Callable[[], object]], rounds: int, sync: Callable[[], None] = lambda: None,
+                warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each competitor, run in turns for ``rounds`` rounds after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        for fn in competitors.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in competitors}
+    for _ in range(rounds):
+        for name, fn in competitors.items():
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
