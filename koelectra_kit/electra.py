@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .electra_prior import positional_prior_
+from .runtime import optimizer_step
 
 # ---------------------------------------------------------------------------------------------
 # Model building
@@ -329,12 +330,7 @@ def train_step(model, optimizer, micro_batches, *, disc_weight: float, lr: float
     if scaler is not None:
         scaler.unscale_(optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm > 0 else math.inf)
-    if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer_step(optimizer, scaler)
     return stats, sums, grad_norm
 
 

@@ -113,6 +113,17 @@ def autocast(device, dtype):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def optimizer_step(optimizer, scaler=None) -> None:
+    """One optimizer step, through the fp16 loss scaler when there is one (bf16 and fp32 need none), then
+    gradients cleared (set to None: no memory write for the zeros)."""
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 @contextlib.contextmanager
 def quiet_transformers():
     """Silence transformers' load report and progress bars inside the block (we report what matters

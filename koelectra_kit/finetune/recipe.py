@@ -20,7 +20,8 @@ from ..config import dump_yaml
 from ..errors import ConfigError
 from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..metrics import classification_report, format_report
-from ..runtime import autocast, autocast_dtype, get_logger, log, quiet_transformers, resolve_device, set_seed, warn
+from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, quiet_transformers, resolve_device,
+                       set_seed, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
@@ -47,12 +48,7 @@ def train_step(model, optimizer, input_ids, attention_mask, labels, *, device, d
         loss.backward()
     if max_grad_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer_step(optimizer, scaler)
     return loss.item()
 
 
