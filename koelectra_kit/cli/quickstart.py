@@ -30,13 +30,15 @@ def _sample(name: str) -> str:
     return str(resources.files("koelectra_kit.sample") / name)
 
 
+DESCRIPTION = ("The main job end to end: train a tokenizer on a comment corpus, pretrain an ELECTRA discriminator, "
+               "fine-tune a positive/negative/neutral classifier on labelled reviews, and label a CSV of unlabelled "
+               "reviews. Defaults: the bundled sample and tiny presets.")
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "quickstart", help="run the whole pipeline (tokenizer, pretrain, finetune, label) on the sample",
-        description="The main job end to end: train a tokenizer on a comment corpus, pretrain an ELECTRA "
-                    "discriminator, fine-tune a positive/negative/neutral classifier on labelled reviews, "
-                    "and label a CSV of unlabelled reviews. Defaults: the bundled sample and tiny presets.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = subparsers.add_parser("quickstart", description=DESCRIPTION, epilog=__doc__.split("\n\n", 1)[1],
+                              help="run the whole pipeline (tokenizer, pretrain, finetune, label) on the sample",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", default=None, help="pretraining text (one text a line; default: the bundled sample)")
     p.add_argument("--labelled", default=None, help="labelled reviews for fine-tuning (text + label columns)")
     p.add_argument("--unlabelled", default=None, help="CSV to label")
