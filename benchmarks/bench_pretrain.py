@@ -3,6 +3,7 @@
     python benchmarks/bench_pretrain.py                 # small preset, batch 32 x seq 128
     python benchmarks/bench_pretrain.py --threads 1     # on a shared CPU, 1 thread avoids thread thrash
     python benchmarks/bench_pretrain.py --rss           # peak RSS of pretraining `tiny` on the 56 MB corpus
+    python benchmarks/bench_pretrain.py --profile 5     # where the toolkit step's time goes, by kind of op
 
 (a) baseline: ``ElectraForMaskedLM`` computing logits at every position (its own ``labels=`` loss) +
     ``ElectraForPreTraining`` (its own loss), embeddings shared, multinomial sampling, fp32, eager attention,
@@ -158,6 +159,11 @@ def speed(args) -> None:
         toolkit_step()
     print(f"warm-up ({args.warmup} step(s) each{', compiling' if args.compile else ''}): "
           f"{time.perf_counter() - t:.1f}s", flush=True)
+    if args.profile:
+        profile(toolkit_step, args.profile, B * L, model_flops_per_step(
+            dshape, gshape, B, L, electra.num_mask_slots(L, cfg.mask_prob), V, m.embedding_size),
+            bf16_matmul_flops(device, 2048))
+        return
     # interleaved: a noisy neighbour slows both, not one
     times = interleaved({"baseline": baseline_step, "toolkit": toolkit_step}, args.rounds * args.steps,
                         sync=lambda: sync(device), warmup=0)
@@ -174,6 +180,59 @@ def speed(args) -> None:
     n = 8192 if device.type == "cuda" else 2048
     print(f"toolkit model FLOP/s: {flops / tt / 1e9:.1f} GFLOP/s = {flops / tt / peak:.0%} of a bf16 {n}^3 matmul "
           f"measured now ({peak / 1e9:.0f} GFLOP/s); {flops / tokens / 1e6:.1f} MFLOP per token")
+
+
+# Where a step's CPU time goes, by the kind of work: each aten op's self time lands in the first group whose
+# name it contains (order matters: "addmm" is a matmul, not an "add").
+OP_GROUPS = [
+    ("matmul (linear layers, QK^T, PV, heads)", ("mm", "matmul", "linear", "bmm", "baddbmm", "addmm", "mkldnn")),
+    ("attention kernel (softmax + masks inside SDPA)", ("scaled_dot_product", "flash_attention", "_softmax",
+                                                       "softmax")),
+    ("losses (log-softmax, cross-entropy, BCE)", ("log_softmax", "nll_loss", "cross_entropy", "binary_cross")),
+    ("layer norm", ("layer_norm",)),
+    ("activations (gelu) and dropout", ("gelu", "dropout", "bernoulli")),
+    ("optimizer (fused AdamW) and grad clipping", ("adam", "_foreach", "norm", "clamp")),
+    ("embedding gather / scatter", ("embedding", "index", "gather", "scatter")),
+    ("sampling and masking (rand, multinomial, where)", ("rand", "multinomial", "where", "masked", "argmax",
+                                                         "isin", "topk")),
+    ("dtype casts (bf16 autocast)", ("to_copy", "_to", "copy_", "contiguous")),
+    ("elementwise add/mul and reductions", ("add", "mul", "div", "sum", "mean", "sub", "exp", "pow", "sqrt")),
+]
+
+
+def profile(step, n: int, tokens: int, flops: float, peak: float) -> None:
+    """Profile ``n`` toolkit steps: self CPU time per group of ops, and what the matmuls alone reach."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    t = time.perf_counter()
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            step()
+    wall = (time.perf_counter() - t) / n
+    groups: dict[str, float] = {name: 0.0 for name, _ in OP_GROUPS}
+    groups["other"] = 0.0
+    ops = []
+    for ev in prof.key_averages():
+        us = ev.self_cpu_time_total
+        if us <= 0:
+            continue
+        ops.append((us, ev.key))
+        name = ev.key.lower()
+        group = next((g for g, keys in OP_GROUPS if any(k in name for k in keys)), "other")
+        groups[group] += us
+    total = sum(groups.values())
+    print(f"profile of {n} toolkit steps: {wall * 1000:.0f} ms/step wall ({tokens / wall:,.0f} tokens/s); "
+          f"self CPU time summed over threads' ops {total / n / 1000:.0f} ms/step")
+    for g, us in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"  {us / total:6.1%}  {us / n / 1000:8.1f} ms/step  {g}")
+    mm = groups[OP_GROUPS[0][0]] / n / 1e6
+    print(f"matmul time alone runs the model's {flops / 1e9:.1f} GFLOP at {flops / max(mm, 1e-9) / 1e9:.0f} GFLOP/s "
+          f"= {flops / max(mm, 1e-9) / peak:.0%} of a bf16 2048^3 matmul measured now ({peak / 1e9:.0f} GFLOP/s); "
+          f"the whole step: {flops / wall / 1e9:.0f} GFLOP/s = {flops / wall / peak:.0%}")
+    print("top ops by self CPU time:")
+    for us, key in sorted(ops, reverse=True)[:15]:
+        print(f"  {us / total:6.1%}  {key}")
 
 
 def _tree_rss(pid: int) -> tuple[int, int]:
@@ -250,6 +309,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--device", default="cpu", help="cpu | cuda (both implementations run there)")
     p.add_argument("--compile", action="store_true", help="torch.compile the toolkit's model (minutes to compile)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="profile N toolkit steps (torch.profiler): where a step's time goes, by kind of op")
     p.add_argument("--rss", action="store_true", help="measure peak RSS of pretraining tiny on --corpus instead")
     p.add_argument("--corpus", default=str(SHARED / "pretrain" / "nsmc_reviews.txt"))
     p.add_argument("--rss-steps", type=int, default=300)
