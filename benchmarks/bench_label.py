@@ -1,14 +1,20 @@
-"""Labelling speed against transformers' pipeline, quantization accuracy, and memory on a 1M-row file.
+"""Labelling speed against transformers' pipeline, quantization accuracy, repeated texts, and memory on a 1M-row
+file.
 
-    python benchmarks/bench_label.py --model runs/experiments/recipe/ft-cpu30-s1 [--rows 20000] [--big-rows 1000000]
+    python benchmarks/bench_label.py --model runs/experiments/recipe/ft-cpu30-s1 [--rows 20000] [--dup-rows 20000]
+        [--big-rows 1000000]
 
 One run, one machine:
 (a) ``transformers.pipeline("text-classification")`` on the same model, fed the tokenizer's pre-split text
     (so it gets the same ids), batch size 32 (pre-splitting is done beforehand and NOT counted for it);
 (a+) the same pipeline with the pre-split timed: the whole job from raw reviews, as a pipeline user runs it;
 (b) ``koelectra-kit label`` with default settings (pre-split included in its time), and (c) with --quantize;
-rows/s and ratios; quantized vs unquantized accuracy on nsmc3 dev; peak RSS of ``koelectra-kit label`` on a
-generated --big-rows CSV (a subprocess, its VmHWM).
+rows/s and ratios; quantized vs unquantized accuracy on nsmc3 dev;
+(d) repeated texts: a --dup-rows file with the duplicate rate of real app reviews (24% of the rows of a public
+    crawl of Korean app-store reviews repeat an earlier text exactly: "굿", "좋아요", "최고"), made from nsmc3 dev by
+    repeating its texts (short ones most, as in app stores), labelled with --no-dedupe, with deduplication (the
+    default) and with --backend onnx where the classifier has that backend; the outputs must be identical;
+peak RSS of ``koelectra-kit label`` on a generated --big-rows CSV (a subprocess, its VmHWM).
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer._word_pieces), so Kiwi runs only on the rest:
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
+import random
 import resource
 import subprocess
 import sys
@@ -134,12 +142,81 @@ def compare(args, dev, tmp: Path) -> None:
         print(f"pipeline's labels agree with koelectra-kit label's on {pipe_agree:.2%} of rows")
 
 
+def app_review_like(dev, rows: int, repeat_rate: float = 0.24, seed: int = 0):
+    """``rows`` reviews of which ``repeat_rate`` repeat an earlier row's text exactly. The distinct texts are nsmc3
+    dev's (two joined where more are needed); the repeats are drawn Zipf-like from its shorter texts, the way "굿"
+    and "좋아요" dominate app-store repeats."""
+    import pandas as pd
+
+    rng = random.Random(seed)
+    texts = list(dict.fromkeys(t for t in dev["document"].tolist() if t.strip()))  # distinct, in file order
+    n_unique = rows - round(rows * repeat_rate)
+    distinct, seen = texts[:n_unique], set(texts[:n_unique])
+    while len(distinct) < n_unique:
+        joined = f"{rng.choice(texts)} {rng.choice(texts)}"
+        if joined not in seen:
+            distinct.append(joined)
+            seen.add(joined)
+    popular = sorted(distinct, key=len)[:2000]
+    repeats = rng.choices(popular, weights=[1 / (r + 1) for r in range(len(popular))], k=rows - n_unique)
+    all_texts = distinct + repeats
+    rng.shuffle(all_texts)
+    return pd.DataFrame({"id": range(len(all_texts)), "document": all_texts})
+
+
+def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
+    """(d) label --no-dedupe vs label (dedupe) vs label --backend onnx on the app-review-like file."""
+    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.label import label_file
+
+    data = app_review_like(dev, args.dup_rows)
+    src = tmp / "app_reviews.csv"
+    data.to_csv(src, index=False)
+    repeats = len(data) - data["document"].nunique()
+    print(f"\n(d) {len(data):,} app-review-like rows from nsmc3/dev, {repeats / len(data):.1%} exact repeats")
+    runs = [("label --no-dedupe", {"dedupe": False}), ("label (dedupe, the default)", {})]
+    if "backend" in inspect.signature(Classifier.load).parameters:
+        runs.append(("label --backend onnx (dedupe)", {"backend": "onnx"}))
+    warm = tmp / "app_reviews_warm.csv"
+    data.iloc[:256].to_csv(warm, index=False)
+    print(f"{'method':<58}{'rows/s':>10}{'vs first':>9}{'reused rows':>13}")
+    base, outputs = None, []
+    for i, (name, opts) in enumerate(runs):
+        out = tmp / f"dup{i}.csv"
+        # untimed: loading the model (and the ONNX export), Kiwi's start and torch's first calls are not the
+        # steady state a big file sees
+        clf = Classifier.load(model_dir, backend=opts.get("backend", "auto"))
+        label_file(model_dir, warm, tmp / "warm_out.csv", "document", progress=False, overwrite=True, classifier=clf,
+                   **opts)
+        t0 = time.perf_counter()
+        s = label_file(model_dir, src, out, "document", progress=False, overwrite=True, classifier=clf, **opts)
+        t = time.perf_counter() - t0
+        base = base or t
+        outputs.append(out)
+        print(f"{'koelectra-kit ' + name:<58}{len(data) / t:>10,.0f}{base / t:>8.2f}x{s.reused:>13,}")
+    if len(runs) < 3:
+        print("(--backend onnx: n/a, this classifier has no backend option)")
+    same = outputs[0].read_bytes() == outputs[1].read_bytes()
+    print(f"deduplicated output identical to --no-dedupe: {'yes' if same else 'NO'}")
+    if len(outputs) > 2:
+        a, b = (pd_read(o)["label"] for o in outputs[1:3])
+        print(f"onnx labels agree with torch's on {(a == b).mean():.2%} of rows")
+
+
+def pd_read(path: Path):
+    import pandas as pd
+
+    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
     ap.add_argument("--rows", type=int, default=20000, help="reviews for the speed comparison (0: skip it)")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
+    ap.add_argument("--dup-rows", type=int, default=20000, help="rows of the app-review-like file with 24%% exact "
+                    "repeats, labelled with and without deduplication (0: skip)")
     ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the memory test file (0: skip)")
     args = ap.parse_args()
     if not DEV.exists():
@@ -150,6 +227,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     if args.rows:
         compare(args, dev, tmp)
+    if args.dup_rows:
+        model_dir = args.model
+        if args.shape:  # speed of the preset's shape, as in (a)-(c)
+            model_dir = random_model_like(args.model, args.shape, tmp / f"random-dup-{args.shape}")
+        dedupe_effect(args, dev, tmp, model_dir)
 
     # memory on a big generated file
     if args.big_rows:

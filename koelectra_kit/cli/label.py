@@ -1,7 +1,9 @@
-"""``koelectra-kit label``: label every row of a review file with a fine-tuned classifier."""
+"""``koelectra-kit label``: label every row of review files with a fine-tuned classifier; ``koelectra-kit
+label-merge``: join the outputs of ``label --shard K/N`` into one file."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from . import add_config_args, config_from_args
@@ -12,19 +14,34 @@ examples:
   koelectra-kit label --model runs/sentiment --input big.tsv --text-column document --output out.csv --resume
   koelectra-kit label --model runs/sentiment --input export.csv --encoding cp949 --quantize --plot dist.png ...
   koelectra-kit label --config my-label.yaml batch_size=128        # the same options as a YAML + key=value
+  koelectra-kit label --model runs/sentiment --input 'exports/*.csv' --output labelled/   # one output per file
+  koelectra-kit label --model runs/sentiment --input a.csv b.tsv --output-suffix .labelled.csv
+  koelectra-kit label --model runs/sentiment --input big.csv --output out.csv --shard 3/8   # -> out.shard-3-of-8.csv
+  koelectra-kit label-merge out.csv                                 # shards 1..8 -> out.csv, as one run writes it
 
 Output: the input's columns unchanged and in order, then label, confidence, prob_<label> per class and status
 (ok | empty | truncated | error: malformed line N ...): exactly the input's rows in the input's order. When the
 input already has a column of one of those names, the added columns are called pred_label, pred_status, ...
 Written to OUTPUT.partial and renamed when complete; after a crash or Ctrl-C, --resume continues from the last
-finished chunk (refused when the input, column or model differ). An existing OUTPUT needs --overwrite."""
+finished chunk (refused when the input, column or model differ). An existing OUTPUT needs --overwrite.
+A text seen before (same text after normalization) reuses its prediction: same output, less work (--no-dedupe
+analyses every row). --shard K/N labels rows [(K-1)R/N, KR/N) of the R rows, so N commands cover the file once."""
 
 # flag -> (config key, argparse options); each flag is also a config key (LabelConfig), so a YAML or key=value
 # says the same thing
 FLAGS = {
     "--model": ("model", {"help": "fine-tuned model dir (output of finetune) or hub id"}),
-    "--input": ("input", {"help": "file to label: .csv .tsv .jsonl .parquet"}),
-    "--output": ("output", {"help": "labelled file to write: .csv .tsv .jsonl"}),
+    "--input": ("input", {"nargs": "+", "metavar": "FILE",
+                          "help": "file(s) to label: .csv .tsv .jsonl .parquet; several, or a quoted glob 'd/*.csv'"}),
+    "--output": ("output", {"help": "labelled file to write: .csv .tsv .jsonl; with several inputs a folder"}),
+    "--output-suffix": ("output_suffix", {"metavar": "SUFFIX", "help": "write INPUT_STEM+SUFFIX beside each input "
+                                                                       "(e.g. .labelled.csv) instead of --output"}),
+    "--shard": ("shard", {"metavar": "K/N", "help": "label only the K-th of N equal row ranges, into "
+                                                    "OUTPUT.shard-K-of-N.EXT (join them with label-merge)"}),
+    "--backend": ("backend", {"choices": ["auto", "torch", "onnx"],
+                              "help": "inference engine (default auto: what the classifier picks)"}),
+    "--cache-rows": ("cache_rows", {"type": int, "help": "predictions remembered for repeated texts across chunks "
+                                                         "(default 100000; 0: within a chunk only)"}),
     "--text-column": ("text_column", {"help": "column holding the text (default: review)"}),
     "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet"], "help": "input format (default: extension)"}),
     "--sep": ("sep", {"help": "field separator for csv-like input (default: by extension)"}),
@@ -58,27 +75,67 @@ def register(subparsers) -> None:
     for flag, (key, help_text) in SWITCHES.items():
         p.add_argument(flag, dest=key, action="store_true", default=None, help=help_text)
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.add_argument("--no-dedupe", dest="dedupe", action="store_false", default=None,
+                   help="analyse every row, also exact repeats (the output is the same, only slower)")
     add_config_args(p, None)
     p.set_defaults(func=run)
+    m = subparsers.add_parser("label-merge", help="join the outputs of `label --shard K/N` into one file",
+                              description="Concatenate OUTPUT.shard-1-of-N.EXT ... OUTPUT.shard-N-of-N.EXT (all "
+                                          "complete) into OUTPUT, the header once: the bytes an unsharded run writes.")
+    m.add_argument("output", help="the --output the shards were labelled with (e.g. out.csv)")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    m.set_defaults(func=run_merge)
+
+
+def _split_inputs(args) -> None:
+    """``--input a.csv b.csv`` takes every value up to the next flag, so ``--input a.csv batch_size=8`` would
+    swallow the override: a value shaped key=value that is no existing file goes back to the overrides (where a
+    mistyped key still gets its "did you mean")."""
+    import re
+
+    if not args.input:
+        return
+    kept = []
+    for value in args.input:
+        if re.match(r"[A-Za-z_][\w.]*=", value) and not Path(value).exists():
+            args.overrides = [*args.overrides, value]
+        else:
+            kept.append(value)
+    args.input = kept
 
 
 def run(args) -> int:
-    from ..label import LabelConfig, format_summary
-    from ..label.run import FileLabeller
+    from ..label import FilesLabeller, LabelConfig, format_summary
 
-    keys = [key for key, _ in FLAGS.values()] + [key for key, _ in SWITCHES.values()] + ["progress"]
-    cfg = config_from_args(LabelConfig, args, {k: getattr(args, k) for k in keys})
-    labeller = FileLabeller(cfg)
+    _split_inputs(args)
+    keys = [key for key, _ in FLAGS.values()] + [key for key, _ in SWITCHES.values()] + ["progress", "dedupe"]
+    flags = {k: getattr(args, k) for k in keys if k != "input"}
+    if args.input:  # a list: handed over as a YAML flow list (a JSON list is one), after the user's overrides
+        args.overrides = [*args.overrides, f"input={json.dumps(args.input, ensure_ascii=False)}"]
+    cfg = config_from_args(LabelConfig, args, flags)
+    labeller = FilesLabeller(cfg)
     try:
-        summary = labeller.run()
+        summaries = labeller.run()
     except KeyboardInterrupt:
-        partial = Path(cfg.output + ".partial")
-        if labeller.state_path_exists():
+        current = labeller.current
+        partial = Path(current.cfg.output + ".partial") if current else None
+        if current is not None and current.state_path_exists():
             print(f"\ninterrupted: finished chunks are kept in {partial}; rerun with --resume to continue")
         else:
             print("\ninterrupted before the first chunk was written: nothing to keep; rerun to start again")
         return 130
-    print(format_summary(summary))
+    for summary in summaries:
+        print(format_summary(summary))
+    if len(summaries) > 1:
+        print(f"{len(summaries)} files, {sum(s.rows for s in summaries):,} rows in all")
     if cfg.plot:
         print(f"  label distribution: {cfg.plot}")
+    return 0
+
+
+def run_merge(args) -> int:
+    from ..label import merge_shards
+
+    out, n = merge_shards(args.output, overwrite=args.overwrite)
+    print(f"merged {n} shards -> {out} (the shard files are kept; delete them once you have checked it)")
     return 0

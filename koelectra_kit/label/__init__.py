@@ -16,16 +16,25 @@ The file is read and labelled in chunks (memory stays flat for millions of rows)
 done after each chunk, so ``--resume`` after a crash or kill truncates the partial file to the last whole
 chunk and continues from there. The final path appears only when every row is written (one rename).
 
-Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``resume`` (the job record),
-``run`` (the file loop), ``summary`` (the report).
+Repeated texts are analysed once: one prediction per distinct normalized text, within a chunk and through a
+bounded cache across chunks and files (the output is the same; the summary counts the rows it saved).
+Several inputs (paths or globs) give one output each; ``--shard K/N`` labels the K-th of N row ranges, and
+``label-merge`` joins the shards into the unsharded output. ``ray_adapter`` runs the same labelling on Ray Data.
+
+Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``dedupe`` (one prediction per distinct
+text), ``resume`` (the job record), ``run`` (the file loop), ``files`` (many files, one run), ``shard`` (row
+ranges and merging), ``summary`` (the report), ``ray_adapter`` (the same labeller on a Ray cluster).
 """
 from ..tables import read_records
 from .chunk import check_trained_head, label_chunk, label_dataframe, output_columns
 from .config import LabelConfig
+from .dedupe import PredictionCache
+from .files import FilesLabeller, label_file, label_files
+from .run import FileLabeller, write_chunk
 from .resume import STATE_VERSION
-from .run import FileLabeller, label_file, write_chunk
+from .shard import merge_shards
 from .summary import LabelSummary, format_summary, plot_distribution
 
-__all__ = ["label_file", "label_dataframe", "label_chunk", "read_records", "format_summary", "LabelSummary",
-           "LabelConfig", "FileLabeller", "output_columns", "check_trained_head", "plot_distribution",
+__all__ = ["label_file", "label_files", "label_dataframe", "label_chunk", "read_records", "format_summary",
+           "LabelSummary", "LabelConfig", "FilesLabeller", "merge_shards", "PredictionCache", "FileLabeller", "output_columns", "check_trained_head", "plot_distribution",
            "write_chunk", "STATE_VERSION"]

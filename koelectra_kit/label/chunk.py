@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from ..errors import InputError
+from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
 # the first max_length tokens anyway, and a 1M-character field must not cost seconds of Kiwi time.
@@ -32,13 +33,22 @@ def check_trained_head(clf, allow_generic_labels: bool = False) -> None:
                          "with `koelectra-kit finetune` first, or pass --allow-generic-labels")
 
 
+def load_classifier(model, backend: str = "auto", **options):
+    """The classifier a labelling run uses (``Classifier.load``; ``backend``: auto | torch | onnx)."""
+    from ..classifier import Classifier
+
+    return Classifier.load(model, backend=backend, **options)
+
+
 def _as_text(v) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
-def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size: int):
+def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size: int,
+                cache: PredictionCache | None = None):
     """Add the prediction columns to one chunk (a DataFrame of the input columns). ``errors``: per row, why it
-    could not be read (it is flagged, not labelled), or None."""
+    could not be read (it is flagged, not labelled), or None. ``cache``: reuse the prediction of an identical
+    normalized text (in this chunk or an earlier one, counted in ``cache.reused``); None predicts every row."""
     import pandas as pd
 
     names = output_columns(clf.labels, list(df.columns))
@@ -57,11 +67,11 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     probs = np.full((len(df), k), np.nan, dtype=np.float32)
     label = [""] * len(df)
     if todo:
-        pred = clf.predict([texts[i][:cap] for i in todo], batch_size=batch_size)
-        probs[todo] = pred.probs
+        found, truncated = predict_once(clf, [texts[i][:cap] for i in todo], batch_size, cache)
+        probs[todo] = found
         for j, i in enumerate(todo):
-            label[i] = pred.labels[j]
-            if pred.truncated[j] or len(texts[i]) > cap:
+            label[i] = clf.labels[int(found[j].argmax())]  # what Classifier.predict's labels are
+            if truncated[j] or len(texts[i]) > cap:
                 status[i] = "truncated"
     out = df.copy()
     out[names["label"]] = label
@@ -76,8 +86,9 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
 
 
 def label_dataframe(df, model=None, text_column: str = "review", batch_size: int = 64, classifier=None,
-                    allow_generic_labels: bool = False, **load_kwargs):
-    """Label an in-memory DataFrame: the same columns and rows plus the prediction columns."""
+                    allow_generic_labels: bool = False, dedupe: bool = True, **load_kwargs):
+    """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
+    prediction per distinct normalized text, the same output)."""
     from ..classifier import Classifier
 
     if text_column not in df.columns:
@@ -86,5 +97,6 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
         raise InputError(f"batch_size={batch_size} must be at least 1")
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)
-    out, _ = label_chunk(clf, df, text_column, [None] * len(df), batch_size)
+    cache = PredictionCache(max_rows=0) if dedupe else None
+    out, _ = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
     return out

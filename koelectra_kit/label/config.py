@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
+from .dedupe import CACHE_ROWS
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
+BACKENDS = ("auto", "torch", "onnx")
+WRITABLE = (".csv", ".tsv", ".jsonl")
 
 
 @dataclass
@@ -15,8 +18,15 @@ class LabelConfig:
     STAGE: ClassVar[str] = "label"
 
     model: str = ""  # fine-tuned classifier folder (output of finetune) or hub id
-    input: str = ""  # file to label: .csv .tsv .jsonl .parquet
-    output: str = ""  # labelled file to write: .csv .tsv .jsonl (written beside, renamed when complete)
+    # file(s) to label: .csv .tsv .jsonl .parquet; several paths or a glob ('data/*.csv') give one output each
+    input: str | list[str] = ""
+    # labelled file to write: .csv .tsv .jsonl (written beside, renamed when complete); with several inputs, a
+    # folder that gets one file per input (named like the input; .parquet inputs give .csv)
+    output: str = ""
+    output_suffix: str | None = None  # instead of output: write INPUT_STEM + this beside each input (.labelled.csv)
+    # "K/N": label only the K-th of N equal row ranges (1-based) into OUTPUT.shard-K-of-N.EXT, so a scheduler can
+    # fan one file out; `koelectra-kit label-merge OUTPUT` joins the N shards into the unsharded output
+    shard: str | None = None
     text_column: str = "review"
     format: str | None = None  # input format; None = from the extension
     sep: str | None = None  # field separator of csv-like input; None = by format
@@ -30,6 +40,12 @@ class LabelConfig:
     device: str = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     quantize: bool = False  # int8 dynamic quantization (CPU)
+    # inference engine: torch, onnx (onnxruntime on the exported graph), auto (onnx when quantizing and
+    # onnxruntime is installed, else torch: Classifier.load decides)
+    backend: Literal["auto", "torch", "onnx"] = "auto"
+    # one prediction per distinct normalized text (exact repeats are common in review files; same output)
+    dedupe: bool = True
+    cache_rows: int = CACHE_ROWS  # predictions kept across chunks for repeats (0: within a chunk only)
     threads: int | None = None  # torch CPU threads (None: all cores)
     resume: bool = False  # continue OUTPUT.partial from its last finished chunk
     overwrite: bool = False  # replace an existing OUTPUT (otherwise refused)
@@ -40,9 +56,25 @@ class LabelConfig:
     allow_generic_labels: bool = False
 
     def validate(self) -> None:
-        for key in ("model", "input", "output"):
+        for key in ("model", "input"):
             if not getattr(self, key):
                 raise ConfigError(f"{key} is required: --{key} ... (or {key}=... )")
+        if not self.output and not self.output_suffix:
+            raise ConfigError("output is required: --output FILE (a folder for several inputs) or --output-suffix")
+        if self.output and self.output_suffix:
+            raise ConfigError("output and output_suffix contradict each other: give one (a file/folder, or a "
+                              "suffix for a file beside each input)")
+        if self.output_suffix is not None and not self.output_suffix.lower().endswith(WRITABLE):
+            raise ConfigError(f"output_suffix={self.output_suffix!r} must end with {', '.join(WRITABLE)} (e.g. "
+                              "'.labelled.csv')")
+        if self.output_suffix is not None and ("/" in self.output_suffix or "\\" in self.output_suffix):
+            raise ConfigError(f"output_suffix={self.output_suffix!r} must not hold a folder (use --output DIR/)")
+        if self.shard is not None:
+            self.shard_parts()
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend={self.backend!r}: use one of {', '.join(BACKENDS)}")
+        if self.cache_rows < 0:
+            raise ConfigError(f"cache_rows={self.cache_rows} must be 0 or more (0: deduplicate within a chunk only)")
         if not self.text_column:
             raise ConfigError("text_column is empty: name the column that holds the text")
         if self.format is not None and self.format not in FORMATS:
@@ -66,3 +98,16 @@ class LabelConfig:
                     raise ConfigError(f"{key}={value!r} is not an encoding (try utf-8, utf-8-sig, cp949)") from None
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite contradict each other: pick one")
+
+    def shard_parts(self) -> tuple[int, int]:
+        """(K, N) of ``shard="K/N"``; (1, 1) when unsharded."""
+        if self.shard is None:
+            return 1, 1
+        k, _, n = str(self.shard).partition("/")
+        if not (k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+            raise ConfigError(f"shard={self.shard!r}: use K/N with 1 <= K <= N (e.g. --shard 3/8, the third of "
+                              "eight row ranges)")
+        return int(k), int(n)
+
+    def inputs(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else list(self.input)

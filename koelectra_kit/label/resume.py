@@ -13,7 +13,7 @@ from ..errors import InputError
 
 STATE_VERSION = 2
 # What must match for a resume to continue the same job (what differs is named in the refusal).
-IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint")
+IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard")
 
 
 def input_fingerprint(path: Path) -> str:
@@ -33,7 +33,11 @@ def model_digest(clf) -> str:
     agree, a retrained model does not."""
     import torch
 
-    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}".encode())
+    # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
+    # file; a torch run hashes as before backends existed, so its records still resume
+    backend = getattr(clf, "backend", "torch")
+    engine = "" if backend == "torch" else f";backend={backend}"
+    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}{engine}".encode())
     for name, value in clf.model.state_dict().items():
         if torch.is_tensor(value) and not value.is_quantized:
             h.update(name.encode())
@@ -50,6 +54,7 @@ class LabelState:
     model: str
     model_digest: str
     tokenizer_fingerprint: str
+    shard: str | None = None  # "K/N" for a shard (None: the whole file, also in records written before shards)
     version: int = STATE_VERSION
     rows_done: int = 0
     bytes_done: int = 0
@@ -57,6 +62,7 @@ class LabelState:
     per_label: dict = field(default_factory=dict)
     status: dict = field(default_factory=dict)
     malformed: list = field(default_factory=list)
+    reused: int = 0  # rows answered with an identical text's prediction
 
     def check_same_job(self, saved: dict, partial: Path) -> None:
         if saved.get("version") != STATE_VERSION:
@@ -72,11 +78,13 @@ class LabelState:
     def take_progress(self, saved: dict) -> None:
         for key in ("rows_done", "bytes_done", "chunks_done", "per_label", "status", "malformed"):
             setattr(self, key, saved[key])
+        self.reused = saved.get("reused", 0)  # absent from records written before deduplication
 
-    def record_chunk(self, out, names: dict, errors: list, bytes_done: int) -> None:
+    def record_chunk(self, out, names: dict, errors: list, bytes_done: int, reused: int = 0) -> None:
         import pandas as pd
 
         self.bytes_done = bytes_done
+        self.reused += reused
         self.rows_done += len(out)
         self.chunks_done += 1
         for lab, c in out[names["label"]].value_counts().items():

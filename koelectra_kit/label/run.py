@@ -5,24 +5,34 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
 from ..fileio import check_input_file
 from ..runtime import log
 from ..tables import detect_encoding, read_records, table_format
-from .chunk import check_trained_head, label_chunk, output_columns
+from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
+from .dedupe import PredictionCache
 from .resume import LabelState, input_fingerprint, model_digest, read_state
+from .shard import row_range
 from .summary import LabelSummary, plot_distribution
 
 
 class FileLabeller:
-    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None):
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, cache: PredictionCache | None = None):
         cfg.validate()
+        if not isinstance(cfg.input, str):  # one file here; label_files / FilesLabeller plan several
+            if len(cfg.input) != 1:
+                raise InputError(f"{len(cfg.input)} inputs given: FileLabeller labels one file (use label_files)")
+            cfg = replace(cfg, input=cfg.input[0])
         self.cfg = cfg
         self.clf = classifier
         self.after_chunk = after_chunk  # test hook: called with the number of chunks done
+        # shared by the files of one run (same model, so a text seen in one file is answered in the next)
+        self.cache = cache if cache is not None or not cfg.dedupe else PredictionCache(cfg.cache_rows)
         self.src = self.dst = None
 
     # -- setup, in order
@@ -64,13 +74,18 @@ class FileLabeller:
             raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
                              f"{cfg.text_column!r}; rename them so the text column is unambiguous")
         self.text_idx = self.columns.index(cfg.text_column)
+        self.row_start, self.row_stop = 0, None
+        if cfg.shard:
+            # a row range needs the row count: one extra pass of the reader (parsing only, no model)
+            k, n = cfg.shard_parts()
+            total = sum(1 for _ in read_records(self.src, self.in_fmt, self.encoding, cfg.sep,
+                                                errors=cfg.encoding_errors)[1])
+            self.row_start, self.row_stop = row_range(total, k, n)
 
     def load_model(self) -> None:
-        from ..classifier import Classifier
-
         cfg = self.cfg
         if self.clf is None:
-            self.clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision,
+            self.clf = load_classifier(cfg.model, cfg.backend, device=cfg.device, precision=cfg.precision,
                                        quantize=cfg.quantize, threads=cfg.threads)
         check_trained_head(self.clf, cfg.allow_generic_labels)
 
@@ -81,7 +96,7 @@ class FileLabeller:
         self.state = LabelState(input=str(self.src.resolve()), input_fingerprint=input_fingerprint(self.src),
                                 text_column=cfg.text_column, labels=list(self.clf.labels),
                                 model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
-                                tokenizer_fingerprint=tokenizer_fingerprint(self.clf.tok))
+                                tokenizer_fingerprint=tokenizer_fingerprint(self.clf.tok), shard=cfg.shard)
         saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
         if saved is not None:
             self.state.check_same_job(saved, self.partial)
@@ -116,12 +131,11 @@ class FileLabeller:
         cfg, state = self.cfg, self.state
         bar = tqdm(total=None, unit="rows", desc="labelling", disable=not cfg.progress, dynamic_ncols=True,
                    initial=state.rows_done)
-        t0, new_rows, skip, chunk = time.perf_counter(), 0, state.rows_done, []
+        t0, new_rows, chunk = time.perf_counter(), 0, []
+        # rows already written (a resume) and, for a shard, the rows before its range are read and skipped
+        todo = islice(self._records(), self.row_start + state.rows_done, self.row_stop)
         try:
-            for rec in self._records():
-                if skip:
-                    skip -= 1
-                    continue
+            for rec in todo:
                 chunk.append(rec)
                 if len(chunk) >= cfg.chunk_rows:
                     new_rows += self.write_chunk(chunk)
@@ -135,7 +149,7 @@ class FileLabeller:
             bar.close()
         summary = LabelSummary(rows=state.rows_done, per_label=state.per_label, status=state.status,
                                malformed=state.malformed, seconds=time.perf_counter() - t0, output=str(self.dst),
-                               new_rows=new_rows)
+                               new_rows=new_rows, reused=state.reused, shard=cfg.shard)
         if cfg.plot:
             plot_distribution(summary, cfg.plot)
         return summary
@@ -166,8 +180,10 @@ class FileLabeller:
             errors.append(error)
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
         df = pd.DataFrame(rows, columns=self.columns, dtype=object)
-        out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size) if chunk else \
+        reused_before = self.cache.reused if self.cache is not None else 0
+        out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
             (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)
+        reused = (self.cache.reused if self.cache is not None else 0) - reused_before
         first = state.bytes_done == 0
         # the BOM (Excel needs it to read UTF-8) only at the very start of the file
         enc = self.out_enc if first else self.out_enc.replace("-sig", "")
@@ -176,7 +192,7 @@ class FileLabeller:
             f.flush()
             os.fsync(f.fileno())
         if names is not None:
-            state.record_chunk(out, names, errors, self.partial.stat().st_size)
+            state.record_chunk(out, names, errors, self.partial.stat().st_size, reused)
         else:
             state.bytes_done = self.partial.stat().st_size
         state.save(self.state_path)
@@ -211,20 +227,3 @@ def _guess_encoding(path: Path) -> str:
         return detect_encoding(path)
     except InputError:
         return "utf-8"
-
-
-def label_file(model, input, output, text_column: str = "review", *, fmt: str | None = None,
-               sep: str | None = None, encoding: str | None = None, output_encoding: str | None = None,
-               batch_size: int = 64, chunk_rows: int = 20000, device: str = "auto", precision: str = "auto",
-               quantize: bool = False, threads: int | None = None, resume: bool = False, plot: str | None = None,
-               progress: bool = True, classifier=None, overwrite: bool = False, encoding_errors: str = "strict",
-               allow_generic_labels: bool = False, _after_chunk=None) -> LabelSummary:
-    """Label ``input`` into ``output``: the Python face of ``koelectra-kit label`` (same options, same checks).
-    ``classifier``: an already loaded ``Classifier`` (``model`` is then only recorded)."""
-    cfg = LabelConfig(model=str(model or getattr(classifier, "source", "") or "in-memory"), input=str(input),
-                      output=str(output), text_column=text_column, format=fmt, sep=sep, encoding=encoding,
-                      encoding_errors=encoding_errors, output_encoding=output_encoding, batch_size=batch_size,
-                      chunk_rows=chunk_rows, device=device, precision=precision, quantize=quantize, threads=threads,
-                      resume=resume, overwrite=overwrite, plot=plot, progress=progress,
-                      allow_generic_labels=allow_generic_labels)
-    return FileLabeller(cfg, classifier=classifier, after_chunk=_after_chunk).run()

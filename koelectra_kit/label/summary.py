@@ -14,6 +14,8 @@ class LabelSummary:
     seconds: float = 0.0
     output: str = ""
     new_rows: int = 0  # rows labelled by this run (a resumed run counts only its own)
+    reused: int = 0  # rows given an identical (normalized) text's prediction instead of their own analysis
+    shard: str | None = None  # "K/N" when this output is one shard of the input
 
     @property
     def rows_per_s(self) -> float:
@@ -21,7 +23,8 @@ class LabelSummary:
 
 
 def format_summary(s: LabelSummary) -> str:
-    lines = [f"labelled {s.rows:,} rows -> {s.output}"]
+    shard = f" (shard {s.shard})" if s.shard else ""
+    lines = [f"labelled {s.rows:,} rows{shard} -> {s.output}"]
     total = max(1, sum(s.per_label.values()))
     for lab, c in sorted(s.per_label.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {lab:<12}{c:>10,}  {c / total:6.1%}")
@@ -32,6 +35,9 @@ def format_summary(s: LabelSummary) -> str:
         lines.append(f"  {m}")
     if len(s.malformed) > 5:
         lines.append(f"  ... ({s.status.get('error', 0)} malformed rows in all; status column says which)")
+    if s.reused:
+        lines.append(f"  {s.reused:,} rows ({s.reused / max(1, s.rows):.1%}) repeated an earlier text: its prediction "
+                     "was reused")
     lines.append(f"  {s.new_rows:,} rows in {s.seconds:.1f}s ({s.rows_per_s:,.0f} rows/s)")
     return "\n".join(lines)
 

@@ -1,0 +1,135 @@
+"""One run, many files: ``--input a.csv b.csv`` or ``--input 'data/*.csv'`` becomes one ``FileLabeller`` job per
+file, each with its own output (a file in the ``--output`` folder, or INPUT_STEM + ``--output-suffix`` beside the
+input; ``--shard K/N`` renames it OUTPUT.shard-K-of-N.EXT). Every job's paths are checked before the first is
+labelled, the model is loaded once and the prediction cache is shared, so a text repeated across files is
+analysed once."""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import InputError
+from ..runtime import log
+from .config import WRITABLE, LabelConfig
+from .dedupe import PredictionCache
+from .run import FileLabeller
+from .shard import shard_path
+from .summary import LabelSummary
+
+GLOB_CHARS = set("*?[")
+
+
+def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[list[Path], bool]:
+    """(paths, many): each pattern becomes its matches, sorted (an existing path is taken as named, whatever
+    characters it holds); ``many`` when the user asked for several files (more than one value, or a pattern).
+    A match ending in ``skip_suffix`` is an earlier run's output (``'data/*.csv'`` with ``.labelled.csv``): left out."""
+    paths, many = [], len(inputs) > 1
+    for item in inputs:
+        if GLOB_CHARS & set(item) and not Path(item).exists():
+            matches = sorted(glob.glob(item, recursive=True))
+            files = [m for m in matches if Path(m).is_file() and not (skip_suffix and m.endswith(skip_suffix))]
+            if not files:
+                raise InputError(f"--input {item!r} matches no file" + (" to label" if matches else ""))
+            paths += [Path(m) for m in files]
+            many = True
+        else:
+            paths.append(Path(item))
+    seen = set()
+    return [p for p in paths if not (p.resolve() in seen or seen.add(p.resolve()))], many
+
+
+def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
+    if cfg.output_suffix:
+        return src.with_name(src.stem + cfg.output_suffix)
+    if many or cfg.output.endswith(("/", os.sep)):
+        folder = Path(cfg.output)
+        if not folder.is_dir():
+            raise InputError(f"--output {cfg.output}: several inputs write one file each into a folder; create "
+                             "it first (or use --output-suffix to write beside each input)")
+        # named like the input; a .parquet input gets .csv (parquet output can't be streamed and resumed)
+        return folder / (src.name if src.suffix.lower() in WRITABLE else src.stem + ".csv")
+    return Path(cfg.output)
+
+
+def plan_jobs(cfg: LabelConfig) -> tuple[list[LabelConfig], bool]:
+    """One config per input file, its output named; (jobs, many). Two inputs writing one output is an error."""
+    cfg.validate()
+    paths, many = expand_inputs(cfg.inputs(), cfg.output_suffix)
+    if many and cfg.plot:
+        raise InputError("--plot draws one file's label distribution: label the files one at a time to plot them")
+    k, n = cfg.shard_parts()
+    jobs, owners = [], {}
+    for src in paths:
+        out = _output_for(cfg, src, many)
+        if cfg.shard:
+            out = shard_path(out, k, n)
+        if out.resolve() in owners:
+            raise InputError(f"{owners[out.resolve()]} and {src} would both write {out}: give them different names "
+                             "or label them in separate runs")
+        owners[out.resolve()] = src
+        jobs.append(replace(cfg, input=str(src), output=str(out), output_suffix=None))  # output now named
+    clash = next((src for src in paths if src.resolve() in owners and owners[src.resolve()] != src), None)
+    if clash is not None:
+        raise InputError(f"{clash} is an input and also {owners[clash.resolve()]}'s output: it would be overwritten")
+    return jobs, many
+
+
+class FilesLabeller:
+    """Runs the planned jobs in order. ``current`` is the job running (the CLI names its partial file when
+    interrupted)."""
+
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None):
+        self.jobs, self.many = plan_jobs(cfg)
+        self.clf, self.after_chunk = classifier, after_chunk
+        self.cache = PredictionCache(cfg.cache_rows) if cfg.dedupe else None
+        self.current: FileLabeller | None = None
+
+    def _already_done(self, job: LabelConfig) -> bool:
+        # resuming a many-file run: a file finished before the interruption is skipped, not refused
+        out = Path(job.output)
+        return self.many and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
+
+    def run(self) -> list[LabelSummary]:
+        todo = []
+        for job in self.jobs:
+            if not self._already_done(job):
+                todo.append(job)
+            elif job.progress:
+                log(f"{job.output} is complete: skipped")
+        for job in todo:  # every path is checked before any file is labelled
+            FileLabeller(job).check_paths()
+        summaries = []
+        for job in todo:
+            self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache)
+            summaries.append(self.current.run())
+            self.clf = self.current.clf  # loaded once, by the first file
+        return summaries
+
+
+def _config(model, input, output, text_column, fmt, classifier, options) -> LabelConfig:
+    return LabelConfig(model=str(model or getattr(classifier, "source", "") or "in-memory"), input=input,
+                       output=str(output or ""), text_column=text_column, format=fmt, **options)
+
+
+def label_files(model, inputs, output=None, text_column: str = "review", *, fmt: str | None = None,
+                classifier=None, _after_chunk=None, **options) -> list[LabelSummary]:
+    """Label several files (paths and/or globs), one output each: ``output`` a folder, or ``output_suffix=``.
+    ``options``: any ``LabelConfig`` field (batch_size, resume, shard, backend, dedupe, ...)."""
+    inputs = [str(i) for i in ([inputs] if isinstance(inputs, (str, Path)) else inputs)]
+    cfg = _config(model, inputs, output, text_column, fmt, classifier, options)
+    return FilesLabeller(cfg, classifier=classifier, after_chunk=_after_chunk).run()
+
+
+def label_file(model, input, output=None, text_column: str = "review", *, fmt: str | None = None,
+               classifier=None, _after_chunk=None, **options) -> LabelSummary:
+    """Label ``input`` into ``output``: the Python face of ``koelectra-kit label`` (same options, same checks).
+    ``classifier``: an already loaded ``Classifier`` (``model`` is then only recorded). ``options``: any
+    ``LabelConfig`` field (batch_size, chunk_rows, resume, overwrite, shard, backend, dedupe, cache_rows, ...);
+    with ``shard="K/N"`` the output is OUTPUT.shard-K-of-N.EXT."""
+    cfg = _config(model, str(input), output, text_column, fmt, classifier, options)
+    labeller = FilesLabeller(cfg, classifier=classifier, after_chunk=_after_chunk)
+    if len(labeller.jobs) != 1:
+        raise InputError(f"{input} names {len(labeller.jobs)} files: label_file labels one (use label_files)")
+    return labeller.run()[0]

@@ -1,0 +1,108 @@
+"""Shards: one file fanned out over N workers by row ranges, and the N outputs joined back.
+
+``--shard K/N`` labels rows [(K-1)*R//N, K*R//N) of the input's R rows (a malformed line counts as the one row it
+becomes) into ``OUTPUT.shard-K-of-N.EXT``. The split depends on R and N only, so any scheduler (a SLURM array, a
+Kubernetes indexed job, xargs -P) can start the N commands independently, each resumable with ``--resume``.
+``koelectra-kit label-merge OUTPUT`` checks that shards 1..N are all complete and concatenates them, the header
+once, into exactly the bytes an unsharded run writes (tested).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+def shard_path(output: Path, k: int, n: int) -> Path:
+    """labelled.csv -> labelled.shard-03-of-12.csv (zero-padded so shell globs list shards in order)."""
+    width = len(str(n))
+    return output.with_name(f"{output.stem}.shard-{k:0{width}d}-of-{n}{output.suffix}")
+
+
+def row_range(total: int, k: int, n: int) -> tuple[int, int]:
+    """Rows [start, stop) of shard ``k`` of ``n``: sizes differ by at most one row."""
+    return (k - 1) * total // n, k * total // n
+
+
+def find_shards(output: Path) -> list[Path]:
+    """Shards 1..N of ``output``, in order; a missing or unfinished shard is an error naming it."""
+    pattern = re.compile(rf"{re.escape(output.stem)}\.shard-(\d+)-of-(\d+){re.escape(output.suffix)}")
+    found: dict[int, dict[int, Path]] = {}
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{output}: folder {folder} does not exist")
+    for p in folder.iterdir():
+        m = pattern.fullmatch(p.name)
+        if m:
+            found.setdefault(int(m.group(2)), {})[int(m.group(1))] = p
+    if not found:
+        raise InputError(f"no shards of {output} (files named {shard_path(output, 1, 2).name}, ...) in {folder}")
+    if len(found) > 1:
+        raise InputError(f"shards of {output} from runs with different shard counts ({sorted(found)}): remove "
+                         "the stale ones")
+    (n, shards), = found.items()
+    missing = [k for k in range(1, n + 1) if k not in shards]
+    if missing:
+        what = []
+        for k in missing[:5]:
+            part = shard_path(output, k, n).with_name(shard_path(output, k, n).name + ".partial")
+            what.append(f"{k} ({'unfinished: rerun it with --resume' if part.exists() else 'not run'})")
+        raise InputError(f"can't merge {output}: shard {', '.join(what)} of {n} missing")
+    return [shards[k] for k in range(1, n + 1)]
+
+
+def _header_length(path: Path) -> int:
+    """Bytes of a CSV/TSV shard's BOM + header record. The writer quotes a field holding a quote, separator or
+    newline with doubled inner quotes, so the header ends at the first newline after an even number of quotes
+    (true of every ASCII-compatible encoding the labeller writes: utf-8, cp949)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    pos, quotes = 0, 0
+    while True:
+        nl = head.find(b"\n", pos)
+        if nl < 0:
+            return len(head)  # a header-only file without a final newline can't come from the labeller; keep all
+        quotes += head.count(b'"', pos, nl)
+        pos = nl + 1
+        if quotes % 2 == 0:
+            return pos
+
+
+def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int]:
+    """Concatenate the complete shards of ``output`` into it, written beside and renamed. Returns (output,
+    number of shards). The shards are kept (delete them once the merged file is checked)."""
+    output = Path(output)
+    if output.exists() and not overwrite:
+        raise InputError(f"{output} exists; pass --overwrite to replace it")
+    shards = find_shards(output)
+    with open(shards[0], "rb") as f:
+        if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
+            raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
+                             "outputs (label them with the default --output-encoding)")
+    headerless = output.suffix.lower() in (".csv", ".tsv")
+    first_header = None
+    tmp = output.with_name(output.name + ".merging")
+    with open(tmp, "wb") as out:
+        for i, path in enumerate(shards):
+            skip = _header_length(path) if headerless else 0
+            with open(path, "rb") as f:
+                header = f.read(skip)
+                if i == 0:
+                    first_header = header
+                    out.write(header)
+                elif headerless and header != first_header:
+                    tmp.unlink(missing_ok=True)
+                    raise InputError(f"can't merge {output}: {path.name} has other columns than {shards[0].name} "
+                                     "(shards of different jobs?)")
+                elif not headerless and f.read(3) != BOM:  # JSONL: only the first shard keeps a BOM
+                    f.seek(0)
+                shutil.copyfileobj(f, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, output)
+    return output, len(shards)

@@ -1,0 +1,275 @@
+"""Labelling at scale on one machine: repeated texts analysed once (same output), several inputs with one output
+each, ``--shard K/N`` + ``label-merge`` giving the unsharded bytes, a killed shard resumed without loss."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.label import label_file, label_files, merge_shards
+
+TEXTS = ["굿", "좋아요", "최고", "별로예요 ㅠㅠ", "배송 빠르고 좋아요", "그냥 그래요", "좋아요ㅋㅋㅋㅋㅋ", "좋아요ㅋㅋ",
+         "  좋아요  ", "최고!!!!!!", "최고!!", "다시는 안 삼", ""]
+
+
+def _write(path, n=90, malformed=True):
+    """``n`` rows cycling through TEXTS (so most are exact or normalized repeats), a very long text twice and,
+    for CSV, two malformed lines: line numbers must survive sharding."""
+    lines = ["id,review,stars"]
+    for i in range(n):
+        text = TEXTS[(i * 7) % len(TEXTS)]
+        lines.append(f'{i},"{text}",{i % 5 + 1}')
+        if malformed and i in (20, 61):
+            lines.append(f'{i}b,"안 닫힌 따옴표,3' if i == 20 else f"{i}b,필드가,너무,많음")
+        if i in (33, 70):
+            lines.append(f'{i}L,"{"아주 긴 리뷰 " * 400}",1')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _read(path):
+    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ------------------------------------------------------------------------------------------------------------
+# repeated texts
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_dedupe_gives_identical_output_and_is_counted(tmp_path, tiny_classifier, monkeypatch):
+    src = _write(tmp_path / "in.csv")
+    plain = label_file(None, src, tmp_path / "plain.csv", "review", classifier=tiny_classifier, progress=False,
+                       chunk_rows=7, dedupe=False)
+    predicted = []
+    real = type(tiny_classifier).predict
+    monkeypatch.setattr(type(tiny_classifier), "predict",
+                        lambda self, texts, **kw: predicted.extend(texts) or real(self, texts, **kw))
+    s = label_file(None, src, tmp_path / "dedup.csv", "review", classifier=tiny_classifier, progress=False,
+                   chunk_rows=7)
+    assert (tmp_path / "dedup.csv").read_bytes() == (tmp_path / "plain.csv").read_bytes()
+    assert s.rows == plain.rows and plain.reused == 0
+    # each distinct normalized text analysed once (the long one twice: long texts are not kept across chunks)
+    keys = [tiny_classifier.tok.normalize(t) for t in predicted]
+    assert len(keys) == len(set(keys)) + 1
+    labelled = s.status.get("ok", 0) + s.status.get("truncated", 0)
+    assert s.reused == labelled - len(predicted) > labelled / 2
+
+
+def test_small_cache_and_no_cache_give_the_same_bytes(tmp_path, tiny_classifier):
+    src = _write(tmp_path / "in.csv", n=60, malformed=False)
+    outs = []
+    for i, opts in enumerate([{"dedupe": False}, {"cache_rows": 0}, {"cache_rows": 2}, {}]):
+        out = tmp_path / f"o{i}.jsonl"
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=5, **opts)
+        outs.append(out.read_bytes())
+    assert len(set(outs)) == 1
+
+
+def test_cli_summary_counts_reused_rows(tmp_path, tiny_classifier_dir, capsys):
+    src = _write(tmp_path / "in.csv", n=40, malformed=False)
+    rc, out, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                           tmp_path / "o.csv", "--no-progress", "--precision", "fp32")
+    assert rc == 0, err
+    assert "repeated an earlier text: its prediction was reused" in out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# several inputs
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_several_inputs_and_a_glob_give_one_output_each(tmp_path, tiny_classifier_dir, tiny_classifier, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    a, b = _write(data / "a.csv", n=20), _write(data / "b.csv", n=30, malformed=False)
+    pd.read_csv(b, dtype=str).to_parquet(data / "c.parquet")
+    for src in (a, b):
+        label_file(None, src, tmp_path / f"ref_{src.name}", "review", classifier=tiny_classifier, progress=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    base = ["label", "--model", tiny_classifier_dir, "--no-progress", "--precision", "fp32"]
+    rc, printed, err = run_cli(capsys, *base, "--input", a, b, "batch_size=8", "--output", out)
+    assert rc == 0, err
+    assert "2 files, 50 rows in all" in printed
+    for src in (a, b):
+        assert (out / src.name).read_bytes() == (tmp_path / f"ref_{src.name}").read_bytes()
+    rc, _, err = run_cli(capsys, *base, "--input", str(data / "*"), "--output", tmp_path / "out2/")
+    assert rc == 2 and "create it first" in err  # several inputs need an existing folder
+    (tmp_path / "out2").mkdir()
+    rc, _, err = run_cli(capsys, *base, "--input", str(data / "*"), "--output", tmp_path / "out2")
+    assert rc == 0, err
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["a.csv", "b.csv", "c.csv"]
+    assert _read(tmp_path / "out2" / "c.csv")["label"].tolist() == _read(out / "b.csv")["label"].tolist()
+    rc, _, err = run_cli(capsys, *base, "--input", a, b, "--output-suffix", ".labelled.csv")
+    assert rc == 0, err
+    assert (data / "a.labelled.csv").exists() and (data / "b.labelled.csv").exists()
+    # run again on the glob: the earlier outputs are not inputs (no a.labelled.labelled.csv)
+    rc, _, err = run_cli(capsys, *base, "--input", str(data / "*.csv"), "--output-suffix", ".labelled.csv",
+                         "--overwrite")
+    assert rc == 0, err
+    assert sorted(p.name for p in data.iterdir()) == ["a.csv", "a.labelled.csv", "b.csv", "b.labelled.csv",
+                                                     "c.parquet"]
+
+
+def test_several_inputs_resume_skips_finished_files(tmp_path, tiny_classifier):
+    a, b = _write(tmp_path / "a.csv", n=20), _write(tmp_path / "b.csv", n=20)
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = []
+
+    def die(n):
+        calls.append(n)
+        if len(calls) == 5:  # a (3 chunks) finished, b killed after its second chunk
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        label_files(None, [a, b], out, "review", classifier=tiny_classifier, progress=False, chunk_rows=8,
+                    _after_chunk=die)
+    assert (out / "a.csv").exists() and (out / "b.csv.partial").exists()
+    summaries = label_files(None, [a, b], out, "review", classifier=tiny_classifier, progress=False,
+                            chunk_rows=8, resume=True)
+    assert [s.output for s in summaries] == [str(out / "b.csv")] and summaries[0].new_rows == 20 - 16
+    for src in (a, b):
+        ref = tmp_path / f"ref_{src.name}"
+        label_file(None, src, ref, "review", classifier=tiny_classifier, progress=False)
+        assert (out / src.name).read_bytes() == ref.read_bytes()
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--shard", "0/3"], "1 <= K <= N"),
+    (["--shard", "4/3"], "1 <= K <= N"),
+    (["--shard", "two"], "use K/N"),
+    (["--backend", "tpu"], "invalid choice"),
+    (["--cache-rows", "-1"], "cache_rows=-1"),
+])
+def test_bad_scale_options(tmp_path, tiny_classifier_dir, capsys, flags, needle):
+    src = _write(tmp_path / "in.csv", n=5)
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--no-progress", *flags)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_bad_input_sets(tmp_path, tiny_classifier_dir, capsys):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    a, b = _write(tmp_path / "x" / "r.csv", n=3), _write(tmp_path / "y" / "r.csv", n=3)
+    base = ["label", "--model", tiny_classifier_dir, "--no-progress"]
+    cases = [
+        (["--input", tmp_path / "none*.csv", "--output", tmp_path], "matches no file"),
+        (["--input", a, b, "--output", tmp_path], "would both write"),
+        (["--input", a, "--output", tmp_path / "o.csv", "--output-suffix", ".l.csv"], "contradict"),
+        (["--input", a, b, "--output", tmp_path, "--plot", tmp_path / "p.png"], "one at a time"),
+        (["--input", a], "output is required"),
+        (["--input", a, "--output-suffix", ".labelled"], "must end with"),
+        (["--input", a, "--output-suffix", "x/.labelled.csv"], "must not hold a folder"),
+    ]
+    for flags, needle in cases:
+        rc, _, err = run_cli(capsys, *base, *flags)
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and needle in lines[0], (flags, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x", "y"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# shards
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ext, n", [(".csv", 3), (".csv", 1), (".tsv", 4), (".jsonl", 3), (".csv", 200)])
+def test_shards_merge_into_the_unsharded_bytes(tmp_path, tiny_classifier, ext, n):
+    src = _write(tmp_path / "in.csv")
+    ref = tmp_path / f"ref{ext}"
+    whole = label_file(None, src, ref, "review", classifier=tiny_classifier, progress=False, chunk_rows=4)
+    out = tmp_path / f"out{ext}"
+    rows = 0
+    for k in range(1, n + 1):
+        s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=4,
+                       shard=f"{k}/{n}")
+        assert s.shard == f"{k}/{n}" and s.output.endswith(f"-of-{n}{ext}")
+        rows += s.rows
+    assert rows == whole.rows == 94  # 90 + 2 long texts + 2 malformed lines, each one row
+    merged, shards = merge_shards(out)
+    assert shards == n and merged.read_bytes() == ref.read_bytes()
+
+
+def test_killed_shard_resumes_without_loss(tmp_path, tiny_classifier, tiny_classifier_dir, capsys):
+    src = _write(tmp_path / "in.csv")
+    ref = tmp_path / "ref.csv"
+    label_file(None, src, ref, "review", classifier=tiny_classifier, progress=False)
+    out = tmp_path / "out.csv"
+
+    def die(n):
+        if n == 2:
+            raise KeyboardInterrupt  # a kill after the shard's second chunk
+
+    for k in (1, 3):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=5, shard=f"{k}/3")
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=5, shard="2/3",
+                   _after_chunk=die)
+    state = json.loads((tmp_path / "out.shard-2-of-3.csv.partial.json").read_text())
+    assert state["rows_done"] == 10 and state["shard"] == "2/3"
+    with open(tmp_path / "out.shard-2-of-3.csv.partial", "a", encoding="utf-8") as f:
+        f.write("half,written,row\n")  # what the kill left of the third chunk
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "shard 2 (unfinished: rerun it with --resume) of 3 missing" in err
+    with pytest.raises(Exception, match="another shard"):  # the partial file is shard 2's, not shard 1's
+        label_file(None, src, tmp_path / "out.shard-2-of-3.csv", "review", classifier=tiny_classifier,
+                   progress=False, chunk_rows=5, resume=True)
+    rc, printed, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output", out,
+                               "--shard", "2/3", "--resume", "--chunk-rows", "5", "--no-progress", "--precision",
+                               "fp32")
+    assert rc == 0 and "(shard 2/3)" in printed, err
+    rc, printed, err = run_cli(capsys, "label-merge", out)
+    assert rc == 0 and "merged 3 shards" in printed, err
+    assert out.read_bytes() == ref.read_bytes()
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "--overwrite" in err
+    assert run_cli(capsys, "label-merge", out, "--overwrite")[0] == 0
+
+
+def test_merge_refuses_mixed_shard_counts(tmp_path, tiny_classifier, capsys):
+    src = _write(tmp_path / "in.csv", n=10)
+    out = tmp_path / "out.csv"
+    for shard in ("1/2", "2/2", "1/3"):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=shard)
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "different shard counts" in err
+    rc, _, err = run_cli(capsys, "label-merge", tmp_path / "nothing.csv")
+    assert rc == 2 and "no shards of" in err
+
+
+# ------------------------------------------------------------------------------------------------------------
+# inference backend
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_backend_flag_reaches_the_classifier(tmp_path, tiny_classifier_dir, tiny_classifier, capsys):
+    from koelectra_kit.onnx_backend import onnx_available
+
+    if not onnx_available():
+        pytest.skip("onnxruntime not installed (pip install 'koelectra-kit[onnx]')")
+    src = _write(tmp_path / "in.csv", n=30)
+    label_file(None, src, tmp_path / "torch.csv", "review", classifier=tiny_classifier, progress=False)
+    base = ["label", "--model", tiny_classifier_dir, "--input", src, "--no-progress", "--precision", "fp32"]
+    rc, _, err = run_cli(capsys, *base, "--output", tmp_path / "onnx.csv", "--backend", "onnx", "--chunk-rows", "8")
+    assert rc == 0, err
+    torch_out, onnx_out = _read(tmp_path / "torch.csv"), _read(tmp_path / "onnx.csv")
+    assert onnx_out["label"].tolist() == torch_out["label"].tolist()
+    assert onnx_out["status"].tolist() == torch_out["status"].tolist()
+    # a run started on one engine is not resumed on the other (their probabilities differ in the 4th decimal)
+    with pytest.raises(KeyboardInterrupt):
+        label_file(tiny_classifier_dir, src, tmp_path / "mixed.csv", "review", progress=False, chunk_rows=8,
+                   precision="fp32", _after_chunk=lambda n: (_ for _ in ()).throw(KeyboardInterrupt))
+    rc, _, err = run_cli(capsys, *base, "--output", tmp_path / "mixed.csv", "--backend", "onnx", "--resume")
+    assert rc == 2 and "another model digest" in err

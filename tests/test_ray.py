@@ -1,0 +1,54 @@
+"""The Ray Data adapter on a local Ray (2 CPUs, no dashboard): every row comes back once, with the labels
+``koelectra-kit label`` gives the same file."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray adapter's test needs ray[data] (pip install -e '.[dev]')")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _reviews(sample_dir, tmp_path):
+    """The sample's 60 reviews and 40 exact repeats of them, each row with its own id."""
+    orig = pd.read_csv(sample_dir / "reviews_unlabelled.csv", dtype=str, keep_default_na=False)
+    rows = pd.concat([orig, orig.sample(40, replace=True, random_state=0)], ignore_index=True)
+    rows["id"] = [f"r{i:03d}" for i in range(len(rows))]
+    src = tmp_path / "reviews.csv"
+    rows.to_csv(src, index=False)
+    return src
+
+
+def test_ray_adapter_labels_every_row_once_like_label(local_ray, tmp_path, tiny_classifier, tiny_classifier_dir,
+                                                      sample_dir):
+    from koelectra_kit.label import label_file
+    from koelectra_kit.label.ray_adapter import label_dataset
+    from koelectra_kit.tables import read_table
+
+    src = _reviews(sample_dir, tmp_path)
+    label_file(None, src, tmp_path / "ref.csv", "review", classifier=tiny_classifier, progress=False)
+    ref = pd.read_csv(tmp_path / "ref.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+    table = read_table(src)
+    ds = ray.data.from_pandas([table[i:i + 25] for i in range(0, len(table), 25)])  # 4 blocks for 2 actors
+    labelled = label_dataset(ds, str(tiny_classifier_dir), "review", concurrency=2, batch_rows=16,
+                             device="cpu", precision="fp32", threads=1)
+    got = labelled.to_pandas()
+
+    assert sorted(got["id"]) == sorted(ref["id"]) and got["id"].is_unique  # every row once
+    got = got.set_index("id").loc[ref["id"]]
+    assert got["label"].tolist() == ref["label"].tolist()
+    assert got["status"].tolist() == ref["status"].tolist()
+    assert got["review"].tolist() == ref["review"].tolist()
+    for col in ("prob_negative", "prob_neutral", "prob_positive"):
+        want = pd.to_numeric(ref[col].replace("", np.nan)).to_numpy(dtype=float)
+        np.testing.assert_allclose(got[col].to_numpy(dtype=float, na_value=np.nan), want, atol=1e-4)
