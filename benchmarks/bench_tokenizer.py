@@ -1,12 +1,18 @@
-"""Tokenizer pipeline throughput and quality, all figures from one run on one machine.
+"""Tokenizer pipeline throughput and quality, all figures from one run on one machine, with the fallback for
+characters outside the alphabet on (this tokenizer as trained) and off (the same tokenizer the old way: the
+pre-split piece holding an unknown character becomes one [UNK]).
 
-    python benchmarks/bench_tokenizer.py --tokenizer runs/tok32k [--lines 20000]
-    python benchmarks/bench_tokenizer.py --train-vocab 32000      # trains the 32k vocabulary first (minutes)
+    python benchmarks/bench_tokenizer.py                      # trains the 16k vocabulary first (minutes)
+    python benchmarks/bench_tokenizer.py --tokenizer runs/tok16k [--lines 10000]
 
-On ../shared/data/pretrain/comments_mix.txt (or --corpus): chars/s of Kiwi tokenize alone (1 and all cores),
-plain WordPiece encode (Rust, no Kiwi), the whole pipeline (normalize + pre-split + WordPiece + offsets, 1 and
-all cores) and its ratio to Kiwi alone with the same cores; a cold corpus pass vs the cached second pass;
-round-trip exactness decode(encode(x)) == normalize(x); [UNK] rate; tokens per character.
+Trains (unless --tokenizer) a --train-vocab WordPiece vocabulary on the first --train-mb MB of each
+--train-input file (default: the first 8 MB of ../shared/data/pretrain/nsmc_reviews.txt, and comments_mix.txt,
+6 MB). On the first --lines texts of --corpus (default ../shared/data/nsmc3/dev.tsv: reviews of other movies than
+the training ones): chars/s of Kiwi tokenize alone (1 and all cores), plain WordPiece encode (Rust, no Kiwi), the
+whole pipeline (normalize + pre-split + WordPiece + offsets, 1 and all cores) with the fallback on and off and
+its ratio to Kiwi alone with the same cores; a cold corpus pass vs the cached second pass; round-trip exactness
+decode(encode(x)) == normalize(x), [UNK] rate, tokens per character, on and off. The load average is printed
+before and after: other work on the machine slows whichever timing it lands on.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data" / "pretrain"
+DATA = ROOT.parent / "shared" / "data"
 
 
 def timed(fn):
@@ -29,13 +35,46 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
+def head_file(path: Path, mb: float, where: Path) -> Path:
+    """The first ``mb`` MB of a text corpus (whole lines), or the file itself when it is smaller. The copy keeps
+    the file's name, so the pre-split cache of one run serves the next."""
+    limit = int(mb * (1 << 20))
+    if not mb or path.stat().st_size <= limit:
+        return path
+    out = where / path.name
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        size = 0
+        for line in src:
+            if size + len(line) > limit:
+                break
+            dst.write(line)
+            size += len(line)
+    return out
+
+
+def load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def quality(tok, texts: list[str], norm: list[str]) -> tuple[float, float, int, int, list]:
+    """(share of texts that decode to their normalized form, share of [UNK] tokens, tokens, texts with an
+    [UNK], the ids)."""
+    ids = tok.encode_batch(texts, return_offsets=False)["input_ids"]
+    exact = sum(tok.decode(x) == n for x, n in zip(ids, norm))
+    n_tok = sum(len(x) - 2 for x in ids)
+    unk = sum(x.count(tok.unk_token_id) for x in ids)
+    return exact / len(texts), unk / max(n_tok, 1), n_tok, sum(tok.unk_token_id in x for x in ids), ids
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=str(DATA / "comments_mix.txt"))
+    ap.add_argument("--corpus", default=str(DATA / "nsmc3" / "dev.tsv"))
     ap.add_argument("--tokenizer", help="a trained tokenizer dir (default: train one, see --train-vocab)")
-    ap.add_argument("--train-vocab", type=int, default=32000, help="vocab size when training here")
-    ap.add_argument("--train-input", nargs="*", default=[str(DATA / "nsmc_reviews.txt"), str(DATA / "comments_mix.txt")])
-    ap.add_argument("--lines", type=int, default=20000, help="texts of the corpus to time (0: all)")
+    ap.add_argument("--train-vocab", type=int, default=16000, help="vocab size when training here")
+    ap.add_argument("--train-input", nargs="*", default=[str(DATA / "pretrain" / "nsmc_reviews.txt"),
+                                                          str(DATA / "pretrain" / "comments_mix.txt")])
+    ap.add_argument("--train-mb", type=float, default=8, help="train on the first N MB of each file (0: all)")
+    ap.add_argument("--lines", type=int, default=10000, help="texts of the corpus to time (0: all)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each timing (best kept)")
     args = ap.parse_args()
     if not Path(args.corpus).exists():
@@ -45,22 +84,25 @@ def main() -> None:
     from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer
 
     cores = os.cpu_count() or 1
+    print(f"start: {load()}", flush=True)
+    work = Path(tempfile.mkdtemp())
     if args.tokenizer:
         tok = KoTokenizer.from_pretrained(args.tokenizer)
     else:
-        out = Path(tempfile.mkdtemp()) / "tok"
-        print(f"training a {args.train_vocab} vocabulary on {args.train_input} ...", flush=True)
-        tok, s = timed(lambda: train_tokenizer(TokenizerConfig(input=args.train_input, out=str(out),
+        inputs = [str(head_file(Path(p), args.train_mb, work)) for p in args.train_input]
+        mb = sum(Path(p).stat().st_size for p in inputs) / (1 << 20)
+        print(f"training a {args.train_vocab} vocabulary on {mb:.1f} MB ({', '.join(inputs)}) ...", flush=True)
+        tok, s = timed(lambda: train_tokenizer(TokenizerConfig(input=inputs, out=str(work / "tok"),
                                                                vocab_size=args.train_vocab, progress=False)))
         print(f"  trained in {s:.0f}s (pre-split cached for later passes)")
+    fallback = tok.fallback
     texts = [t for t in iter_texts(args.corpus) if t.strip()]
     if args.lines:
         texts = texts[:args.lines]
     norm = [tok.normalize(t) for t in texts]
     chars = sum(len(t) for t in texts)
-    print(f"\n{len(texts):,} texts, {chars:,} characters of {Path(args.corpus).name}; {cores} cores; {tok}")
-
-    rows = []
+    print(f"\n{len(texts):,} texts, {chars:,} characters of {Path(args.corpus).name}; {cores} cores; {tok}, "
+          f"fallback {fallback}")
 
     def kiwi_alone(workers):
         kiwi = kiwi_instance(workers)
@@ -68,47 +110,58 @@ def main() -> None:
         _, s = timed(lambda: sum(1 for _ in kiwi.tokenize(iter(norm))))
         return s
 
-    def pipeline(workers):
-        tok.num_workers = workers
+    def pipeline(workers, fb):
+        tok.num_workers, tok.fallback = workers, fb
         _, s = timed(lambda: [tok.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
+        tok.fallback = fallback
         return s
 
     # Interleaved repeats, best of each: a noisy neighbour slows whichever variant it lands on, never speeds
     # one up, so the minimum is the cleanest figure and the ratios compare like with like.
-    k1 = kn = p1 = pn = float("inf")
+    variants = [(w, fb) for w in (1, cores) for fb in (fallback, None)]
+    best = {k: float("inf") for k in ["kiwi1", "kiwin", *variants]}
     for _ in range(args.repeats):
-        k1, p1 = min(k1, kiwi_alone(1)), min(p1, pipeline(1))
-        kn, pn = min(kn, kiwi_alone(cores)), min(pn, pipeline(cores))
+        best["kiwi1"] = min(best["kiwi1"], kiwi_alone(1))
+        best["kiwin"] = min(best["kiwin"], kiwi_alone(cores))
+        for v in variants:
+            best[v] = min(best[v], pipeline(*v))
     presplit = tok.presplit_batch(texts)
     _, wp = timed(lambda: tok.backend.encode_batch(presplit, add_special_tokens=False))
-    rows += [("Kiwi tokenize alone, 1 core", chars / k1), (f"Kiwi tokenize alone, {cores} cores", chars / kn),
-             ("WordPiece encode only (pre-split text, Rust)", chars / wp),
-             ("whole pipeline (normalize+Kiwi+WordPiece+offsets), 1 core", chars / p1),
-             (f"whole pipeline, {cores} cores", chars / pn)]
-    print(f"\n{'stage':<62}{'chars/s':>12}")
+    rows = [("Kiwi tokenize alone, 1 core", chars / best["kiwi1"]),
+            (f"Kiwi tokenize alone, {cores} cores", chars / best["kiwin"]),
+            ("WordPiece encode only (pre-split text, Rust)", chars / wp)]
+    for w, fb in variants:
+        rows.append((f"whole pipeline, {w} core{'s' if w > 1 else ''}, fallback {fb}", chars / best[w, fb]))
+    print(f"\n{'stage (normalize+Kiwi+WordPiece+offsets for the pipeline)':<62}{'chars/s':>12}")
     for name, v in rows:
         print(f"{name:<62}{v:>12,.0f}")
-    print(f"pipeline / Kiwi alone: 1 core {k1 / p1:.2f}x, {cores} cores {kn / pn:.2f}x   (target >= 0.75)")
+    for fb in (fallback, None):
+        print(f"pipeline / Kiwi alone, fallback {fb}: 1 core {best['kiwi1'] / best[1, fb]:.2f}x, {cores} cores "
+              f"{best['kiwin'] / best[cores, fb]:.2f}x   (target >= 0.75; fallback on not below off)")
 
     # corpus pass: cold (Kiwi) vs cached second pass
-    cache = Path(tempfile.mkdtemp())
-    sub = cache / "corpus.txt"
+    cache = work / "cache"
+    sub = work / "corpus.txt"
     sub.write_text("\n".join(texts) + "\n", encoding="utf-8")
     (ids_a, cold) = timed(lambda: list(tok.iter_corpus_ids([sub], cache_dir=str(cache), num_workers=cores)))
     (ids_b, warm) = timed(lambda: list(tok.iter_corpus_ids([sub], cache_dir=str(cache), num_workers=cores)))
     assert ids_a == ids_b
     print(f"corpus pass: cold {cold:.2f}s (Kiwi + WordPiece), cached {warm:.3f}s (memory-mapped ids) -> "
           f"{cold / warm:.0f}x faster   (target >= 20x)")
-    shutil.rmtree(cache, ignore_errors=True)
 
-    # quality
-    enc = tok.encode_batch(texts, return_offsets=False)
-    exact = sum(tok.decode(ids) == n for ids, n in zip(enc["input_ids"], norm))
-    n_tok = sum(len(x) - 2 for x in enc["input_ids"])
-    unk = sum(x.count(tok.unk_token_id) for x in enc["input_ids"])
-    print(f"round trip decode(encode(x)) == normalize(x): {exact / len(texts):.4%} of texts   (target >= 99.9%)")
-    print(f"[UNK]: {unk / max(n_tok, 1):.4%} of {n_tok:,} tokens   (target < 0.1%)")
-    print(f"tokens per character: {n_tok / chars:.3f}")
+    # quality, the same tokenizer with the fallback on and off
+    tok.fallback = None
+    old = quality(tok, texts, norm)
+    tok.fallback = fallback
+    new = quality(tok, texts, norm)
+    print(f"\n{'quality':<44}{'fallback ' + str(fallback):>22}{'fallback None':>16}")
+    print(f"{'round trip decode(encode(x)) == normalize(x)':<44}{new[0]:>22.2%}{old[0]:>16.2%}   (target 100.00%)")
+    print(f"{'[UNK] share of tokens':<44}{new[1]:>22.4%}{old[1]:>16.4%}   (target <= 0.001%)")
+    print(f"{'texts with an [UNK]':<44}{new[3]:>22,}{old[3]:>16,}")
+    print(f"{'tokens per character':<44}{new[2] / chars:>22.3f}{old[2] / chars:>16.3f}")
+    print(f"texts the fallback changed: {sum(a != b for a, b in zip(new[4], old[4])):,} of {len(texts):,}")
+    print(f"\nend: {load()} (figures from a machine with load above ~2.5 on {cores} cores are provisional)")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -139,9 +139,17 @@ def _apply(pattern, kind, arg, text, starts, ends, pad_placeholders):
     return "".join(out), s_out, e_out
 
 
+# Where NFC may compose a character with the one before: combining marks (class != 0) and Hangul vowel and
+# trailing jamo (class 0, composed by the Hangul algorithm)
+_NO_BREAK = re.compile(r"[\u1160-\u11ff]")
+
+
 def _nfc_with_map(text, starts, ends):
-    """NFC per whitespace-separated chunk: a chunk whose length changes maps each output char to a
-    proportional slice of the chunk's input (exact for the usual case, 2-3 jamo -> one syllable)."""
+    """NFC per whitespace-separated chunk. A chunk whose length changes is cut where nothing composes across
+    (before a character that is neither a combining mark nor a Hangul vowel/trailing jamo), so each composed
+    character maps to exactly the characters it came from: decomposed 샐 inside "해리와샐리가" maps to its own
+    three jamo, not to a proportional slice of the word. Should a cut ever change the result, the chunk maps
+    proportionally as a whole."""
     out, s_out, e_out = [], [], []
     for m in re.finditer(r"\S+|\s+", text):
         a, b = m.span()
@@ -152,11 +160,17 @@ def _nfc_with_map(text, starts, ends):
             s_out.extend(starts[a:b])
             e_out.extend(ends[a:b])
             continue
-        n, k = b - a, len(new)
-        for j in range(k):
-            lo, hi = a + (j * n) // k, a + max((j * n) // k + 1, ((j + 1) * n) // k)
-            s_out.append(starts[lo])
-            e_out.append(ends[hi - 1])
+        cuts = [a] + [a + i for i in range(1, len(chunk)) if not unicodedata.combining(chunk[i])
+                      and not _NO_BREAK.match(chunk[i])] + [b]
+        parts = [(lo, hi, unicodedata.normalize("NFC", text[lo:hi])) for lo, hi in zip(cuts, cuts[1:])]
+        if "".join(p for _, _, p in parts) != new:
+            parts = [(a, b, new)]
+        for lo, hi, part in parts:
+            n, k = hi - lo, len(part)
+            for j in range(k):  # proportional inside a part: exact for 2-3 jamo -> one syllable, or 1 -> 1
+                i0, i1 = lo + (j * n) // k, lo + max((j * n) // k + 1, ((j + 1) * n) // k)
+                s_out.append(starts[i0])
+                e_out.append(ends[i1 - 1])
     return "".join(out), s_out, e_out
 
 

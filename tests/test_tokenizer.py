@@ -8,6 +8,7 @@ from koelectra_kit.cli import main
 from koelectra_kit.errors import InputError
 from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi, kiwi_instance, mark_pieces, \
     pieces_from_tokens, train_tokenizer
+from koelectra_kit.tokenizer.fallback import BYTE_TOKENS, jamo
 
 NOISY = [
     "영화는 봤는데 진짜 닼ㅋㅋㅋㅋ 재밌었다!!!!  😀",
@@ -46,12 +47,20 @@ def test_spacing_restored_by_decode(sample_tokenizer):
     tok = sample_tokenizer
     for text in NOISY:
         ids = tok.encode(text).ids
-        dec = tok.decode(ids)
-        norm = tok.normalize(text)
-        if tok.unk_token_id not in ids:
-            assert dec == norm
-        else:  # an unknown piece is one [UNK] (WordPiece has no byte fallback): its characters are lost
-            assert "[UNK]" in dec and len(dec.replace("[UNK]", "")) < len(norm)
+        # 😀 and 닼 are outside the 2,000-token vocabulary: the fallback keeps them (bytes, jamo), no [UNK]
+        assert tok.unk_token_id not in ids
+        assert tok.decode(ids) == tok.normalize(text)
+
+
+def source_holds(token: str, src: str) -> bool:
+    """Whether the characters a token's offsets point at are the ones it stands for: its text, or, for the
+    fallback's tokens, the one syllable a jamo came from or the one character a byte came from."""
+    body = token.removeprefix("##")
+    if body.startswith("<0x") and len(body) == 6:
+        return len(src) == 1 and int(body[3:5], 16) in src.encode()
+    if len(body) == 1 and "\u1100" <= body <= "\u11ff" and len(src) == 1 and "가" <= src <= "힣":
+        return body in jamo(src)
+    return src == body
 
 
 def test_offsets_point_at_source_characters(sample_tokenizer):
@@ -63,10 +72,8 @@ def test_offsets_point_at_source_characters(sample_tokenizer):
             assert 0 <= a < b <= len(text)
             if i == tok.unk_token_id:
                 continue
-            piece = t.removeprefix("##")
-            src = text[a:b]
             # the source holds the token's characters; a collapsed run (ㅋㅋㅋㅋ -> ㅋㅋ) maps to its first chars
-            assert src == piece, (text, t, src)
+            assert source_holds(t, text[a:b]), (text, t, text[a:b])
 
 
 def test_padding_truncation_and_tensors(sample_tokenizer):
@@ -89,7 +96,7 @@ def test_special_ids_and_vocab(sample_tokenizer):
 
 
 def test_save_load_roundtrip_and_transformers(sample_tokenizer, tmp_path):
-    from transformers import AutoTokenizer
+    from transformers import PreTrainedTokenizerFast
 
     tok = sample_tokenizer
     d = tok.save(tmp_path / "model")
@@ -98,12 +105,15 @@ def test_save_load_roundtrip_and_transformers(sample_tokenizer, tmp_path):
     assert (d / "config.json").exists()
     again = KoTokenizer.from_pretrained(d)
     assert again.encode_batch(NOISY)["input_ids"] == tok.encode_batch(NOISY)["input_ids"]
-    # plain transformers, fed the pre-split string, gives the same ids
-    hf = AutoTokenizer.from_pretrained(str(d))
+    # tokenizer.json alone (plain transformers), fed the pre-split string, gives the same ids, the fallback's
+    # jamo and byte tokens included (NOISY[0] holds 닼 and 😀, outside this vocabulary)
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(d / "tokenizer.json"))
     pre = tok.presplit_batch(NOISY[:4])
+    assert "<0xF0>" in pre[0] and "\u1103" in pre[0]
     assert hf(pre)["input_ids"] == tok.encode_batch(NOISY[:4])["input_ids"]
     settings = json.loads((d / "koelectra_tokenizer.json").read_text())
-    assert settings["presplit"] == "kiwi" and settings["kiwi"]["kiwipiepy"]
+    assert settings["presplit"] == "kiwi" and settings["kiwi"]["kiwipiepy"] and settings["fallback"] == "jamo_bytes"
+    assert again.fallback == "jamo_bytes"
 
 
 def test_version_mismatch_warns(sample_tokenizer, tmp_path):
@@ -229,8 +239,8 @@ def test_characters_model_is_every_character_and_nothing_else(sample_dir, tmp_pa
     corpus = sample_dir / "comments.txt"
     tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / "t"), model="characters",
                                           progress=False, cache_dir=str(tmp_path / "c")))
-    vocab = [t for t in tok.backend.get_vocab() if not t.startswith("[")]
-    assert vocab and all(len(t.removeprefix("##")) == 1 for t in vocab)
+    vocab = [t for t in tok.backend.get_vocab() if not t.startswith("[") and t not in BYTE_TOKENS]
+    assert vocab and all(len(t.removeprefix("##")) == 1 for t in vocab)  # (and the fallback's byte tokens)
     text = corpus.read_text(encoding="utf-8").splitlines()[0]
     ids = KoTokenizer.from_pretrained(tmp_path / "t").encode(text).ids
     assert tok.unk_token_id not in ids  # every character of the corpus is in the vocabulary
@@ -281,7 +291,9 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     assert len(kiwi_saw) > len(texts)
     for key in ("input_ids", "tokens", "offsets", "truncated", "attention_mask"):
         assert fast[key] == slow[key], key
-    assert tok.unk_token_id in fast["input_ids"][texts.index("모르는글자齾가 있음")]
+    # 齾 is outside the alphabet: its UTF-8 bytes, the rest of its piece kept (was: the whole piece one [UNK])
+    ids = fast["input_ids"][texts.index("모르는글자齾가 있음")]
+    assert tok.unk_token_id not in ids and tok.decode(ids) == "모르는글자齾가 있음"
 
 
 def test_subword_vocabulary_always_uses_kiwi(sample_tokenizer):

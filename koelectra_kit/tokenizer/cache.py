@@ -107,15 +107,15 @@ def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num
             continue
         cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
                                num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress)
-        yield from cached_ids(tok.backend, cached, chunk)
+        yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)
 
 
-def encode_lines(backend, lines: Iterable[str], chunk: int) -> Iterator[list[int]]:
+def encode_lines(backend, lines: Iterable[str], chunk: int, rewrite=None) -> Iterator[list[int]]:
     """Ids of each line (pre-split text, or plain text for a tokenizer without pre-split), encoded ``chunk``
-    lines at a time."""
+    lines at a time; ``rewrite``: the tokenizer's fallback for pre-split lines (``KoTokenizer.presplit_line``)."""
     buf: list[str] = []
     for line in lines:
-        buf.append(line)
+        buf.append(rewrite(line) if rewrite is not None else line)
         if len(buf) >= chunk:
             yield from (e.ids for e in backend.encode_batch(buf, add_special_tokens=False))
             buf = []
@@ -123,13 +123,16 @@ def encode_lines(backend, lines: Iterable[str], chunk: int) -> Iterator[list[int
         yield from (e.ids for e in backend.encode_batch(buf, add_special_tokens=False))
 
 
-def cached_ids(backend, presplit_path: Path, chunk: int) -> Iterator[list[int]]:
-    """Ids of a pre-split cache file, themselves cached beside it (keyed by this tokenizer's exact model): raw
+def cached_ids(backend, presplit_path: Path, chunk: int, rewrite=None) -> Iterator[list[int]]:
+    """Ids of a pre-split cache file, themselves cached beside it (keyed by this tokenizer's exact model and
+    whether it rewrites lines with the fallback; the pre-split text itself is the same either way): raw
     int32 ids + int64 text offsets (no pickle), each written beside its final name and renamed once complete, so
     a consumer that stops early (or dies) leaves no truncated id cache."""
     import numpy as np
 
-    key = hashlib.sha256((presplit_path.name + backend.to_str()).encode()).hexdigest()[:20]
+    # (a tokenizer without the fallback keeps the key it always had, so its existing id caches stay valid)
+    key = hashlib.sha256((presplit_path.name + backend.to_str() + ("+fallback" if rewrite else "")).encode()
+                         ).hexdigest()[:20]
     root = presplit_path.parent.parent / "ids"
     ids_path, idx_path = root / f"{presplit_path.stem}-{key}.ids", root / f"{presplit_path.stem}-{key}.idx"
     if ids_path.exists() and idx_path.exists():
@@ -142,7 +145,7 @@ def cached_ids(backend, presplit_path: Path, chunk: int) -> Iterator[list[int]]:
         with open(tmp_ids, "wb") as fi, open(tmp_idx, "wb") as fx:
             total, offsets = 0, [0]
             with open(presplit_path, encoding="utf-8") as lines:
-                for ids in encode_lines(backend, (line.rstrip("\n") for line in lines), chunk):
+                for ids in encode_lines(backend, (line.rstrip("\n") for line in lines), chunk, rewrite):
                     np.asarray(ids, dtype=np.int32).tofile(fi)
                     total += len(ids)
                     offsets.append(total)

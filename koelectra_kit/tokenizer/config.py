@@ -28,10 +28,14 @@ class TokenizerConfig:
     presplit: Literal["kiwi", "none"] = "kiwi"  # none: subwords straight on the normalized text
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
-    # WordPiece has no byte fallback: every character outside its alphabet becomes [UNK]. An upper bound: the
-    # alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95% of the corpus's
-    # characters (see alphabet_size; a comment corpus has ~3-5k distinct characters, most of them rare).
+    # An upper bound: the alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95%
+    # of the corpus's characters (see alphabet_size; a comment corpus has ~3-5k distinct characters, most rare).
     limit_alphabet: int = 8000
+    # Characters outside the alphabet (Kiwi pre-split WordPiece/characters; unigram has sentencepiece's byte
+    # fallback). jamo_bytes: a Hangul syllable becomes its conjoining jamo, any other character its UTF-8 bytes,
+    # so decode restores the text exactly (~300 vocabulary entries, taken from the rarest merges; see fallback.py).
+    # none: WordPiece's own way, the whole pre-split piece holding the character becomes one [UNK].
+    fallback: Literal["jamo_bytes", "none"] = "jamo_bytes"
     max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
     num_workers: int | None = None  # Kiwi threads (None: all cores)
     cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)

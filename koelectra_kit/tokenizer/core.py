@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..normalize import NormalizeConfig, Normalizer
 from . import cache, kiwi, saving
 from .config import SPECIAL_TOKENS, Encoding
+from .fallback import BYTE_TOKENS, NAME as FALLBACK, Fallback
 
 
 class KoTokenizer:
@@ -26,7 +27,8 @@ class KoTokenizer:
     HF tokenizer does all the work and there is no Kiwi step."""
 
     def __init__(self, backend, *, normalize: NormalizeConfig | None = None, presplit: str = "kiwi",
-                 model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None):
+                 model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None,
+                 fallback: str | None = None):
         self.backend = backend  # tokenizers.Tokenizer
         self.normalize_cfg = normalize
         self.presplit = presplit
@@ -46,6 +48,27 @@ class KoTokenizer:
             self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
             self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
         self._alphabet, self._max_word = self._character_alphabet()
+        self.fallback = fallback
+
+    @property
+    def fallback(self) -> str | None:
+        """How a character outside a WordPiece alphabet is encoded: "jamo_bytes" (a Hangul syllable as its jamo,
+        anything else as its UTF-8 bytes; see ``tokenizer.fallback``) or None (its whole pre-split piece becomes
+        one [UNK], as in tokenizers saved before the fallback existed). Settable, e.g. to measure the two."""
+        return self._fallback
+
+    @fallback.setter
+    def fallback(self, value: str | None) -> None:
+        value = None if value in (None, "none") else value
+        self._fb = None
+        if value is not None:
+            if value != FALLBACK:
+                raise ConfigError(f"unknown fallback {value!r} (known: {FALLBACK!r}, 'none')")
+            if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece":
+                raise ConfigError("the fallback is for Kiwi pre-split WordPiece vocabularies (unigram has its own "
+                                  "byte fallback)")
+            self._fb = Fallback(self.backend.get_vocab(), self.backend.model.max_input_chars_per_word)
+        self._fallback = value
 
     def _character_alphabet(self) -> tuple[frozenset | None, int]:
         """For a character vocabulary (no merged pieces) with Kiwi pre-split: its characters that may start a
@@ -55,7 +78,7 @@ class KoTokenizer:
         if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece" \
                 or self.backend.normalizer is not None:
             return None, 0
-        vocab = set(self.backend.get_vocab()) - set(SPECIAL_TOKENS)
+        vocab = set(self.backend.get_vocab()) - set(SPECIAL_TOKENS) - BYTE_TOKENS  # (only the fallback's words)
         if any(len(t[2:] if t.startswith("##") else t) != 1 for t in vocab):
             return None, 0
         plain = frozenset(t for t in vocab if len(t) == 1)
@@ -78,12 +101,19 @@ class KoTokenizer:
         return self._norm(text) if self._norm is not None else text
 
     def presplit_text(self, text: str) -> list[str]:
-        """The pre-split pieces of one text, as the subword model sees them ("##" = glued to the previous)."""
-        return self._pieces([self.normalize(text)])[0]
+        """The pre-split pieces of one text, as the subword model sees them ("##" = glued to the previous; with
+        the fallback, its rewrite of pieces holding characters outside the alphabet)."""
+        normalized = self.normalize(text)
+        return self._words(normalized, self._pieces([normalized])[0])[0]
 
     def presplit_batch(self, texts: list[str]) -> list[str]:
         """Pre-split strings (pieces joined by spaces): what ``tokenizer.json`` alone expects as input."""
-        return [" ".join(p) for p in self._pieces([self.normalize(t) for t in texts])]
+        normalized = [self.normalize(t) for t in texts]
+        return [" ".join(self._words(x, p)[0]) for x, p in zip(normalized, self._pieces(normalized))]
+
+    def presplit_line(self, line: str) -> str:
+        """A line of a pre-split cache file (pieces joined by spaces) as the subword model is fed it."""
+        return self._fb.rewrite_line(line) if self._fb is not None else line
 
     def needs_kiwi(self, text: str) -> bool:
         """Whether the (normalized) text needs Kiwi's pre-split. Not when there is no Kiwi step, nor, with a
@@ -114,6 +144,13 @@ class KoTokenizer:
                 pieces[i] = kiwi.mark_pieces(normalized[i], sp)
         return pieces
 
+    def _words(self, normalized: str, pieces: list[str]):
+        """The words WordPiece is fed for one text, and None, or, where the fallback rewrote them, for each word
+        the span in the normalized text of each of its characters. One set operation for most texts."""
+        if self._fb is None or not self._fb.needed(normalized):
+            return pieces, None
+        return self._fb.rewrite(pieces, normalized)
+
     def _spans(self, normalized: Iterable[str], n: int) -> Iterator[list[tuple[int, int]]]:
         """Kiwi spans per text, streaming; a batch too small to feed several workers runs on one."""
         return kiwi.presplit_texts(normalized, self.num_workers if n > 64 else 1)
@@ -126,10 +163,10 @@ class KoTokenizer:
         return Encoding(enc["input_ids"][0], enc["offsets"][0], enc["truncated"][0], enc["tokens"][0])
 
     def _encodings(self, texts: list[str], with_map: bool, sub: int = 256):
-        """(tokenizers Encoding, normalized text, pre-split pieces or None, normalization map or None) per text,
-        in order. With Kiwi, texts are normalized as Kiwi pulls them and the subword/offset work runs on
-        sub-batches as Kiwi's results stream in, so the Python work overlaps Kiwi's worker threads instead of
-        leaving cores idle before and after each batch."""
+        """(tokenizers Encoding, normalized text, WordPiece's words or None, normalization map or None, the
+        fallback's character spans or None) per text, in order. With Kiwi, texts are normalized as Kiwi pulls
+        them and the subword/offset work runs on sub-batches as Kiwi's results stream in, so the Python work
+        overlaps Kiwi's worker threads instead of leaving cores idle before and after each batch."""
         if self.hf is not None:
             def norm(t):
                 return t, None
@@ -144,14 +181,14 @@ class KoTokenizer:
             normed = [norm(t) for t in texts]
             encs = self.backend.encode_batch([x for x, _ in normed], add_special_tokens=False)
             for enc, (x, m) in zip(encs, normed):
-                yield enc, x, None, m
+                yield enc, x, None, m, None
             return
         if self._alphabet is not None:  # a character vocabulary: Kiwi only for the texts that need it
             normed = [norm(t) for t in texts]
-            pieces = self._pieces([x for x, _ in normed])
-            encs = self.backend.encode_batch(pieces, is_pretokenized=True, add_special_tokens=False)
-            for enc, (x, m), p in zip(encs, normed, pieces):
-                yield enc, x, p, m
+            words = [self._words(x, p) for (x, _), p in zip(normed, self._pieces([x for x, _ in normed]))]
+            encs = self.backend.encode_batch([w for w, _ in words], is_pretokenized=True, add_special_tokens=False)
+            for enc, (x, m), (w, cm) in zip(encs, normed, words):
+                yield enc, x, w, m, cm
             return
         normed: list = []
 
@@ -160,20 +197,23 @@ class KoTokenizer:
                 normed.append(norm(t))
                 yield normed[-1][0]
 
-        done, buf = 0, []
+        done, buf, maps = 0, [], []
 
         def flush():
             with kiwi.serial_tokenizers():  # Kiwi's workers hold the cores: rayon threads would only fight them
                 encs = self.backend.encode_batch(buf, is_pretokenized=True, add_special_tokens=False)
             for j, enc in enumerate(encs):
                 x, m = normed[done + j]
-                yield enc, x, buf[j], m
+                yield enc, x, buf[j], m, maps[j]
 
         for spans in self._spans(feed(), len(texts)):
-            buf.append(kiwi.mark_pieces(normed[done + len(buf)][0], spans))
+            x = normed[done + len(buf)][0]
+            words, cm = self._words(x, kiwi.mark_pieces(x, spans))
+            buf.append(words)
+            maps.append(cm)
             if len(buf) >= sub:
                 yield from flush()
-                done, buf = done + len(buf), []
+                done, buf, maps = done + len(buf), [], []
         if buf:
             yield from flush()
 
@@ -189,12 +229,12 @@ class KoTokenizer:
             if budget < 1:
                 raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
         out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
-        for enc, normalized, pieces, norm_map in self._encodings(texts, return_offsets):
+        for enc, normalized, pieces, norm_map, char_spans in self._encodings(texts, return_offsets):
             ids = enc.ids
             trunc = budget is not None and len(ids) > budget
             n = budget if trunc else len(ids)
             ids = ids[:n]
-            offs = self._offsets(enc, n, normalized, pieces, norm_map) if return_offsets else []
+            offs = self._offsets(enc, n, normalized, pieces, norm_map, char_spans) if return_offsets else []
             toks = enc.tokens[:n] if return_tokens else []
             if add_special_tokens:
                 ids = [self.cls_token_id] + ids + [self.sep_token_id]
@@ -223,10 +263,17 @@ class KoTokenizer:
             result["attention_mask"] = torch.tensor(result["attention_mask"], dtype=torch.long)
         return result
 
-    def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map) -> list[tuple[int, int]]:
+    def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map,
+                 char_spans=None) -> list[tuple[int, int]]:
         """Token spans in the normalized text, then mapped to the text as given."""
         offsets = enc.offsets  # a property that converts the whole list from Rust: read it once
-        if pieces is not None:
+        if char_spans is not None:  # the fallback's words: each kept piece's start, or each character's span
+            spans = []
+            for w, (a, b) in zip(enc.word_ids[:n], offsets[:n]):
+                cs = char_spans[w]
+                spans.append((cs[0] + max(a - cs[1], 0), cs[0] + max(b - cs[1], 0)) if type(cs) is tuple
+                             else (cs[a][0], cs[b - 1][1]))
+        elif pieces is not None:
             # is_pretokenized: offsets are relative to each piece (its "##" included): shift by the piece's
             # start in the normalized text, found by walking the pieces in order.
             starts, marks, pos = [], [], 0
@@ -249,12 +296,15 @@ class KoTokenizer:
                 for a, b in spans]
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
-        """Ids -> the normalized text (spacing restored from the "##" marks)."""
+        """Ids -> the normalized text (spacing restored from the "##" marks; with the fallback, byte tokens and jamo
+        back to their characters)."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         if skip_special_tokens:
             special = set(self.all_special_ids) - {self.unk_token_id}
             ids = [i for i in ids if i not in special]
+        if self._fb is not None:
+            return self._fb.decode(self.backend, ids)
         return self.backend.decode(ids, skip_special_tokens=False)
 
     def convert_ids_to_tokens(self, ids) -> list[str]:

@@ -1,7 +1,8 @@
 """Training a subword model on the pre-split corpus: WordPiece (Hugging Face ``tokenizers``, ``WhitespaceSplit``
 since the input is already split and BERT's pre-tokenizer would cut the "##"), sentencepiece unigram (identity
 normalization, byte fallback) converted to a ``tokenizers`` Unigram model, or a WordPiece vocabulary of
-characters only."""
+characters only. A Kiwi pre-split WordPiece vocabulary also gets the fallback's tokens (conjoining jamo and
+bytes, see ``fallback``), so no character is lost to [UNK]."""
 from __future__ import annotations
 
 import os
@@ -17,6 +18,7 @@ from ..normalize import PLACEHOLDERS
 from .cache import presplit_file
 from .config import SPECIAL_TOKENS, TokenizerConfig
 from .core import KoTokenizer
+from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
 
 def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
@@ -35,7 +37,8 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
         backend.add_tokens([AddedToken(t, single_word=False, normalized=False) for t in placeholders])
     backend.post_processor = _post_processor(backend)
     tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
-                      model="unigram" if cfg.model == "unigram" else "wordpiece")  # characters: WordPiece, no merges
+                      model="unigram" if cfg.model == "unigram" else "wordpiece",  # characters: WordPiece, no merges
+                      fallback=FALLBACK if _with_fallback(cfg) else None)
     tok.save(cfg.out)
     if cfg.progress:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
@@ -66,9 +69,9 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
         special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, initial_alphabet=kept,
         continuing_subword_prefix="##", show_progress=cfg.progress)
     backend.train([str(f) for f in files], trainer)
-    _renumber(backend)
+    _renumber(backend, *(_fallback_room(backend, merged=not chars) if _with_fallback(cfg) else ([], set())))
     vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
-    merged = sum(len(t.removeprefix("##")) > 1 for t in vocab)
+    merged = sum(len(t.removeprefix("##")) > 1 and t not in BYTE_TOKENS for t in vocab)
     if not chars and merged < 0.1 * len(vocab):
         # a Python warning (not a log line): it is about the object returned, and callers may filter it
         warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
@@ -117,7 +120,23 @@ def _spm_train(spm, d, files, cfg):
         train_extremely_large_corpus=False, minloglevel=2, num_threads=os.cpu_count() or 1)
 
 
-def _renumber(backend) -> None:
+def _with_fallback(cfg: TokenizerConfig) -> bool:
+    return cfg.fallback == FALLBACK and cfg.model != "unigram" and cfg.presplit == "kiwi"
+
+
+def _fallback_room(backend, merged: bool) -> tuple[list[str], set[str]]:
+    """The fallback's tokens the trained vocabulary lacks (all of them unless the corpus held conjoining jamo),
+    and the merged pieces that make room for them: the last merges the trainer made (its rarest pairs), so a
+    subword vocabulary keeps exactly vocab_size entries. A character vocabulary (no merges) grows instead."""
+    vocab = backend.get_vocab()
+    missing = [t for t in fallback_tokens() if t not in vocab]
+    if not merged:
+        return missing, set()
+    merges = sorted((t for t in vocab if len(t.removeprefix("##")) > 1 and t not in SPECIAL_TOKENS), key=vocab.get)
+    return missing, set(merges[max(0, len(merges) - len(missing)):])
+
+
+def _renumber(backend, add: list[str] = (), drop: set[str] = frozenset()) -> None:
     """Fixed ids for a trained WordPiece vocabulary. The trainer breaks frequency ties in hash order, so two runs
     of one command numbered the same pieces differently (a model is tied to its ids) and, where merges tie at the
     vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
@@ -127,7 +146,7 @@ def _renumber(backend) -> None:
     from tokenizers import models
 
     old = backend.model
-    rest = sorted((t for t in backend.get_vocab() if t not in SPECIAL_TOKENS),
+    rest = sorted((t for t in [*backend.get_vocab(), *add] if t not in SPECIAL_TOKENS and t not in drop),
                   key=lambda t: (len(t.removeprefix("##")) > 1, t.startswith("##"), len(t), t))
     backend.model = models.WordPiece({t: i for i, t in enumerate([*SPECIAL_TOKENS, *rest])}, unk_token=old.unk_token,
                                      continuing_subword_prefix=old.continuing_subword_prefix,
