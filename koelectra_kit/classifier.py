@@ -4,7 +4,8 @@
     out = clf.predict(["배송 빠르고 좋아요", "별로예요"])   # out.labels, out.probs [n, k], out.confidence
 
 Fast on CPU for the reasons the labeller needs: texts sorted by length so each batch pads only to its own
-longest text, bf16 autocast where the CPU/GPU has it, optional int8 dynamic quantization of the Linear layers,
+longest text, bf16 autocast where the CPU/GPU has it, optional int8 (onnxruntime or torchao; ``backend="onnx"``
+runs the exported graph in onnxruntime, see onnx_backend),
 ``torch.inference_mode``; on a GPU, tokenization of the next batch group (Kiwi, which releases the GIL)
 overlapped with the model's forward pass of the current one. On a CPU the two run one after the other, each
 with every core: overlapped, Kiwi's workers and torch's OpenMP threads fight over the same cores and the
@@ -63,6 +64,35 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
     return out
 
 
+def _resolve_backend(backend: str, quantize: bool) -> str:
+    if backend not in ("auto", "torch", "onnx"):
+        raise InputError(f"backend={backend}: choose torch, onnx or auto")
+    if backend == "auto":
+        from .onnx_backend import onnx_available
+
+        return "onnx" if quantize and onnx_available() else "torch"
+    return backend
+
+
+def _int8_torch(model):
+    """int8 Linear layers in torch: torchao's dynamic int8 when installed; else torch's own quantize_dynamic,
+    deprecated (and removed in a later torch), with a warning that names the replacements."""
+    import torch
+
+    try:
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+    except ImportError:
+        import warnings
+
+        from torch.ao.quantization import quantize_dynamic
+
+        warnings.warn("quantize with backend=torch uses torch's deprecated quantize_dynamic: install torchao, or "
+                      "use backend=onnx (pip install 'koelectra-kit[onnx]')", FutureWarning, stacklevel=3)
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    quantize_(model, Int8DynamicActivationInt8WeightConfig())
+    return model
+
+
 @dataclass
 class Predictions:
     labels: list[str]
@@ -75,15 +105,19 @@ class Predictions:
 
 
 class Classifier:
+    backend, quantized = "torch", False  # set by load: the engine the model runs on, int8 or not
+
     def __init__(self, model, tok, labels: list[str], max_length: int, device, dtype, source: str = ""):
         self.model, self.tok, self.labels = model, tok, labels
         self.max_length, self.device, self.dtype, self.source = max_length, device, dtype, source
 
     @classmethod
     def load(cls, name_or_dir: str | Path, device: str = "auto", precision: str = "auto", quantize: bool = False,
-             threads: int | None = None, max_length: int | None = None) -> "Classifier":
+             threads: int | None = None, max_length: int | None = None, backend: str = "auto") -> "Classifier":
         """A model dir written by ``koelectra-kit finetune`` or any Hugging Face sequence-classification model
-        (local dir or hub id). ``quantize``: int8 dynamic quantization of Linear layers (CPU only)."""
+        (local dir or hub id). ``backend``: torch, onnx (onnxruntime on the exported graph, see onnx_backend) or
+        auto (onnx when quantizing and onnxruntime is installed, else torch). ``quantize``: int8 weights and
+        dynamic activations, CPU only: onnxruntime's quantizer (onnx) or torchao (torch)."""
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
@@ -107,16 +141,19 @@ class Classifier:
         dev = resolve_device(device)
         model.eval().to(dev)
         dtype = autocast_dtype(dev, precision)
-        if quantize:
-            if dev.type != "cpu":
-                raise InputError("quantize works on CPU only (int8 dynamic quantization); drop --quantize or use "
-                                 "--device cpu")
-            from torch.ao.quantization import quantize_dynamic
+        if quantize and dev.type != "cpu":
+            raise InputError("quantize works on CPU only (int8 dynamic quantization); drop --quantize or use "
+                             "--device cpu")
+        backend = _resolve_backend(backend, quantize)
+        if backend == "onnx":
+            from .onnx_backend import load_onnx
 
-            # int8 weights, activations quantized on the fly; bf16 autocast does not mix with int8 kernels
-            model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-            dtype = None
-        return cls(model, tok, labels, max_length, dev, dtype, str(name_or_dir))
+            model, dtype = load_onnx(model, str(name_or_dir), dev, quantize=quantize, threads=threads), None
+        elif quantize:
+            model, dtype = _int8_torch(model), None  # bf16 autocast does not mix with int8 kernels
+        clf = cls(model, tok, labels, max_length, dev, dtype, str(name_or_dir))
+        clf.backend, clf.quantized = backend, bool(quantize)
+        return clf
 
     def predict(self, texts, batch_size: int = 64, group: int = 2048, overlap: bool | None = None) -> Predictions:
         """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
@@ -157,7 +194,8 @@ class Classifier:
 
     def __repr__(self) -> str:
         return (f"Classifier({self.source!r}, labels={self.labels}, max_length={self.max_length}, "
-                f"device={self.device}, dtype={self.dtype})")
+                f"device={self.device}, dtype={self.dtype}, backend={getattr(self, 'backend', 'torch')}"
+                f"{', int8' if getattr(self, 'quantized', False) else ''})")
 
 
 def model_info(model_dir: str | Path) -> dict:

@@ -96,7 +96,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     predict_s = time.perf_counter() - t0
     index = {lab: i for i, lab in enumerate(labels)}
     y_pred = np.array([index[p] for p in preds.labels], dtype=np.int64)
-    report = classification_report(rows.y, y_pred, labels)
+    report = classification_report(rows.y, y_pred, labels, scores=np.asarray(preds.probs))
     result = {"model": str(cfg.model), "data": str(cfg.data), "dev": report, "data_report": rows.report,
               "predict_time_s": round(predict_s, 2)}
     if missing:

@@ -12,13 +12,17 @@ import unicodedata
 import numpy as np
 
 
-def classification_report(y_true, y_pred, labels: list[str]) -> dict:
+def classification_report(y_true, y_pred, labels: list[str], scores=None) -> dict:
     """Accuracy, macro-F1, per-class precision/recall/F1/support and the confusion matrix.
 
     ``y_true``/``y_pred`` are class indices into ``labels``. A class absent from both gets
     P = R = F1 = 0 and still counts in the macro average (sklearn's ``zero_division=0``), so a model
     that never predicts a class is not flattered. ``majority_accuracy`` is what always answering the
     most frequent true class would score: the bar any model has to clear.
+
+    With a positive, a negative and a neutral label (English or 긍정/부정/중립), ``binary`` adds the protocol
+    of the published NSMC figures (``binary_sentiment``); ``scores`` ([n, k] logits or probabilities, columns
+    in ``labels`` order) lets it restrict each prediction to those two classes.
     """
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
@@ -40,7 +44,49 @@ def classification_report(y_true, y_pred, labels: list[str]) -> dict:
                             "support": int(s[i])} for i, lab in enumerate(labels)},
         # rows = true class, columns = predicted class, both in ``labels`` order
         "confusion_matrix": cm.tolist(),
+        **binary_sentiment(y_true, y_pred, labels, scores),
     }
+
+
+# Names that mean the three sentiments (any case); the binary figure needs exactly one label of each.
+SENTIMENT_NAMES = {"positive": ("positive", "긍정"), "negative": ("negative", "부정"),
+                   "neutral": ("neutral", "중립")}
+
+
+def sentiment_columns(labels: list[str]) -> tuple[int, int] | None:
+    """(positive column, negative column) when ``labels`` holds one positive, one negative and one neutral
+    label; None otherwise (the binary figure means nothing for other label sets)."""
+    found = {}
+    for kind, names in SENTIMENT_NAMES.items():
+        idx = [i for i, lab in enumerate(labels) if str(lab).strip().casefold() in names]
+        if len(idx) != 1:
+            return None
+        found[kind] = idx[0]
+    return found["positive"], found["negative"]
+
+
+def binary_sentiment(y_true, y_pred, labels: list[str], scores=None) -> dict:
+    """``{"binary": {...}}`` or ``{}``: accuracy on the positive and negative rows only (neutral rows dropped),
+    the protocol of the published NSMC figures (NSMC itself has no neutral class), so a 3-class model can be
+    put beside them. With ``scores`` each prediction is restricted to the two classes (argmax over their two
+    columns: a 3-class model is never charged for a "neutral" answer the binary task cannot give); without,
+    a neutral prediction on such a row counts as wrong (a lower bound, marked ``"from": "labels"``)."""
+    cols = sentiment_columns(labels)
+    if cols is None:
+        return {}
+    pos, neg = cols
+    y_true, y_pred = np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)
+    keep = (y_true == pos) | (y_true == neg)
+    n = int(keep.sum())
+    if scores is not None:
+        s = np.asarray(scores, dtype=np.float64)[keep]
+        pred = np.where(s[:, pos] >= s[:, neg], pos, neg)
+        source = "scores"
+    else:
+        pred = y_pred[keep]
+        source = "labels"
+    acc = float((pred == y_true[keep]).mean()) if n else 0.0
+    return {"binary": {"accuracy": acc, "n": n, "positive": labels[pos], "negative": labels[neg], "from": source}}
 
 
 def _width(text: str) -> int:
@@ -61,6 +107,11 @@ def format_report(report: dict, title: str = "") -> str:
     head = f"{title}: " if title else ""
     lines.append(f"{head}{report['n']} rows   accuracy {report['accuracy']:.4f}   "
                  f"macro-F1 {report['macro_f1']:.4f}   (majority class {report['majority_accuracy']:.4f})")
+    if report.get("binary"):
+        b = report["binary"]
+        how = "argmax of the two" if b["from"] == "scores" else "a neutral answer counts as wrong"
+        lines.append(f"  binary accuracy {b['accuracy']:.4f} on the {b['n']} {b['positive']}/{b['negative']} rows "
+                     f"(neutral rows dropped, {how}: the published NSMC protocol)")
     lines.append(f"  {_pad('label', w)}  precision  recall      f1  support")
     for lab in labels:
         c = report["per_class"][lab]
@@ -77,7 +128,9 @@ def format_report(report: dict, title: str = "") -> str:
 def format_side_by_side(reports: dict[str, dict]) -> str:
     """One line per run: ``{"ELECTRA": report, "TF-IDF": report}`` -> accuracy / macro-F1 table."""
     w = max(_width(k) for k in reports) if reports else 5
-    lines = [f"{_pad('model', w)}  accuracy  macro-F1       n"]
+    binary = any(r.get("binary") for r in reports.values())
+    lines = [f"{_pad('model', w)}  accuracy  macro-F1       n" + ("  binary acc" if binary else "")]
     for name, r in reports.items():
-        lines.append(f"{_pad(name, w)}  {r['accuracy']:8.4f}  {r['macro_f1']:8.4f}  {r['n']:6d}")
+        extra = f"  {r['binary']['accuracy']:10.4f}" if r.get("binary") else ""
+        lines.append(f"{_pad(name, w)}  {r['accuracy']:8.4f}  {r['macro_f1']:8.4f}  {r['n']:6d}{extra}".rstrip())
     return "\n".join(lines)

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import KitError
 
-COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "label", "quickstart", "app"]
+COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "distill", "label", "quickstart", "app", "export"]
 
 
 class Parser(argparse.ArgumentParser):

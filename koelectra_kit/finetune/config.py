@@ -101,10 +101,18 @@ class FinetuneConfig:
     # Score the majority class and the TF-IDF baseline on the same split and report them beside the model
     # (seconds on small data, ~1 minute on 150k rows), warning when the model is not above them.
     references: bool = True
+    # --- sharing: a model card (README.md) is always written; the hub only when asked
+    push_to_hub: str | None = None  # owner/name: upload the finished folder after it is saved (needs a hub token)
+    hub_private: bool = False  # a new hub repo is created private
+    card_license: str = "apache-2.0"  # the license the model card declares: the one your data allows
+    card_datasets: list[str] = field(default_factory=list)  # hub dataset ids for the card (default: file names)
 
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
 
     def validate(self) -> None:
+        from ..hub import check_repo_id
+
+        check_repo_id(self.push_to_hub)
         if len(self.labels) < 2:
             raise ConfigError(f"labels: need at least 2 labels, got {self.labels}")
         if len(set(self.labels)) != len(self.labels) or any(not str(x).strip() for x in self.labels):

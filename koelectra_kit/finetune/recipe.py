@@ -301,7 +301,8 @@ class FinetuneRecipe:
         with quiet_transformers():
             model.save_pretrained(staging)
         self.tok.save(staging)
-        self.report = report = classification_report(self.splits.dev.y, st.best.logits.argmax(1), self.labels)
+        self.report = report = classification_report(self.splits.dev.y, st.best.logits.argmax(1), self.labels,
+                                                     scores=st.best.logits)
         result = {
             "model": f"{type(model).__name__} from {cfg.model}" + (" (random init)" if cfg.init == "random" else ""),
             "dev": report,
@@ -322,6 +323,9 @@ class FinetuneRecipe:
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
+        from ..modelcard import classifier_card, write_card
+
+        write_card(classifier_card(cfg, result, self.labels, self.tok, self.splits.report), staging)
         if cfg.plots:
             from ..plots import plot_confusion, plot_finetune_curves
 
@@ -361,7 +365,11 @@ class FinetuneRecipe:
             print(format_references(self.report, result["references"]))
         log(f"train {st.train_time:.1f}s ({result['train']['examples_per_s']:.0f} examples/s), "
             f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
-            f"{', confusion.png, curves.png' if self.cfg.plots else ''})")
+            f"{', confusion.png, curves.png' if self.cfg.plots else ''}, README.md)")
+        if self.cfg.push_to_hub:  # after the folder is complete: a failed push loses nothing
+            from ..hub import push_folder
+
+            log(f"pushed to {push_folder(self.out, self.cfg.push_to_hub, self.cfg.hub_private)}")
         return result
 
 

@@ -62,6 +62,15 @@ class PretrainConfig:
     tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
     vocab_size: int = 32000  # only when training the tokenizer here
     tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
+    # Continued (domain-adaptive) pretraining: start from an ELECTRA discriminator instead of random weights: a
+    # run folder of ours (discriminator/ + generator/), its discriminator/ (the sibling generator/ is used), any
+    # ELECTRA model folder, or a hub id. Its tokenizer and shape are used: model.* shape keys that differ are
+    # replaced by the checkpoint's with one notice (presets stay usable), model.init is forced to normal (the
+    # weights already encode positions), and a tokenizer= with another vocabulary is an error.
+    init: str | None = None
+    # The generator to continue with (folder or hub id); None: the one beside init, else a fresh one of
+    # generator.size sharing init's embeddings.
+    init_generator: str | None = None
     cache_dir: str | None = None  # packed-data cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
     num_workers: int | None = None  # tokenization processes (None: all cores)
 
@@ -125,8 +134,17 @@ class PretrainConfig:
     plateau_auc: float = 0.6
     ddp_timeout_minutes: float = 60.0  # how long ranks wait for each other (rank 0 builds the data cache)
 
+    # --- sharing: a model card (README.md) is always written; the hub only when asked
+    push_to_hub: str | None = None  # owner/name: upload out/discriminator after it is saved (needs a hub token)
+    hub_private: bool = False  # a new hub repo is created private
+    card_license: str = "apache-2.0"  # the license the model card declares: the one your data allows
+    card_datasets: list[str] = field(default_factory=list)  # hub dataset ids for the card (default: file names)
+
     def validate(self) -> None:
+        from ..hub import check_repo_id
+
         m = self.model
+        check_repo_id(self.push_to_hub)
         if not self.corpus:
             raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv])")
         if not self.out:
@@ -143,7 +161,7 @@ class PretrainConfig:
                               f"{m.max_position_embeddings}; raise the latter or shorten the former")
         if m.hidden_size % m.num_heads:
             raise ConfigError(f"model.hidden_size {m.hidden_size} is not a multiple of model.num_heads {m.num_heads}")
-        if m.init == "positional":
+        if m.init == "positional" and not self.init:  # with init= the prior is switched off (continued.py)
             from ..electra import generator_shape  # here, not at the top: it imports torch
 
             # The generator reads a subset of the position dims when it is narrower (positional_prior_).

@@ -27,9 +27,14 @@ def check_corpus(paths: list[str]) -> list[Path]:
 
 
 def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
-    """The given tokenizer, or one trained on the corpus into ``out/tokenizer`` (reused by a rerun/resume)."""
+    """The given tokenizer, or one trained on the corpus into ``out/tokenizer`` (reused by a rerun/resume); with
+    ``init=``, the checkpoint's own (``continued.init_tokenizer``)."""
     from ..tokenizer import KoTokenizer, TokenizerConfig, train_tokenizer
 
+    if cfg.init:
+        from .continued import init_tokenizer
+
+        return init_tokenizer(cfg)
     if cfg.tokenizer:
         if not Path(cfg.tokenizer).is_dir():
             raise InputError(f"tokenizer dir not found: {cfg.tokenizer} (train one with `koelectra-kit tokenizer`)")

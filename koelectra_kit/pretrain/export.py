@@ -1,8 +1,10 @@
 """Export: the trained models as Hugging Face model dirs, each with the tokenizer beside it, so fine-tuning
-and demos load them with ``from_pretrained`` and nothing of this toolkit.
+and demos load them with ``from_pretrained`` (the tokenizer through ``import koelectra_kit``); the discriminator
+with its model card (README.md), pushed to the hub when the run's ``push_to_hub`` says so.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..errors import KitError
@@ -10,11 +12,29 @@ from ..fileio import staged_dir
 from ..runtime import quiet_transformers
 
 
+def run_record(out: Path) -> tuple[dict, dict | None]:
+    """The run's resolved config (from the final checkpoint, written just before export) and its last metrics
+    row, for the model card and the push; ({}, None) when the run left none."""
+    from .checkpoint import latest_checkpoint
+    from .curves import read_metrics
+
+    ckpt = latest_checkpoint(out)
+    try:
+        run = json.loads((ckpt / "meta.json").read_text(encoding="utf-8")).get("config", {}) if ckpt else {}
+    except (OSError, ValueError):
+        run = {}
+    rows = read_metrics(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
+    return run, (rows[-1] if rows else None)
+
+
 def export_models(model, tok, out: Path) -> dict[str, Path]:
     """``out/discriminator``: the encoder (``ElectraForPreTraining``; for mlm the ``ElectraModel`` of the masked
     LM) + tokenizer, loadable by ``AutoModel`` / ``ElectraForSequenceClassification``. ``out/generator``:
     ``ElectraForMaskedLM`` + tokenizer (fill-mask demos). Each dir is written beside and swapped in whole."""
+    from ..modelcard import encoder_card, write_card
+
     encoder = model.discriminator if model.discriminator is not None else model.encoder()
+    run, last_row = run_record(out)
     written = {}
     for name, m in (("discriminator", encoder), ("generator", model.generator)):
         final = out / name
@@ -24,10 +44,19 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
             with staged_dir(final) as tmp, quiet_transformers():
                 m.save_pretrained(tmp, safe_serialization=True)
                 tok.save(tmp)
+                if name == "discriminator":
+                    n_params = sum(p.numel() for p in m.parameters())
+                    run_info = {"out": str(out), **run, "device": str(next(m.parameters()).device)}
+                    write_card(encoder_card(run_info, last_row, tok, n_params), tmp)
         except OSError as e:
             raise KitError(f"could not write {final} ({e.strerror or e}); the checkpoints in {out / 'checkpoints'} "
                            "are intact: free disk space and rerun with resume=true to export") from None
         finally:
             m.config._attn_implementation = impl
         written[name] = final
+    if run.get("push_to_hub"):  # after both folders are complete: a failed push loses nothing
+        from ..hub import push_folder
+        from ..runtime import log
+
+        log(f"pushed to {push_folder(written['discriminator'], run['push_to_hub'], bool(run.get('hub_private')))}")
     return written

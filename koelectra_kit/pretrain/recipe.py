@@ -56,6 +56,7 @@ class PretrainRecipe:
 
     def setup(self) -> None:
         self.setup_engine()
+        self.setup_init()
         self.setup_out_dir()
         self.setup_data()
         self.setup_model()
@@ -78,6 +79,18 @@ class PretrainRecipe:
         if rem or self.micro_bs < 1:
             raise ConfigError(f"batch_size {cfg.batch_size} must be a multiple of ranks x grad_accum "
                               f"({self.world} x {cfg.grad_accum})")
+
+    def setup_init(self) -> None:
+        """Continued pretraining (``init=``): where the weights come from, and the config's shape made the
+        checkpoint's before config.yaml is written (``continued.py`` says what wins, and why)."""
+        self.init_src = None
+        if self.cfg.init:
+            from .continued import apply_init_shape, resolve_init
+
+            self.init_src = resolve_init(self.cfg)
+            for note in apply_init_shape(self.cfg, self.init_src):
+                if self.main:
+                    warn(note)
 
     def setup_out_dir(self) -> None:
         """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
@@ -109,10 +122,18 @@ class PretrainRecipe:
         set_seed(cfg.seed)  # identical initialisation on every rank
         if cfg.fast_cpu_kernels:
             electra_cpu.register_cpu_sdpa()
-        self.model = electra.build_pretrain_model(
-            tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
-            cfg.objective, cfg.model.max_position_embeddings, cfg.temperature,
-            attn_implementation=electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa")
+        attn = electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa"
+        if self.init_src is not None:
+            from .continued import load_init_model
+
+            self.model = load_init_model(cfg, self.init_src, tok, attn)
+            if self.main:
+                gen = self.init_src.generator or f"a fresh one (generator.size {cfg.generator.size:g})"
+                log(f"continuing from {self.init_src.discriminator}; generator: {gen}")
+        else:
+            self.model = electra.build_pretrain_model(
+                tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
+                cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
         if cfg.fast_cpu_kernels:
             electra_cpu.use_fast_dropout(self.model)
         self.model.to(self.device)

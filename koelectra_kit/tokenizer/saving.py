@@ -21,6 +21,23 @@ from .kiwi import kiwi_versions
 
 SPECIAL_TOKENS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                       "mask_token": "[MASK]"}
+# The transformers class that reads a saved folder (koelectra_kit.tokenizer.hf, registered with AutoTokenizer when
+# koelectra_kit is imported). Folders saved before it say PreTrainedTokenizerFast and still load with KoTokenizer.
+HF_TOKENIZER_CLASS = "KoElectraKitTokenizer"
+# Without koelectra_kit imported, transformers does not fail on an unknown tokenizer_class: it silently loads
+# tokenizer.json as a plain fast tokenizer that skips the normalizer and the Kiwi pre-split (wrong ids). An
+# invalid padding_side is the one value its generic loader rejects with the value in the message, so that message
+# tells the user what to install; KoElectraKitTokenizer never reads it (it pads on the right).
+HF_LOAD_GUARD = ("right -- this tokenizer normalizes and Kiwi-splits Korean text in Python: pip install koelectra-kit "
+                 "and `import koelectra_kit` before AutoTokenizer / pipeline (tokenizer_class KoElectraKitTokenizer)")
+# tokenizer_config.json as written before the two above: fingerprints hash it in place of the current one (it is
+# loading metadata, no id depends on it), so checkpoints, caches and label runs made before them stay valid.
+_LEGACY_CONFIG = json.dumps({
+    "tokenizer_class": "PreTrainedTokenizerFast", **SPECIAL_TOKENS_MAP, "model_max_length": 512,
+    "clean_up_tokenization_spaces": False,
+    "koelectra_note": "tokenizer.json expects Kiwi-pre-split text (KoTokenizer.presplit_batch); "
+                      "load with koelectra_kit.tokenizer.KoTokenizer.from_pretrained for raw text"},
+    ensure_ascii=False, indent=2).encode() + b"\n"
 
 
 def save_tokenizer(tok, directory: str | Path) -> Path:
@@ -40,13 +57,16 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
                                  encoding="utf-8")
     write_json_atomic(d / "special_tokens_map.json", SPECIAL_TOKENS_MAP)
     write_json_atomic(d / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", **SPECIAL_TOKENS_MAP, "model_max_length": 512,
-        "clean_up_tokenization_spaces": False,
-        "koelectra_note": "tokenizer.json expects Kiwi-pre-split text (KoTokenizer.presplit_batch); "
-                          "load with koelectra_kit.tokenizer.KoTokenizer.from_pretrained for raw text"})
+        "tokenizer_class": HF_TOKENIZER_CLASS, **SPECIAL_TOKENS_MAP, "model_max_length": 512,
+        "clean_up_tokenization_spaces": False, "padding_side": HF_LOAD_GUARD,
+        "koelectra_note": "raw text: `import koelectra_kit`, then AutoTokenizer.from_pretrained / pipeline (or "
+                          "koelectra_kit.tokenizer.KoTokenizer.from_pretrained); tokenizer.json alone expects "
+                          "Kiwi-pre-split text (KoTokenizer.presplit_batch)"})
     write_json_atomic(d / SETTINGS_FILE, {
         "format": FORMAT, "model": tok.model, "presplit": tok.presplit,
-        "normalize": to_dict(tok.normalize_cfg), **({"kiwi": kiwi_versions()} if tok.presplit == "kiwi" else {})})
+        "normalize": to_dict(tok.normalize_cfg), **({"kiwi": kiwi_versions()} if tok.presplit == "kiwi" else {}),
+        # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
+        **({"fallback": tok.fallback} if tok.fallback else {})})
     return d
 
 
@@ -73,13 +93,18 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
                               "identical results", stacklevel=4)
         norm = from_dict(NormalizeConfig, s.get("normalize", {}))
         return {"backend": backend, "normalize": norm, "presplit": s.get("presplit", "kiwi"),
-                "model": s.get("model", "wordpiece")}
+                "model": s.get("model", "wordpiece"), "fallback": s.get("fallback")}  # absent: saved before it
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
             and not (d / "tokenizer_config.json").exists():
         raise InputError(f"no tokenizer in {d}: expected {SETTINGS_FILE} + tokenizer.json (saved by "
                          "koelectra-kit) or a Hugging Face tokenizer")
     if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
         raise InputError(f"tokenizer directory not found: {name_or_dir}")
+    from ..hub import koelectra_snapshot
+
+    snapshot = koelectra_snapshot(str(name_or_dir))  # a hub repo saved by this toolkit: read its files as above
+    if snapshot is not None:
+        return load_tokenizer_parts(snapshot)
     from transformers import AutoTokenizer
 
     try:
@@ -105,7 +130,10 @@ def tokenizer_fingerprint(tok) -> str:
         tok.save(d)
         for f in sorted(Path(d).rglob("*")):
             if f.is_file():
-                h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes())
+                data = f.read_bytes()
+                if f.name == "tokenizer_config.json" and getattr(tok, "hf", None) is None:
+                    data = _LEGACY_CONFIG
+                h.update(f.relative_to(d).as_posix().encode() + b"\0" + data)
     fp = h.hexdigest()[:16]
     try:
         tok.fingerprint = fp

@@ -1,0 +1,194 @@
+"""A candidate 2-hour recipe on a 2-core CPU, end to end, with every stage's compute counted -> a results table.
+
+    python examples/experiments/budget_2h.py                      # the real thing (about 2 hours; see --help)
+    python examples/experiments/budget_2h.py --pretrain-minutes 30 --continue-minutes 20 --distill-minutes 30
+    python examples/experiments/budget_2h.py --smoke --runs /tmp/b  # tiny settings on the bundled sample: seconds
+
+Stages (each reused when its output exists, so a killed run continues at the stage it was in; --fresh redoes all):
+0. the pretraining corpora minus every dev text (normalized exact match): dev inputs are never trained on;
+1. pretrain cpu-30min-style on all corpora for --pretrain-minutes;
+2. continue it (init=) on the in-domain corpus only for --continue-minutes (configs/pretrain/cpu-continue.yaml);
+3. fine-tune the continued encoder on the labelled train rows (the teacher);
+4. the teacher (+ TF-IDF, ensemble weights chosen on dev) labels the in-domain corpus minus dev, and a student
+   (the continued encoder again: self-distillation on many more rows) learns it for --distill-minutes.
+Wall-clock and CPU time of every stage go into the table (and RESULTS/results.json); the dev figures are
+3-class accuracy / macro-F1 and the binary accuracy of the published NSMC protocol.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the script imports koelectra_kit even without `pip install -e .`
+DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+SAMPLE = ROOT / "corpora" / "sample"
+
+
+def options() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "experiments" / "budget-2h"), help="run folders")
+    ap.add_argument("--pretrain-minutes", type=float, default=45, help="stage 1, wall-clock training minutes")
+    ap.add_argument("--continue-minutes", type=float, default=15, help="stage 2, in-domain continued pretraining")
+    ap.add_argument("--ft-epochs", type=float, default=2, help="stage 3, fine-tuning epochs of the teacher")
+    ap.add_argument("--ft-rows", type=int, default=None, help="stage 3, a stratified subsample of train (CPU budget)")
+    ap.add_argument("--distill-minutes", type=float, default=25, help="stage 4, student training minutes")
+    ap.add_argument("--transfer-rows", type=int, default=None, help="stage 4, a random subset of the transfer texts")
+    ap.add_argument("--no-tfidf-teacher", action="store_true", help="the fine-tuned teacher alone")
+    ap.add_argument("--fresh", action="store_true", help="redo every stage")
+    ap.add_argument("--smoke", action="store_true", help="tiny models and steps on the bundled sample (a test)")
+    return ap.parse_args()
+
+
+class Stages:
+    """Runs ``koelectra-kit`` commands in this process and records each stage's wall and CPU seconds (this
+    process's threads and its children: Kiwi workers) in RUNS/stages.json, so a reused stage keeps its cost."""
+
+    def __init__(self, runs: Path, fresh: bool):
+        self.path = runs / "stages.json"
+        self.done = {} if fresh or not self.path.exists() else json.loads(self.path.read_text())
+
+    def run(self, name: str, argv: list[str], output: Path) -> dict:
+        from koelectra_kit.cli import main
+
+        if name in self.done and output.exists():
+            print(f"[{name}] reused {output}", flush=True)
+            return self.done[name]
+        print(f"[{name}] koelectra-kit {' '.join(argv)}", flush=True)
+        t0, c0 = time.perf_counter(), _cpu_seconds()
+        rc = main(argv)
+        if rc:
+            sys.exit(f"stage {name} failed (exit {rc})")
+        self.done[name] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(_cpu_seconds() - c0, 1),
+                           "command": "koelectra-kit " + " ".join(argv)}
+        self.path.write_text(json.dumps(self.done, indent=2))
+        return self.done[name]
+
+
+def _cpu_seconds() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def inputs(args, runs: Path) -> dict:
+    """Files of the run: the real data, or (--smoke) the bundled sample split into train/dev files."""
+    if not args.smoke:
+        files = {"general": [DATA / "pretrain" / "comments_mix.txt", DATA / "pretrain" / "nsmc_reviews.txt"],
+                 "domain": [DATA / "pretrain" / "nsmc_reviews.txt"],
+                 "train": DATA / "nsmc3" / "train.tsv", "dev": DATA / "nsmc3" / "dev.tsv"}
+        missing = [p for p in [*files["general"], files["train"], files["dev"]] if not p.exists()]
+        if missing:
+            sys.exit(f"data missing: {missing[0]} (set KOELECTRA_SHARED_DATA to the shared data folder)")
+        return files
+    import pandas as pd
+
+    runs.mkdir(parents=True, exist_ok=True)
+    df = pd.read_csv(SAMPLE / "reviews_labelled.csv")
+    dev = pd.concat([g.iloc[:8] for _, g in df.groupby("label")])
+    df.drop(dev.index).to_csv(runs / "train.csv", index=False)
+    dev.to_csv(runs / "dev.csv", index=False)
+    domain = runs / "domain-sample.txt"  # unlabelled reviews + the labelled ones: in-domain text
+    texts = pd.read_csv(SAMPLE / "reviews_unlabelled.csv").iloc[:, 0].astype(str).tolist() + df["review"].tolist()
+    domain.write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
+    return {"general": [SAMPLE / "comments.txt", domain], "domain": [domain], "train": runs / "train.csv",
+            "dev": runs / "dev.csv"}
+
+
+def without_dev(files: list[Path], dev: Path, out: Path) -> Path:
+    """One corpus file: the lines of ``files`` whose normalized text is not a dev text (distill's own rule)."""
+    from koelectra_kit.distill.data import exclusion_keys, match_key
+
+    if out.exists():
+        return out
+    keys = exclusion_keys([str(dev)], [])
+    dropped = 0
+    with open(out.with_suffix(".tmp"), "w", encoding="utf-8") as f:
+        for path in files:
+            for line in open(path, encoding="utf-8"):
+                text = line.strip()
+                if not text:
+                    continue
+                if match_key(text) in keys:
+                    dropped += 1
+                else:
+                    f.write(text + "\n")
+    out.with_suffix(".tmp").rename(out)
+    print(f"[corpus] {out.name}: {dropped:,} dev texts dropped", flush=True)
+    return out
+
+
+def plan(args, runs: Path, files: dict) -> list[tuple[str, list[str], Path]]:
+    """(stage, argv, output) in order; the --smoke variants only shrink models, steps and data."""
+    general = without_dev(files["general"], files["dev"], runs / "corpus-general.txt")
+    domain = without_dev(files["domain"], files["dev"], runs / "corpus-domain.txt")
+    data = [f"train={files['train']}", f"dev={files['dev']}"]
+    smoke = args.smoke
+    pre = (["--config", "tiny", "max_steps=3", "tokenizer_model=characters", "log_every=1"] if smoke else
+           ["--config", "cpu-30min", f"max_minutes={args.pretrain_minutes:g}"])
+    cont = ["--config", "cpu-continue"] + (["max_steps=2", "max_minutes=0", "seq_len=64", "log_every=1"] if smoke else
+                                           [f"max_minutes={args.continue_minutes:g}"])
+    ft = (["--config", "tiny", "epochs=1", "plots=false"] if smoke else [f"epochs={args.ft_epochs:g}"]) + \
+        ([f"max_train_rows={args.ft_rows}"] if args.ft_rows else [])
+    teachers = [str(runs / "teacher")] + ([] if args.no_tfidf_teacher else ["tfidf"])
+    dist = (["epochs=0.2", "batch_size=16", "max_length=64", "eval_every=2", "plots=false"] if smoke else
+            ["epochs=3", f"max_minutes={args.distill_minutes:g}", "save_every_minutes=5"]) + \
+        ([f"max_transfer={args.transfer_rows}"] if args.transfer_rows else [])
+    quiet = ["progress=false"]
+    return [
+        ("pretrain", ["pretrain", *pre, f"corpus=[{general}]", f"out={runs / 'pretrain'}", "plots=false", *quiet],
+         runs / "pretrain" / "summary.json"),
+        ("continue", ["pretrain", *cont, f"init={runs / 'pretrain'}", f"corpus=[{domain}]",
+                      f"out={runs / 'continued'}", "plots=false", *quiet], runs / "continued" / "summary.json"),
+        ("finetune", ["finetune", *ft, f"model={runs / 'continued' / 'discriminator'}", *data,
+                      f"out={runs / 'teacher'}", *quiet], runs / "teacher" / "eval.json"),
+        ("distill", ["distill", f"teachers=[{','.join(teachers)}]", f"transfer=[{domain}]",
+                     f"exclude=[{files['dev']}]", f"student={runs / 'continued' / 'discriminator'}", *data,
+                     f"out={runs / 'student'}", *dist, *quiet], runs / "student" / "eval.json"),
+    ]
+
+
+def table(stages: dict, runs: Path) -> str:
+    """Compute per stage, then the dev figures of the teacher, the student and the TF-IDF reference."""
+    lines = ["| stage | wall min | CPU min |", "|---|---:|---:|"]
+    for name, s in stages.items():
+        lines.append(f"| {name} | {s['wall_s'] / 60:.1f} | {s['cpu_s'] / 60:.1f} |")
+    wall, cpu = sum(s["wall_s"] for s in stages.values()), sum(s["cpu_s"] for s in stages.values())
+    lines.append(f"| total | {wall / 60:.1f} | {cpu / 60:.1f} |")
+    lines += ["", "| dev | accuracy | macro-F1 | binary accuracy (pos/neg rows) |", "|---|---:|---:|---:|"]
+    teacher, student = (json.loads((runs / n / "eval.json").read_text()) for n in ("teacher", "student"))
+    for name, rep in (("teacher (fine-tuned)", teacher["dev"]), ("student (distilled)", student["dev"])):
+        binary = f"{rep['binary']['accuracy']:.4f}" if rep.get("binary") else "-"
+        lines.append(f"| {name} | {rep['accuracy']:.4f} | {rep['macro_f1']:.4f} | {binary} |")
+    for key, ref in student.get("references", {}).items():
+        lines.append(f"| {ref['name']} | {ref['accuracy']:.4f} | {ref['macro_f1']:.4f} | - |")
+    ens = student["distill"]["teacher_dev"]["ensemble"]
+    lines.append(f"| teacher ensemble {student['distill']['weights']} | {ens['accuracy']:.4f} | "
+                 f"{ens['macro_f1']:.4f} | {ens.get('binary_accuracy', float('nan')):.4f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = options()
+    runs = Path(args.runs).resolve()
+    if args.fresh and runs.exists():
+        import shutil
+
+        shutil.rmtree(runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    stages = Stages(runs, args.fresh)
+    t0 = time.perf_counter()
+    for name, argv, output in plan(args, runs, inputs(args, runs)):
+        stages.run(name, argv, output)
+    result = table(stages.done, runs)
+    (runs / "results.md").write_text(result + "\n", encoding="utf-8")
+    print(result)
+    print(f"\nthis invocation: {(time.perf_counter() - t0) / 60:.1f} min wall; commands in {stages.path}")
+
+
+if __name__ == "__main__":
+    main()

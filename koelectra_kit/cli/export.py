@@ -1,0 +1,93 @@
+"""``koelectra-kit export``: a classifier folder to ONNX (optionally int8), and/or a finished folder to the hub."""
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """\
+examples:
+  koelectra-kit export --model runs/sentiment --onnx                  # runs/sentiment/onnx/model.onnx
+  koelectra-kit export --model runs/sentiment --onnx --int8           # + onnx/model_quantized.onnx
+  koelectra-kit export --model runs/sentiment --push-to-hub me/koelectra-sentiment --private
+
+ONNX: inputs input_ids and attention_mask [batch, sequence] (both axes dynamic), output logits; each export is
+checked against the torch model's logits. The folder's onnx/ files are what Classifier.load(folder,
+backend="onnx") and `koelectra-kit label --backend onnx` use (they export into the cache when it has none).
+Needs the onnx extra: pip install 'koelectra-kit[onnx]'. The hub push uploads the whole folder (model card
+included) and needs a token (hf auth login, or HF_TOKEN)."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export", help="classifier folder -> ONNX (int8 optional); push a folder to the Hugging Face hub",
+        description="Export a fine-tuned classifier folder to ONNX for onnxruntime, and/or push a folder "
+                    "(pretrained discriminator or classifier) to the Hugging Face hub.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="a classifier folder written by finetune (or any folder to push)")
+    p.add_argument("--onnx", action="store_true", help="write ONNX (fp32) into OUT")
+    p.add_argument("--int8", action="store_true", help="also an int8 copy (onnxruntime dynamic quantization)")
+    p.add_argument("--out", default=None, help="folder for the .onnx files (default: MODEL/onnx)")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17)")
+    p.add_argument("--push-to-hub", default=None, metavar="OWNER/NAME", help="upload MODEL (after any export)")
+    p.add_argument("--private", action="store_true", help="create the hub repo private")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..hub import check_repo_id
+    from ..runtime import log
+
+    if not args.onnx and not args.push_to_hub:
+        raise InputError("nothing to do: pass --onnx (and --int8) and/or --push-to-hub OWNER/NAME")
+    if args.int8 and not args.onnx:
+        raise InputError("--int8 quantizes the ONNX export: add --onnx")
+    check_repo_id(args.push_to_hub, "--push-to-hub")
+    if args.onnx:
+        out = Path(args.out) if args.out else Path(args.model) / "onnx"
+        for line in export_classifier(args.model, out, int8=args.int8, opset=args.opset):
+            print(line)
+    if args.push_to_hub:
+        from ..hub import push_folder
+
+        if not Path(args.model).is_dir():
+            raise InputError(f"--model {args.model}: no such folder to push")
+        log(f"pushed {args.model} to {push_folder(args.model, args.push_to_hub, args.private)}")
+    return 0
+
+
+def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None = None) -> list[str]:
+    """Export ``model_dir``'s classifier into ``out`` (model.onnx, and model_quantized.onnx with ``int8``), each
+    checked against torch on a probe batch; returns the report lines."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from ..errors import KitError
+    from ..modelio import check_model_source, loading
+    from ..onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
+                                max_logit_difference, probe_batch, quantize_onnx, require_onnxruntime)
+    from ..runtime import quiet_transformers
+
+    require_onnxruntime()
+    source = check_model_source(model_dir)
+    with loading(source), quiet_transformers():
+        model = AutoModelForSequenceClassification.from_pretrained(source, trust_remote_code=False).float().eval()
+    fp32 = export_onnx(model, out / FP32_FILE, opset or OPSET)
+    diff = max_logit_difference(OnnxModel(fp32, model).session, model)
+    if diff > FP32_TOLERANCE:
+        fp32.unlink()
+        raise KitError(f"the ONNX export differs from torch by {diff:.2g} in the logits (tolerance "
+                       f"{FP32_TOLERANCE:g}); nothing written; use the torch backend")
+    lines = [f"wrote {fp32} ({fp32.stat().st_size / 2**20:.1f} MiB): max |logit - torch| {diff:.2g}"]
+    if int8:
+        q = quantize_onnx(fp32, out / INT8_FILE)
+        ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1)
+        with torch.no_grad():
+            ref = torch.softmax(model(input_ids=ids, attention_mask=mask).logits, -1).numpy()
+        got = torch.softmax(OnnxModel(q, model)(ids, mask).logits, -1).numpy()
+        lines.append(f"wrote {q} ({q.stat().st_size / 2**20:.1f} MiB): max |prob - torch fp32| "
+                     f"{float(np.abs(got - ref).max()):.2g} on random ids; int8 moves probabilities: check its "
+                     "labels on your dev set (Classifier.load(MODEL, backend='onnx', quantize=True))")
+    return lines

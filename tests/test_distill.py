@@ -1,0 +1,204 @@
+"""Distillation: the soft-label loss against a hand computation, the transfer set's exclusion, a tiny end-to-end
+distill (fine-tuned teacher + TF-IDF into a tiny student) whose folder ``Classifier.load`` and ``label`` use,
+the teacher cache reused by a second run, a killed run that resumes to the same weights, one-line errors for
+bad transfer files, the binary (positive/negative) figure, and the 2-CPU-hour recipe script's smoke run."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from koelectra_kit.cli import main
+from koelectra_kit.config import load_config
+from koelectra_kit.distill import DistillConfig, distill, distill_loss
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_soft_label_loss_matches_a_hand_computation():
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [-1.0, 1.0, 3.0]])
+    soft = torch.tensor([[0.7, 0.2, 0.1], [0.3, 0.3, 0.4], [0.05, 0.15, 0.8]])
+    labels = torch.tensor([0, -1, 2])  # the middle row is a transfer row: no hard label
+    T, alpha = 2.0, 0.5
+
+    def log_softmax(row, t):
+        z = [x / t for x in row]
+        m = math.log(sum(math.exp(x) for x in z))
+        return [x - m for x in z]
+
+    kl = sum(sum(q * (math.log(q) - lp) for q, lp in zip(s, log_softmax(r, T)))
+             for s, r in zip(soft.tolist(), logits.tolist())) / 3
+    ce = -(log_softmax(logits[0].tolist(), 1)[0] + log_softmax(logits[2].tolist(), 1)[2]) / 2
+    loss, got_kl, got_ce = distill_loss(logits, soft, labels, T, alpha)
+    assert got_kl.item() == pytest.approx(kl, rel=1e-5) and got_ce.item() == pytest.approx(ce, rel=1e-5)
+    assert loss.item() == pytest.approx(T * T * kl + alpha * ce, rel=1e-5)
+    # no labelled row: the soft term alone
+    assert distill_loss(logits, soft, torch.full((3,), -1), T, alpha)[0].item() == pytest.approx(T * T * kl, rel=1e-5)
+
+
+def test_exclude_drops_dev_texts_by_normalized_match(tmp_path):
+    from koelectra_kit.distill.data import exclusion_keys, load_transfer
+
+    dev = tmp_path / "dev.csv"
+    pd.DataFrame({"review": ["정말 재밌어요", "최악이에요ㅋㅋㅋㅋ"],
+                  "label": ["positive", "negative"]}).to_csv(dev, index=False)
+    transfer = tmp_path / "t.txt"
+    lines = ["정말  재밌어요", "", "최악이에요ㅋㅋ", "다른 리뷰", "다른 리뷰", "또 다른 리뷰"]
+    transfer.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    got = load_transfer([str(transfer)], None, exclusion_keys([str(dev)], []), None, seed=0)
+    assert got.texts == ["다른 리뷰", "또 다른 리뷰"]  # spacing and ㅋ runs normalized away; repeats once
+    assert got.report["excluded"] == 2 and got.report["repeated"] == 1 and got.report["read"] == 5
+
+
+def test_binary_accuracy_on_positive_and_negative_rows_only():
+    from koelectra_kit.metrics import classification_report, format_report
+
+    labels = ["부정", "중립", "긍정"]
+    y = np.array([0, 2, 1, 2, 0])
+    pred = np.array([0, 1, 1, 2, 2])  # row 1 answered neutral, row 4 wrong
+    scores = np.array([[3, 0, 1], [0, 5, 1], [0, 9, 0], [0, 0, 2], [1, 0, 2]], dtype=float)
+    hard = classification_report(y, pred, labels)
+    soft = classification_report(y, pred, labels, scores=scores)
+    assert hard["binary"] == {"accuracy": 0.5, "n": 4, "positive": "긍정", "negative": "부정", "from": "labels"}
+    assert soft["binary"]["accuracy"] == 0.75  # restricted to the two classes, row 1 is positive: right
+    assert hard["accuracy"] == 0.6 and "binary accuracy 0.7500 on the 4 긍정/부정 rows" in format_report(soft)
+    assert "binary" not in classification_report(y % 2, pred % 2, ["a", "b"])  # other label sets: no figure
+
+
+@pytest.fixture(scope="module")
+def distill_data(tmp_path_factory, sample_dir):
+    """train.csv / dev.csv from the labelled sample, and a transfer file that holds the unlabelled reviews, the
+    sample comments and (spaced differently) every dev text, which exclude= must drop."""
+    root = tmp_path_factory.mktemp("distill_data")
+    df = pd.read_csv(sample_dir / "reviews_labelled.csv")
+    dev = pd.concat([g.iloc[:10] for _, g in df.groupby("label")])
+    df.drop(dev.index).to_csv(root / "train.csv", index=False)
+    dev.to_csv(root / "dev.csv", index=False)
+    unlabelled = pd.read_csv(sample_dir / "reviews_unlabelled.csv").iloc[:, 0].astype(str).tolist()
+    planted = [t.replace("\n", " ").replace(" ", "  ") for t in dev["review"]]  # one line each, spaced apart
+    (root / "transfer.txt").write_text("\n".join(unlabelled + planted) + "\n", encoding="utf-8")
+    return root
+
+
+def _cfg(data: Path, teacher: Path, student: Path, out: Path, *extra: str) -> DistillConfig:
+    return load_config(DistillConfig, None, [
+        f"teachers=[{teacher},tfidf]", f"transfer=[{data / 'transfer.txt'}]", f"exclude=[{data / 'dev.csv'}]",
+        "exclude_dev=false", f"student={student}", f"train={data / 'train.csv'}", f"dev={data / 'dev.csv'}",
+        f"out={out}", "batch_size=32", "epochs=0.4", "eval_every=3", "log_every=1", "precision=fp32",
+        "progress=false", "plots=false", "lr=1e-3", "save_every=1", *extra])
+
+
+@pytest.fixture(scope="module")
+def distilled(tmp_path_factory, distill_data, finetuned_dir, tiny_encoder_dir):
+    out = tmp_path_factory.mktemp("distilled") / "student"
+    result = distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out))
+    return out, result
+
+
+def test_student_folder_loads_labels_a_file_and_reports(distilled, distill_data, finetuned_dir, tmp_path):
+    from koelectra_kit.classifier import Classifier
+
+    out, result = distilled
+    rep = result["distill"]["transfer"]
+    assert rep["excluded"] == 30  # the 30 planted dev texts, nothing else
+    assert rep["read"] == rep["kept"] + rep["excluded"] + rep["repeated"] and rep["kept"] > 50
+    n_train = len(pd.read_csv(distill_data / "train.csv"))
+    assert result["train"]["labelled_rows"] == n_train and result["train"]["rows"] == n_train + rep["kept"]
+    w = result["distill"]["weights"]
+    assert len(w) == 2 and sum(w) == pytest.approx(1.0) and result["distill"]["from"].startswith("dev grid")
+    assert set(result["distill"]["teacher_dev"]) == {str(finetuned_dir), "tfidf", "ensemble"}
+    assert "binary" in result["dev"] and result["dev"]["binary"]["from"] == "scores"
+    assert not out.with_name("student.work").exists()  # work files go once the student is written
+
+    clf = Classifier.load(out, precision="fp32")
+    assert clf.labels == ["negative", "neutral", "positive"] and clf.max_length == 128
+    saved = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert saved["dev"]["macro_f1"] == result["dev"]["macro_f1"] and "references" in saved
+    labelled = tmp_path / "labelled.csv"
+    rc = main(["label", "--model", str(out), "--input", str(distill_data / "dev.csv"), "--text-column", "review",
+               "--output", str(labelled)])
+    assert rc == 0
+    got = pd.read_csv(labelled)
+    assert len(got) == 30 and set(got["label"]) <= set(clf.labels)
+
+
+def test_teacher_cache_is_reused_on_a_second_run(distilled, distill_data, finetuned_dir, tiny_encoder_dir,
+                                                 tmp_path, monkeypatch, capsys):
+    from koelectra_kit.distill import teacher
+
+    def never(*a, **k):
+        raise AssertionError("a teacher ran again instead of reading the cache")
+
+    monkeypatch.setattr(teacher, "TeacherPredictor", never)
+    result = distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, tmp_path / "again", "epochs=0.1"))
+    assert capsys.readouterr().err.count("probabilities read from the cache") == 2
+    assert result["distill"]["weights"] == distilled[1]["distill"]["weights"]
+
+
+def test_a_killed_distill_resumes_to_the_same_weights(distilled, distill_data, finetuned_dir, tiny_encoder_dir,
+                                                      tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    class Killed(Exception):
+        pass
+
+    def kill(step):
+        if step == 4:
+            raise Killed
+
+    out = tmp_path / "student"
+    with pytest.raises(Killed):
+        distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out), on_step=kill)
+    assert (tmp_path / "student.work" / "checkpoints" / "latest.json").exists() and not out.exists()
+    result = distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out))
+    err = capsys.readouterr().err
+    assert "resumed from" in err and "at step 4 of" in err
+    assert result["train"]["steps"] == distilled[1]["train"]["steps"]
+    a, b = load_file(out / "model.safetensors"), load_file(distilled[0] / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bit-exact continuation
+    assert result["best"] == distilled[1]["best"]
+
+
+@pytest.mark.parametrize("content,msg", [(None, "file not found"), ("", "file is empty"),
+                                         ("\n  \n\n", "no text in it")])
+def test_bad_transfer_file_is_a_one_line_error(content, msg, distill_data, finetuned_dir, tiny_encoder_dir,
+                                               tmp_path, capsys):
+    bad = tmp_path / "transfer.txt"
+    if content is not None:
+        bad.write_text(content, encoding="utf-8")
+    rc = main(["distill", f"teachers=[{finetuned_dir}]", f"transfer={bad}", f"student={tiny_encoder_dir}",
+               f"train={distill_data / 'train.csv'}", f"dev={distill_data / 'dev.csv'}", f"out={tmp_path / 'o'}",
+               "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("error: ") and msg in err[-1] and str(bad) in err[-1]
+
+
+def test_missing_keys_and_foreign_teacher_labels_are_one_line_errors(distill_data, finetuned_dir, tiny_encoder_dir,
+                                                                      tmp_path, capsys):
+    assert main(["distill", f"teachers=[{finetuned_dir}]", f"student={tiny_encoder_dir}", "train=t.csv",
+                 "out=o"]) == 2
+    assert capsys.readouterr().err == "error: transfer is empty: pass transfer=FILE (or a list) of unlabelled " \
+                                      "in-domain text\n"
+    rc = main(["distill", f"teachers=[{finetuned_dir}]", f"transfer={distill_data / 'transfer.txt'}",
+               f"student={tiny_encoder_dir}", f"train={distill_data / 'train.csv'}", f"out={tmp_path / 'o'}",
+               "labels=[negative,positive]", "drop_unknown_labels=true", "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and err.startswith("error: teacher") and "predicts" in err
+
+
+def test_budget_recipe_script_smoke_run(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "experiments" / "budget_2h.py"), "--smoke",
+                           "--runs", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout
+    for stage in ("pretrain", "continue", "finetune", "distill", "total"):
+        assert stage in table
+    assert (tmp_path / "runs" / "student" / "eval.json").exists()

@@ -1,0 +1,69 @@
+"""Model cards in every exported folder (README.md whose YAML the hub's own parser reads, model-index = eval.json)
+and push_to_hub without a network: one error line, exit 2, the local folder complete."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from koelectra_kit.cli import main
+
+TINY_FINETUNE = Path(__file__).resolve().parent.parent / "configs" / "finetune" / "tiny.yaml"
+
+
+def load_card(folder: Path):
+    from huggingface_hub import ModelCard
+
+    return ModelCard.load(folder / "README.md")
+
+
+def test_classifier_card_metadata_matches_eval_json(finetuned_dir):
+    card = load_card(finetuned_dir)
+    data, evaluation = card.data, json.loads((finetuned_dir / "eval.json").read_text(encoding="utf-8"))
+    assert (data.language, data.library_name, data.pipeline_tag) == ("ko", "transformers", "text-classification")
+    assert data.license == "apache-2.0" and data.datasets == ["reviews_labelled"]
+    metrics = {r.metric_type: r.metric_value for r in data.eval_results}
+    assert metrics == {"accuracy": evaluation["dev"]["accuracy"], "f1": evaluation["dev"]["macro_f1"]}
+    assert all(r.task_type == "text-classification" for r in data.eval_results)
+    text = card.text
+    for needed in ("import koelectra_kit", "finetune_config.yaml", "negative", "neutral", "positive", "Kiwi",
+                   "Intended use and limits", f"{evaluation['train']['rows']} training rows"):
+        assert needed in text, needed
+
+
+def test_encoder_card_parses_and_describes_the_run(tiny_run):
+    card = load_card(tiny_run / "discriminator")
+    assert (card.data.language, card.data.pipeline_tag) == ("ko", "feature-extraction")
+    assert card.data.datasets == ["comments"]
+    assert "comments.txt" in card.text and "import koelectra_kit" in card.text and "steps" in card.text
+    assert not (tiny_run / "generator" / "README.md").exists()  # one card, on the encoder users fine-tune
+
+
+def test_base_model_is_a_hub_id_or_left_out(tmp_path):
+    from koelectra_kit.modelcard import hub_id_of
+
+    assert hub_id_of("monologg/koelectra-small-v3-discriminator") == "monologg/koelectra-small-v3-discriminator"
+    assert hub_id_of(str(tmp_path)) is None  # a local folder is no base_model for the hub...
+    (tmp_path / "README.md").write_text("---\nlanguage: ko\nmodel_name: me/ko-encoder\n---\n# x\n", encoding="utf-8")
+    assert hub_id_of(str(tmp_path)) == "me/ko-encoder"  # ...unless its card names the repo it was pushed to
+
+
+def test_push_without_network_is_one_line_after_a_complete_save(tiny_encoder_dir, sample_dir, tmp_path, capsys):
+    out = tmp_path / "clf"
+    rc = main(["finetune", "--config", str(TINY_FINETUNE), f"model={tiny_encoder_dir}",
+               f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "epochs=1", "references=false",
+               "plots=false", "progress=false", "push_to_hub=me/koelectra-test"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("error: push_to_hub=me/koelectra-test") and "HF_HUB_OFFLINE" in err[-1]
+    assert sum(line.startswith("error:") for line in err) == 1
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "eval.json"):
+        assert (out / name).is_file(), name
+    rc = main(["export", "--model", str(out), "--push-to-hub", "me/koelectra-test"])
+    assert rc == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_bad_repo_id_fails_before_training(tmp_path, capsys):
+    rc = main(["finetune", "model=nowhere", f"train={tmp_path / 'x.csv'}", f"out={tmp_path / 'o'}",
+               "push_to_hub=not a repo"])
+    assert rc == 2 and "owner/name" in capsys.readouterr().err

@@ -1,0 +1,100 @@
+"""ONNX export and the onnxruntime backend: dynamic axes, fp32 = torch's argmax (>= 99.9% of nsmc3 dev, probabilities
+within 1e-3), int8 close, the CLI's outputs; on the fine-tuned tiny sample model (trained, so probabilities are
+not flat)."""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+
+@pytest.fixture(scope="module")
+def torch_clf(finetuned_dir):
+    from koelectra_kit.classifier import Classifier
+
+    return Classifier.load(finetuned_dir, device="cpu", precision="fp32", backend="torch")
+
+
+@pytest.fixture(scope="module")
+def onnx_clf(finetuned_dir):
+    from koelectra_kit.classifier import Classifier
+
+    return Classifier.load(finetuned_dir, device="cpu", backend="onnx")
+
+
+def compare(torch_clf, other, texts: list[str]) -> tuple[float, float]:
+    """(share of equal argmax, max |probability difference|), texts tokenized once for both models."""
+    import torch
+
+    from koelectra_kit.classifier import predict_logits
+
+    ids = torch_clf.tok.encode_batch(texts, max_length=torch_clf.max_length, return_offsets=False)["input_ids"]
+    a, b = (torch.softmax(torch.from_numpy(predict_logits(c.model, ids, pad_id=torch_clf.tok.pad_token_id,
+                                                          device=c.device, dtype=c.dtype)), -1).numpy()
+            for c in (torch_clf, other))
+    return float((a.argmax(1) == b.argmax(1)).mean()), float(np.abs(a - b).max())
+
+
+def test_onnx_backend_matches_torch_on_sample(torch_clf, onnx_clf, sample_dir):
+    texts = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].astype(str).tolist()
+    assert type(onnx_clf.model).__name__ == "OnnxModel" and onnx_clf.backend == "onnx"
+    agree, diff = compare(torch_clf, onnx_clf, texts)
+    assert agree == 1.0 and diff < 1e-3
+    assert onnx_clf.predict(texts).labels == torch_clf.predict(texts).labels  # the public path, end to end
+
+
+# the whole dev set (10,000 reviews, ~20 s of Kiwi on 2 cores) in the slow tier; its first 2,000 by default
+@pytest.mark.parametrize("rows", [2000, pytest.param(None, marks=pytest.mark.slow)])
+def test_onnx_backend_matches_torch_on_nsmc3_dev(torch_clf, onnx_clf, shared_data, rows):
+    df = pd.read_csv(shared_data / "nsmc3" / "dev.tsv", sep="\t", quoting=csv.QUOTE_NONE, dtype=str,
+                     keep_default_na=False)
+    agree, diff = compare(torch_clf, onnx_clf, df["document"].tolist()[:rows])
+    assert agree >= 0.999 and diff < 1e-3
+
+
+def test_int8_onnx_stays_close(finetuned_dir, torch_clf, sample_dir):
+    from koelectra_kit.classifier import Classifier
+
+    q = Classifier.load(finetuned_dir, device="cpu", quantize=True)  # auto + quantize: onnxruntime int8
+    assert (q.backend, q.quantized) == ("onnx", True) and q.model.path.name == "model_quantized.onnx"
+    texts = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].astype(str).tolist()
+    agree, diff = compare(torch_clf, q, texts)
+    assert agree >= 0.95 and diff < 0.1
+
+
+def test_export_cli_writes_dynamic_axes_and_the_folder_export_is_used(finetuned_dir, tmp_path, capsys):
+    import shutil
+
+    import onnx
+
+    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.cli import main
+
+    folder = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, folder)
+    assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
+    printed = capsys.readouterr().out
+    assert "model.onnx" in printed and "model_quantized.onnx" in printed
+    graph = onnx.load(str(folder / "onnx" / "model.onnx")).graph
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input}
+    assert dims == {"input_ids": ["batch", "sequence"], "attention_mask": ["batch", "sequence"]}
+    clf = Classifier.load(folder, device="cpu", backend="onnx")
+    assert clf.model.path == folder / "onnx" / "model.onnx"  # newer than the weights: the folder's own export
+    reference = Classifier.load(folder, device="cpu", precision="fp32", backend="torch")
+    assert clf.predict(["재밌어요", "별로"]).labels == reference.predict(["재밌어요", "별로"]).labels
+
+
+def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, capsys):
+    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.cli import main
+    from koelectra_kit.errors import InputError
+
+    with pytest.raises(InputError, match="backend=tensorrt"):
+        Classifier.load(finetuned_dir, backend="tensorrt")
+    assert main(["export", "--model", str(finetuned_dir)]) == 2
+    assert capsys.readouterr().err.startswith("error: nothing to do")

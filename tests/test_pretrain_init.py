@@ -1,0 +1,82 @@
+"""Continued pretraining (``init=``): a tiny run continued from the shared tiny run's export starts where that run
+ended (both models), exports weights that load and differ, takes its shape and tokenizer from the checkpoint,
+and refuses another vocabulary or a missing source in one line."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from koelectra_kit.cli import main
+from koelectra_kit.errors import InputError
+from koelectra_kit.pretrain import pretrain, read_metrics
+
+
+def _weights(folder):
+    from transformers import ElectraForPreTraining
+
+    return ElectraForPreTraining.from_pretrained(folder).state_dict()
+
+
+def test_continue_a_run_starts_where_it_ended_and_exports_new_weights(tiny_run, tiny_cfg, tmp_path, capsys):
+    out = tmp_path / "continued"
+    # the preset's shape (and a conflicting hidden size, and the positional prior) give way to the checkpoint's
+    cfg = tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={out}", "max_steps=3", "model.hidden_size=128",
+                   "model.num_heads=4", "model.init=positional", "lr=1e-3", "warmup_steps=0")
+    pretrain(cfg)
+    err = capsys.readouterr().err
+    assert "model.hidden_size 128 -> 64" in err and "model.init=positional ignored" in err
+    assert f"generator: {tiny_run / 'generator'}" in err
+
+    before, after = _weights(tiny_run / "discriminator"), _weights(out / "discriminator")
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # trained further
+    # ... but from the checkpoint, not from scratch: every tensor moved only by three small steps
+    key = "electra.embeddings.word_embeddings.weight"
+    assert (after[key] - before[key]).abs().max() < 0.01 < before[key].std()
+    # both models continued: the generator's loss starts near where the first run ended, not at ln(V)
+    first, cont = read_metrics(tiny_run / "metrics.jsonl"), read_metrics(out / "metrics.jsonl")
+    assert cont[0]["gen_loss"] < first[0]["gen_loss"] - 1.0
+    assert abs(cont[0]["gen_loss"] - first[-1]["gen_loss"]) < 1.0
+    assert (out / "discriminator" / "tokenizer.json").read_text() == \
+        (tiny_run / "discriminator" / "tokenizer.json").read_text()  # init's vocabulary, not one trained here
+    assert not (out / "tokenizer").exists()
+    assert "hidden_size: 64" in (out / "config.yaml").read_text(encoding="utf-8")
+
+
+def test_discriminator_alone_gets_a_fresh_generator_of_generator_size(tiny_run, tiny_cfg, tmp_path, capsys):
+    lonely = tmp_path / "encoder"  # an encoder folder with no generator beside it
+    shutil.copytree(tiny_run / "discriminator", lonely)
+    out = tmp_path / "run"
+    pretrain(tiny_cfg(f"init={lonely}", "tokenizer=null", f"out={out}", "max_steps=2", "generator.size=0.25"))
+    assert "a fresh one (generator.size 0.25)" in capsys.readouterr().err
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(out / "generator").hidden_size == 16  # 0.25 x the checkpoint's 64
+    assert AutoConfig.from_pretrained(out / "discriminator").hidden_size == 64
+
+
+def test_sibling_generator_is_found_from_the_discriminator_folder(tiny_run, tiny_cfg, tmp_path, capsys):
+    # tokenizer= may name another copy of init's own vocabulary (here the one the first run trained)
+    pretrain(tiny_cfg(f"init={tiny_run / 'discriminator'}", f"tokenizer={tiny_run / 'tokenizer'}",
+                      f"out={tmp_path / 'r'}", "max_steps=1"))
+    assert f"generator: {tiny_run / 'generator'}" in capsys.readouterr().err
+
+
+def test_another_vocabulary_is_a_one_line_error_naming_both(tiny_run, tiny_cfg, tiny_encoder_dir, tmp_path):
+    # the fine-tuning fixture's vocabulary was trained on comments + reviews: other tokens, other ids
+    with pytest.raises(InputError, match=f"tokenizer={tiny_encoder_dir}.*not the vocabulary of init={tiny_run}"):
+        pretrain(tiny_cfg(f"init={tiny_run}", f"tokenizer={tiny_encoder_dir}", f"out={tmp_path / 'r'}"))
+
+
+def test_missing_or_foreign_init_is_a_one_line_cli_error(tiny_run, sample_dir, tmp_path, capsys):
+    args = ["pretrain", "--config", "tiny", f"corpus={sample_dir / 'comments.txt'}", f"out={tmp_path / 'r'}",
+            "progress=false"]
+    assert main(args + [f"init={tmp_path / 'nope'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: init=") and "no such folder" in err and "\n" not in err
+    # a hub id cannot be fetched offline (the tests run with HF_HUB_OFFLINE=1): one line, not a traceback
+    assert main(args + ["init=nobody-here/no-such-electra"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: init=nobody-here/no-such-electra") and "\n" not in err
