@@ -266,3 +266,20 @@ def test_generator_below_unigram_is_warned_in_log_summary_and_plot(tiny_cfg, cap
     assert "below always predicting the most frequent token" in summary["warning"]
     assert "below always predicting" in capsys.readouterr().err
     assert json.loads((Path(cfg.out) / "summary.json").read_text())["warning"] == summary["warning"]
+
+
+def test_push_without_network_is_one_line_after_a_complete_run(tmp_path, capsys, sample_dir, pretrain_tokenizer,
+                                                                pretrain_cache):
+    from koelectra_kit.cli import main
+
+    out = tmp_path / "run"
+    rc = main(["pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
+               f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=2",
+               "progress=false", "plots=false", "save_every=0", "push_to_hub=someone/tiny-electra"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    # everything local is complete before the push is tried
+    assert (out / "summary.json").exists() and (out / "discriminator" / "model.safetensors").exists()
+    assert (out / "discriminator" / "README.md").exists()

@@ -54,9 +54,11 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
         finally:
             m.config._attn_implementation = impl
         written[name] = final
-    if run.get("push_to_hub"):  # after both folders are complete: a failed push loses nothing
-        from ..hub import push_folder
-        from ..runtime import log
-
-        log(f"pushed to {push_folder(written['discriminator'], run['push_to_hub'], bool(run.get('hub_private')))}")
     return written
+
+
+def push_discriminator(out: Path, repo_id: str, private: bool) -> str:
+    """Upload ``out/discriminator`` (called last, after summary.json and the plot: a failed push loses nothing)."""
+    from ..hub import push_folder
+
+    return push_folder(out / "discriminator", repo_id, private)

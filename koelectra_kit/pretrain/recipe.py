@@ -26,7 +26,7 @@ from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import BatchSource, check_corpus, open_packed_data, prepare_tokenizer
 from .distributed import DistContext, param_digest
-from .export import export_models
+from .export import export_models, push_discriminator
 from .report import log_line, metrics_row, plateau_warning, postfix
 from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
 
@@ -341,6 +341,8 @@ class PretrainRecipe:
                     "longer, or see the cpu-30min preset for a recipe that leaves this plateau on a CPU")
                 warn("warning: " + summary["warning"])
             write_json_atomic(out / "summary.json", summary)
+            if cfg.push_to_hub:
+                log(f"pushed to {push_discriminator(out, cfg.push_to_hub, cfg.hub_private)}")
             log(f"done: {s.step} steps, {s.tokens:,} tokens in {s.elapsed / 60:.1f} min "
                 f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
         self.dist.barrier()
