@@ -17,7 +17,7 @@ rows/s and ratios; quantized vs unquantized accuracy on nsmc3 dev;
 peak RSS of ``koelectra-kit label`` on a generated --big-rows CSV (a subprocess, its VmHWM).
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
-without Kiwi for every text made of characters it knows (KoTokenizer._word_pieces), so Kiwi runs only on the rest:
+without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
 the figures say how many texts that was and how fast Kiwi on every text would be.
 """
 from __future__ import annotations
@@ -33,9 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DEV = ROOT.parent / "shared" / "data" / "nsmc3" / "dev.tsv"
+from common import NSMC_DEV, ROOT, SHARED  # noqa: E402,F401  (benchmarks/common.py)
+DEV = NSMC_DEV
 
 
 def random_model_like(model_dir: str, shape: str, out: Path) -> str:
@@ -88,12 +87,14 @@ def compare(args, dev, tmp: Path) -> None:
     t0 = time.perf_counter()
     presplit = tok.presplit_batch(texts)
     t_split = time.perf_counter() - t0
-    kiwi_texts = sum(tok._word_pieces(tok.normalize(t)) is None for t in texts)
+    kiwi_texts = sum(tok.needs_kiwi(tok.normalize(t)) for t in texts)
     t0 = time.perf_counter()
     for _ in presplit_texts(tok.normalize(t) for t in texts):
         pass
     t_kiwi = time.perf_counter() - t0
-    hf_tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    # the pipeline on tokenizer.json alone (fed pre-split text): the plain fast tokenizer, no koelectra class
+    hf_tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(model_dir) / "tokenizer.json"), unk_token="[UNK]",
+                                     pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     pipe = pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
                     max_length=128)
@@ -102,15 +103,19 @@ def compare(args, dev, tmp: Path) -> None:
     pipe_out = pipe(presplit, batch_size=32)
     t_pipe = time.perf_counter() - t0
 
-    # (b), (c) koelectra-kit label
+    # (b), (c) koelectra-kit label, each engine; the same file, the same options otherwise
+    methods = [("label", {}), ("label --backend onnx", {"backend": "onnx"}),
+               ("label --quantize (onnxruntime int8)", {"quantize": True}),
+               ("label --quantize --backend torch (torch int8)", {"quantize": True, "backend": "torch"})]
     timings = {}
-    for name, q in (("label", False), ("label --quantize", True)):
+    for i, (name, opts) in enumerate(methods):
+        label_file(model_dir, src, tmp / f"warm{i}.csv", "document", progress=False, **opts)  # export, load
         t0 = time.perf_counter()
-        label_file(model_dir, src, tmp / f"out{int(q)}.csv", "document", quantize=q, progress=False)
+        label_file(model_dir, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
         timings[name] = time.perf_counter() - t0
-    if model_dir != args.model:  # accuracy needs the trained model: label dev with it, both ways
-        for q in (False, True):
-            label_file(args.model, src, tmp / f"out{int(q)}.csv", "document", quantize=q, progress=False)
+    if model_dir != args.model:  # accuracy needs the trained model: label dev with it, every way
+        for i, (_, opts) in enumerate(methods):
+            label_file(args.model, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
         pipe_out = None
     n = len(data)
     print()
@@ -122,21 +127,24 @@ def compare(args, dev, tmp: Path) -> None:
     print(f"{'(a+) pre-split (timed) + transformers pipeline':<58}{n / e2e:>10,.0f}{t_pipe / e2e:>8.2f}x"
           f"{1.0:>8.2f}x")
     for name, t in timings.items():
-        print(f"{'koelectra-kit ' + name + ' (pre-split included)':<58}{n / t:>10,.0f}{t_pipe / t:>8.2f}x"
-              f"{e2e / t:>8.2f}x")
+        print(f"{'koelectra-kit ' + name:<58}{n / t:>10,.0f}{t_pipe / t:>8.2f}x{e2e / t:>8.2f}x")
     print(f"(pre-split alone: {n / t_split:,.0f} rows/s, Kiwi run on {kiwi_texts:,} of {n:,} texts"
-          f"{'' if tok._alphabet is None else ': a character vocabulary needs it only for characters it lacks'};"
-          f"\n Kiwi on every text: {n / t_kiwi:,.0f} rows/s, the ceiling for a subword vocabulary)")
+          f"{': a character vocabulary needs it only for characters it lacks' if not tok.needs_kiwi('') else ''};"
+          f"\n Kiwi on every text: {n / t_kiwi:,.0f} rows/s, the ceiling for a subword vocabulary; "
+          f"{n - len(set(texts)):,} rows repeat an earlier text)")
 
-    # accuracy: unquantized vs quantized vs pipeline, on nsmc3 dev labels
-    a = pd.read_csv(tmp / "out0.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    b = pd.read_csv(tmp / "out1.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    # accuracy of every engine on nsmc3 dev labels, and agreement with the default
+    outs = [pd.read_csv(tmp / f"out{i}.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+            for i in range(len(methods))]
     m = min(len(dev), n)
-    acc_a = (a["pred_label"][:m] == a["label"][:m]).mean()  # the input's own "label" column -> pred_*
-    acc_b = (b["pred_label"][:m] == b["label"][:m]).mean()
-    agree = (a["pred_label"] == b["pred_label"]).mean()
-    print(f"\nnsmc3 dev accuracy ({m:,} rows): unquantized {acc_a:.4f}, quantized {acc_b:.4f} "
-          f"({(acc_b - acc_a) * 100:+.2f} points); quantized agrees on {agree:.2%} of rows")
+    base = outs[0]["pred_label"]  # the input's own "label" column -> pred_*
+    acc0 = (base[:m] == outs[0]["label"][:m]).mean()
+    print(f"\nnsmc3 dev accuracy ({m:,} rows):")
+    for (name, _), o in zip(methods, outs):
+        acc = (o["pred_label"][:m] == o["label"][:m]).mean()
+        print(f"  {name:<52} {acc:.4f} ({(acc - acc0) * 100:+.2f} points), same label as `label` on "
+              f"{(o['pred_label'] == base).mean():.2%} of rows")
+    a = outs[0]
     if pipe_out is not None:
         pipe_agree = (pd.Series([o["label"] for o in pipe_out]) == a["pred_label"]).mean()
         print(f"pipeline's labels agree with koelectra-kit label's on {pipe_agree:.2%} of rows")
@@ -212,7 +220,8 @@ def pd_read(path: Path):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
-    ap.add_argument("--rows", type=int, default=20000, help="reviews for the speed comparison (0: skip it)")
+    ap.add_argument("--rows", type=int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
+                    "10,000 repeat it, and repeated texts are answered once: 0 skips it)")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
     ap.add_argument("--dup-rows", type=int, default=20000, help="rows of the app-review-like file with 24%% exact "

@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import NSMC_DEV, ROOT, SHARED  # noqa: E402,F401  (benchmarks/common.py)
 DATA = ROOT.parent / "shared" / "data"
 
 
