@@ -407,3 +407,83 @@ def test_input_is_never_modified(label, tmp_path):
     before = src.read_bytes()
     label(src)
     assert src.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# finetune and evaluate
+# ---------------------------------------------------------------------------------------------
+
+TINY_FT = Path(__file__).resolve().parent.parent / "configs" / "finetune" / "tiny.yaml"
+
+
+def test_finetune_truncated_weights(capsys, tmp_path, tiny_encoder_dir, sample_dir):
+    broken = tmp_path / "enc"
+    shutil.copytree(tiny_encoder_dir, broken)
+    w = broken / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:100])
+    rc, _, err = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={broken}",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}", "progress=false")
+    assert_one_line_error(rc, err, "model.safetensors")
+    assert not (tmp_path / "o").exists()
+
+
+def test_finetune_mistyped_model_path(capsys, tmp_path, sample_dir):
+    rc, _, err = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tmp_path / 'runs' / 'discriminatr'}",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}", "progress=false")
+    assert_one_line_error(rc, err, "discriminatr", "no such folder")
+
+
+def test_finetune_ctrl_c_keeps_the_best_checkpoint_and_exits_non_zero(capsys, monkeypatch, tmp_path,
+                                                                      tiny_encoder_dir, sample_dir):
+    import koelectra_kit.finetune.recipe as recipe
+
+    real, calls = recipe.train_step, {"n": 0}
+
+    def interrupted_after_three(*a, **k):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(recipe, "train_step", interrupted_after_three)
+    out = tmp_path / "clf"
+    rc, printed, _ = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}",
+                             f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false",
+                             "plots=false")
+    assert rc == 130 and "interrupted" in printed
+    assert (out / "model.safetensors").exists()
+    assert json.loads((out / "eval.json").read_text())["train"]["stopped"] == "interrupted"
+
+
+def test_finetune_report_stands_beside_majority_and_tfidf(capsys, tmp_path, tiny_encoder_dir, sample_dir):
+    rc, printed, _ = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}",
+                             f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}",
+                             "progress=false", "plots=false", "epochs=0.05")
+    assert rc == 0
+    refs = json.loads((tmp_path / "o" / "eval.json").read_text())["references"]
+    assert {"majority", "tfidf"} <= set(refs)
+    assert "always '" in printed and "TF-IDF" in printed
+    # a model trained for a twentieth of an epoch is not above TF-IDF: the report says so, not silently
+    assert "warning: macro-F1" in printed
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--batch-size", "0"], "batch_size=0"),
+    (["--format", "xml"], "invalid choice"),
+    (["--data", "/no/such.csv"], "file not found"),
+])
+def test_evaluate_bad_options(capsys, finetuned_dir, sample_dir, flags, needle):
+    argv = ["evaluate", "--model", finetuned_dir, "--data", sample_dir / "reviews_labelled.csv", *flags]
+    rc, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(rc, err, needle)
+
+
+def test_evaluate_predictions_keep_the_input_id(capsys, tmp_path, finetuned_dir):
+    data = tmp_path / "test.csv"
+    data.write_text("id,review,label\nA-7,정말 재밌어요,positive\n007,최악이에요,negative\nx,그냥 그래요,neutral\n",
+                    encoding="utf-8")
+    rc, printed, err = run_cli(capsys, "evaluate", "--model", finetuned_dir, "--data", data, "--out", tmp_path / "e")
+    assert rc == 0, err
+    pred = pd.read_csv(tmp_path / "e" / "predictions.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    assert pred.columns[0] == "id" and pred["id"].tolist() == ["A-7", "007", "x"]
+    assert "always '" in printed  # the references are printed beside the model's figures

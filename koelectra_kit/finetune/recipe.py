@@ -20,6 +20,7 @@ from ..config import dump_yaml
 from ..errors import ConfigError
 from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..metrics import classification_report, format_report
+from ..modelio import check_model_source
 from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, quiet_transformers, resolve_device,
                        set_seed, warn)
 from .batching import length_grouped_batches, shuffled_batches
@@ -137,6 +138,7 @@ class FinetuneRecipe:
         from ..tokenizer import KoTokenizer
 
         cfg = self.cfg
+        check_model_source(cfg.model)  # a mistyped path is named as such, before the tokenizer looks for it
         self.tok = KoTokenizer.from_pretrained(cfg.model)
         set_seed(cfg.seed)  # the new head's initialization is part of the seeded run
         self.device = resolve_device(cfg.device)
