@@ -49,6 +49,7 @@ def add_config_args(p: argparse.ArgumentParser, default_config: str | None = Non
                    (f"; default {default_config}" if default_config else ""))
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="override any config key, dotted for sections (model.hidden_size=64)")
+    p.add_argument("--verbose", action="store_true", help="also log the resolved config and other debug lines")
 
 
 def config_from_args(cls, args, flags: dict | None = None):

@@ -24,14 +24,15 @@ are cached under the cache folder; a killed run continues from OUT.work/ when re
 Writes OUT/ as fine-tune does (model, tokenizer, eval.json, data_report.json, metrics.jsonl)."""
 
 
+DESCRIPTION = ("Teachers label unlabelled in-domain text with probabilities; a student classifier learns them (plus "
+               "the labelled rows) and is written as an ordinary fine-tuned model folder.")
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "distill", help="distil fine-tuned classifiers (and/or TF-IDF) into a student through soft labels",
-        description="Teachers label unlabelled in-domain text with probabilities; a student classifier learns "
-                    "them (plus the labelled rows) and is written as an ordinary fine-tuned model folder.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser("distill", description=DESCRIPTION, epilog=EPILOG,
+                              help="distil fine-tuned classifiers (and/or TF-IDF) into a student through soft labels",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(p, None)
-    p.add_argument("--verbose", action="store_true", help="also log debug lines")
     p.set_defaults(func=run)
 
 

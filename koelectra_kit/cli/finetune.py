@@ -30,7 +30,6 @@ def register(subparsers) -> None:
                     "single-label text classification; keeps the checkpoint with the best dev macro-F1.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(p, None)
-    p.add_argument("--verbose", action="store_true", help="also log the resolved config (and other debug lines)")
     p.set_defaults(func=run)
 
 
