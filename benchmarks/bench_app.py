@@ -9,7 +9,7 @@
     the app's smaller chunks, its progress reports and its pass for the least confident rows. Upload and download
     times are printed apart (they are disk and loopback copies, not labelling).
 The runs alternate (a, b, a, b, ...) and each side's best is compared: the issue asks for (b) >= 0.8 x (a).
-Texts: nsmc3 dev reviews when ../shared/data/nsmc3/dev.tsv exists, else the bundled sample corpus, repeated.
+Texts: nsmc3 dev reviews when the real data (common.py) is there, else the bundled sample corpus, repeated.
 """
 from __future__ import annotations
 

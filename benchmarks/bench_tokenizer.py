@@ -6,8 +6,8 @@ pre-split piece holding an unknown character becomes one [UNK]).
     python benchmarks/bench_tokenizer.py --tokenizer runs/tok16k [--lines 10000]
 
 Trains (unless --tokenizer) a --train-vocab WordPiece vocabulary on the first --train-mb MB of each
---train-input file (default: the first 8 MB of ../shared/data/pretrain/nsmc_reviews.txt, and comments_mix.txt,
-6 MB). On the first --lines texts of --corpus (default ../shared/data/nsmc3/dev.tsv: reviews of other movies than
+--train-input file (default: the first 8 MB of the real data's pretrain/nsmc_reviews.txt, and comments_mix.txt,
+6 MB). On the first --lines texts of --corpus (default the real data's nsmc3/dev.tsv, see common.py: reviews of other movies than
 the training ones): chars/s of Kiwi tokenize alone (1 and all cores), plain WordPiece encode (Rust, no Kiwi), the
 whole pipeline (normalize + pre-split + WordPiece + offsets, 1 and all cores) with the fallback on and off and
 its ratio to Kiwi alone with the same cores; a cold corpus pass vs the cached second pass; round-trip exactness
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each timing (best kept)")
     args = ap.parse_args()
     if not Path(args.corpus).exists():
-        sys.exit(f"corpus not found: {args.corpus} (needs ../shared/data)")
+        sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")
 
     from koelectra_kit.corpus import iter_texts
     from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer

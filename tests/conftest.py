@@ -41,7 +41,7 @@ def sample_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """../shared/data (real Korean data); tests needing it skip when it is absent (fresh clones)."""
+    """The real Korean data beside the repository ($KOELECTRA_SHARED_DATA); tests needing it skip when it is absent (fresh clones)."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not available at {SHARED_DATA} (set KOELECTRA_SHARED_DATA)")
     return SHARED_DATA

@@ -61,7 +61,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
 def check_data() -> None:
     missing = [p for p in CORPUS + [TRAIN, DEV] if not p.exists()]
     if missing:
-        sys.exit(f"experiment data missing: {missing[0]} (the scripts need ../shared/data; "
+        sys.exit(f"experiment data missing: {missing[0]} (the scripts need the real data folder; "
                  "set KOELECTRA_SHARED_DATA to its location)")
 
 

@@ -68,7 +68,7 @@ def main() -> None:
     pre_table += [f"![learning curves]({curves(m)})" for m in budgets]
     write_table(docs / f"{result_name}.md", "Pretraining that pays off on a 2-core CPU"
                 + ("" if default else f" ({args.preset})"),
-                "Fine-tuned on ../shared/data/nsmc3/train.tsv (150,000 rows), scored on dev.tsv (10,000 rows of "
+                "Fine-tuned on nsmc3/train.tsv (150,000 rows), scored on dev.tsv (10,000 rows of "
                 "movies not in train). Fine-tuning uses configs/finetune/sentiment.yaml unchanged"
                 + (f" plus `{' '.join(args.ft)}`" if args.ft else "") + ".", rows, pre_table)
 
