@@ -205,7 +205,15 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
     if len(runs) < 3:
         print("(--backend onnx: n/a, this classifier has no backend option)")
     same = outputs[0].read_bytes() == outputs[1].read_bytes()
-    print(f"deduplicated output identical to --no-dedupe: {'yes' if same else 'NO'}")
+    if same:
+        print("deduplicated output identical to --no-dedupe: yes")
+    else:  # bf16 rounds by batch shape: a repeat scored in another batch than its first occurrence may differ
+        a, b = pd_read(outputs[0]), pd_read(outputs[1])
+        probs = [c for c in a.columns if c.startswith("prob_")]
+        diff = (a[probs].astype(float) - b[probs].astype(float)).abs().to_numpy().max()
+        print(f"deduplicated output vs --no-dedupe: same label on {(a['label'] == b['label']).mean():.2%} of rows, "
+              f"probabilities within {diff:.4f} (not byte-identical: bf16 rounding depends on the batch a text is "
+              "scored in; in fp32 the two are identical, tests/test_label_scale.py)")
     if len(outputs) > 2:
         a, b = (pd_read(o)["label"] for o in outputs[1:3])
         print(f"onnx labels agree with torch's on {(a == b).mean():.2%} of rows")
