@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import inspect
 import random
 import resource
 import subprocess
@@ -182,9 +181,8 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
     data.to_csv(src, index=False)
     repeats = len(data) - data["document"].nunique()
     print(f"\n(d) {len(data):,} app-review-like rows from nsmc3/dev, {repeats / len(data):.1%} exact repeats")
-    runs = [("label --no-dedupe", {"dedupe": False}), ("label (dedupe, the default)", {})]
-    if "backend" in inspect.signature(Classifier.load).parameters:
-        runs.append(("label --backend onnx (dedupe)", {"backend": "onnx"}))
+    runs = [("label --no-dedupe", {"dedupe": False}), ("label (dedupe, the default)", {}),
+            ("label --backend onnx (dedupe)", {"backend": "onnx"})]
     warm = tmp / "app_reviews_warm.csv"
     data.iloc[:256].to_csv(warm, index=False)
     print(f"{'method':<58}{'rows/s':>10}{'vs first':>9}{'reused rows':>13}")
@@ -202,8 +200,6 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
         base = base or t
         outputs.append(out)
         print(f"{'koelectra-kit ' + name:<58}{len(data) / t:>10,.0f}{base / t:>8.2f}x{s.reused:>13,}")
-    if len(runs) < 3:
-        print("(--backend onnx: n/a, this classifier has no backend option)")
     same = outputs[0].read_bytes() == outputs[1].read_bytes()
     if same:
         print("deduplicated output identical to --no-dedupe: yes")
@@ -214,9 +210,8 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
         print(f"deduplicated output vs --no-dedupe: same label on {(a['label'] == b['label']).mean():.2%} of rows, "
               f"probabilities within {diff:.4f} (not byte-identical: bf16 rounding depends on the batch a text is "
               "scored in; in fp32 the two are identical, tests/test_label_scale.py)")
-    if len(outputs) > 2:
-        a, b = (pd_read(o)["label"] for o in outputs[1:3])
-        print(f"onnx labels agree with torch's on {(a == b).mean():.2%} of rows")
+    a, b = (pd_read(o)["label"] for o in outputs[1:3])
+    print(f"onnx labels agree with torch's on {(a == b).mean():.2%} of rows")
 
 
 def pd_read(path: Path):
