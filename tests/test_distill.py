@@ -199,6 +199,6 @@ def test_budget_recipe_script_smoke_run(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
-    for stage in ("pretrain", "continue", "finetune", "distill", "total"):
-        assert stage in table
-    assert (tmp_path / "runs" / "student" / "eval.json").exists()
+    for stage in ("pretrain", "continue", "finetune-s1", "student-pretrain", "distill-s1", "total"):
+        assert f"| {stage} |" in table
+    assert (tmp_path / "runs" / "student-s1" / "eval.json").exists()

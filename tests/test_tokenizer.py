@@ -286,11 +286,18 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     for t in ("모르는글자齾가 있음", long_word + " 끝", "##좋아 a##b #태그 ###"):
         assert tok.normalize(t) in kiwi_saw
     assert any("[URL]" in t for t in kiwi_saw)
+    # ids alone (what label asks for): dictionary lookups per character (tokenizer.charids) where needs_kiwi
+    # would skip Kiwi, WordPiece for the rest
+    ids_only = tok.encode_batch(texts, max_length=64, return_offsets=False)
     monkeypatch.setattr(tok, "needs_kiwi", lambda text: True)  # every text through Kiwi
     slow = tok.encode_batch(texts, max_length=64, return_tokens=True)
     assert len(kiwi_saw) > len(texts)
     for key in ("input_ids", "tokens", "offsets", "truncated", "attention_mask"):
         assert fast[key] == slow[key], key
+    for key in ("input_ids", "truncated", "attention_mask"):
+        assert ids_only[key] == slow[key], key
+    # the shortcut covers exactly the texts that skip Kiwi (reloaded: tok.needs_kiwi is patched by now)
+    assert [tok._chars.ids(t) is not None for t in normalized] == [not reloaded.needs_kiwi(t) for t in normalized]
     # 齾 is outside the alphabet: its UTF-8 bytes, the rest of its piece kept (was: the whole piece one [UNK])
     ids = fast["input_ids"][texts.index("모르는글자齾가 있음")]
     assert tok.unk_token_id not in ids and tok.decode(ids) == "모르는글자齾가 있음"

@@ -1,24 +1,30 @@
-"""A candidate 2-hour recipe on a 2-core CPU, end to end, with every stage's compute counted -> a results table.
+"""A 2-hour recipe on a 2-core CPU, end to end, with every stage's compute counted -> a results table.
 
-    python examples/experiments/budget_2h.py                      # the real thing (about 2 hours; see --help)
-    python examples/experiments/budget_2h.py --pretrain-minutes 30 --continue-minutes 20 --distill-minutes 30
+    python examples/experiments/budget_2h.py --seed 1              # the real thing (about 2 hours; see --help)
+    python examples/experiments/budget_2h.py --seed 2              # a second seed: reuses the pretraining stages
     python examples/experiments/budget_2h.py --smoke --runs /tmp/b  # tiny settings on the bundled sample: seconds
+    python examples/experiments/budget_2h.py --corpus comments.txt reviews.txt --domain reviews.txt \
+        --train labelled.csv --dev dev.csv --runs runs/mine        # the same recipe on your own data
 
 Stages (each reused when its output exists, so a killed run continues at the stage it was in; --fresh redoes all):
 0. the pretraining corpora minus every dev text (normalized exact match): dev inputs are never trained on;
-1. pretrain cpu-30min-style on all corpora for --pretrain-minutes;
+1. pretrain --pretrain-preset (cpu-30min-subword) on all corpora for --pretrain-minutes;
 2. continue it (init=) on the in-domain corpus only for --continue-minutes (configs/pretrain/cpu-continue.yaml);
-3. fine-tune the continued encoder on the labelled train rows (the teacher);
-4. the teacher (+ TF-IDF, ensemble weights chosen on dev) labels the in-domain corpus minus dev, and a student
-   (the continued encoder again: self-distillation on many more rows) learns it for --distill-minutes.
-Wall-clock and CPU time of every stage go into the table (and RESULTS/results.json); the dev figures are
-3-class accuracy / macro-F1 and the binary accuracy of the published NSMC protocol.
+3. fine-tune the continued encoder on the labelled train rows: the teacher, and the recipe's best classifier;
+4. pretrain the student's encoder: --student-preset (cpu-30min: a character vocabulary, so labelling skips Kiwi)
+   for --student-minutes (0: no student encoder; the continued encoder is distilled into itself);
+5. the teacher (+ TF-IDF, ensemble weights chosen on dev) labels --transfer-rows of the in-domain corpus minus
+   dev, and the student learns them for --distill-minutes.
+Stages 1, 2 and 4 are shared by every --seed; 3 and 5 are per seed (teacher-sN, student-sN).
+Wall-clock and CPU time of every stage go into the table (RUNS/results-sN.md); the dev figures are 3-class
+accuracy / macro-F1 and the binary accuracy of the published NSMC protocol.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -33,12 +39,26 @@ SAMPLE = ROOT / "corpora" / "sample"
 def options() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default=str(ROOT / "runs" / "experiments" / "budget-2h"), help="run folders")
-    ap.add_argument("--pretrain-minutes", type=float, default=45, help="stage 1, wall-clock training minutes")
-    ap.add_argument("--continue-minutes", type=float, default=15, help="stage 2, in-domain continued pretraining")
-    ap.add_argument("--ft-epochs", type=float, default=2, help="stage 3, fine-tuning epochs of the teacher")
+    ap.add_argument("--corpus", nargs="+", default=None, help="unlabelled text for stage 1 (default: the shared "
+                    "comments + reviews); your own comment/review files")
+    ap.add_argument("--domain", nargs="+", default=None, help="unlabelled in-domain text for stages 2 and 5 "
+                    "(default: the shared reviews); the texts your classifier will label")
+    ap.add_argument("--train", default=None, help="labelled table (default: the shared nsmc3/train.tsv)")
+    ap.add_argument("--dev", default=None, help="labelled dev table (default: the shared nsmc3/dev.tsv); its texts "
+                    "are dropped from every unlabelled corpus")
+    ap.add_argument("--seed", type=int, default=1, help="fine-tuning and distillation seed (stages 3 and 5)")
+    ap.add_argument("--pretrain-preset", default="cpu-30min-subword", help="stage 1's preset")
+    ap.add_argument("--pretrain-minutes", type=float, default=30, help="stage 1, wall-clock training minutes")
+    ap.add_argument("--continue-minutes", type=float, default=30, help="stage 2, in-domain continued pretraining")
+    ap.add_argument("--ft-epochs", type=float, default=None, help="stage 3, fine-tuning epochs (default: the "
+                    "sentiment preset's 3)")
     ap.add_argument("--ft-rows", type=int, default=None, help="stage 3, a stratified subsample of train (CPU budget)")
-    ap.add_argument("--distill-minutes", type=float, default=25, help="stage 4, student training minutes")
-    ap.add_argument("--transfer-rows", type=int, default=None, help="stage 4, a random subset of the transfer texts")
+    ap.add_argument("--student-preset", default="cpu-30min", help="stage 4's preset (the student's encoder)")
+    ap.add_argument("--student-minutes", type=float, default=25, help="stage 4 (0: distil into the continued "
+                    "encoder itself)")
+    ap.add_argument("--distill-minutes", type=float, default=10, help="stage 5, student training minutes")
+    ap.add_argument("--transfer-rows", type=int, default=200_000, help="stage 5, a random subset of the transfer "
+                    "texts (0: all)")
     ap.add_argument("--no-tfidf-teacher", action="store_true", help="the fine-tuned teacher alone")
     ap.add_argument("--fresh", action="store_true", help="redo every stage")
     ap.add_argument("--smoke", action="store_true", help="tiny models and steps on the bundled sample (a test)")
@@ -78,12 +98,15 @@ def _cpu_seconds() -> float:
 def inputs(args, runs: Path) -> dict:
     """Files of the run: the real data, or (--smoke) the bundled sample split into train/dev files."""
     if not args.smoke:
-        files = {"general": [DATA / "pretrain" / "comments_mix.txt", DATA / "pretrain" / "nsmc_reviews.txt"],
-                 "domain": [DATA / "pretrain" / "nsmc_reviews.txt"],
-                 "train": DATA / "nsmc3" / "train.tsv", "dev": DATA / "nsmc3" / "dev.tsv"}
-        missing = [p for p in [*files["general"], files["train"], files["dev"]] if not p.exists()]
+        files = {"general": [Path(p) for p in args.corpus] if args.corpus else
+                 [DATA / "pretrain" / "comments_mix.txt", DATA / "pretrain" / "nsmc_reviews.txt"],
+                 "domain": [Path(p) for p in args.domain] if args.domain else [DATA / "pretrain" / "nsmc_reviews.txt"],
+                 "train": Path(args.train) if args.train else DATA / "nsmc3" / "train.tsv",
+                 "dev": Path(args.dev) if args.dev else DATA / "nsmc3" / "dev.tsv"}
+        missing = [p for p in [*files["general"], *files["domain"], files["train"], files["dev"]] if not p.exists()]
         if missing:
-            sys.exit(f"data missing: {missing[0]} (set KOELECTRA_SHARED_DATA to the shared data folder)")
+            sys.exit(f"data missing: {missing[0]} (pass --corpus/--domain/--train/--dev, or set "
+                     "KOELECTRA_SHARED_DATA to the shared data folder)")
         return files
     import pandas as pd
 
@@ -127,40 +150,55 @@ def plan(args, runs: Path, files: dict) -> list[tuple[str, list[str], Path]]:
     general = without_dev(files["general"], files["dev"], runs / "corpus-general.txt")
     domain = without_dev(files["domain"], files["dev"], runs / "corpus-domain.txt")
     data = [f"train={files['train']}", f"dev={files['dev']}"]
-    smoke = args.smoke
-    pre = (["--config", "tiny", "max_steps=3", "tokenizer_model=characters", "log_every=1"] if smoke else
-           ["--config", "cpu-30min", f"max_minutes={args.pretrain_minutes:g}"])
+    smoke, seed = args.smoke, f"seed={args.seed}"
+    tiny = ["--config", "tiny", "max_steps=3", "log_every=1"]
+    pre = ([*tiny, "tokenizer_model=wordpiece", "vocab_size=300"] if smoke else
+           ["--config", args.pretrain_preset, f"max_minutes={args.pretrain_minutes:g}"])
     cont = ["--config", "cpu-continue"] + (["max_steps=2", "max_minutes=0", "seq_len=64", "log_every=1"] if smoke else
                                            [f"max_minutes={args.continue_minutes:g}"])
-    ft = (["--config", "tiny", "epochs=1", "plots=false"] if smoke else [f"epochs={args.ft_epochs:g}"]) + \
+    student_pre = ([*tiny, "tokenizer_model=characters"] if smoke else
+                   ["--config", args.student_preset, f"max_minutes={args.student_minutes:g}"])
+    ft = (["--config", "tiny", "epochs=1", "plots=false"] if smoke else ["--config", "sentiment"]) + \
+        ([f"epochs={args.ft_epochs:g}"] if args.ft_epochs else []) + \
         ([f"max_train_rows={args.ft_rows}"] if args.ft_rows else [])
-    teachers = [str(runs / "teacher")] + ([] if args.no_tfidf_teacher else ["tfidf"])
+    teacher, student = runs / f"teacher-s{args.seed}", runs / f"student-s{args.seed}"
+    teachers = [str(teacher)] + ([] if args.no_tfidf_teacher else ["tfidf"])
     dist = (["epochs=0.2", "batch_size=16", "max_length=64", "eval_every=2", "plots=false"] if smoke else
             ["epochs=3", f"max_minutes={args.distill_minutes:g}", "save_every_minutes=5"]) + \
         ([f"max_transfer={args.transfer_rows}"] if args.transfer_rows else [])
+    student_encoder = runs / ("student-pretrain" if args.student_minutes else "continued") / "discriminator"
     quiet = ["progress=false"]
-    return [
+    stages = [
         ("pretrain", ["pretrain", *pre, f"corpus=[{general}]", f"out={runs / 'pretrain'}", "plots=false", *quiet],
          runs / "pretrain" / "summary.json"),
         ("continue", ["pretrain", *cont, f"init={runs / 'pretrain'}", f"corpus=[{domain}]",
                       f"out={runs / 'continued'}", "plots=false", *quiet], runs / "continued" / "summary.json"),
-        ("finetune", ["finetune", *ft, f"model={runs / 'continued' / 'discriminator'}", *data,
-                      f"out={runs / 'teacher'}", *quiet], runs / "teacher" / "eval.json"),
-        ("distill", ["distill", f"teachers=[{','.join(teachers)}]", f"transfer=[{domain}]",
-                     f"exclude=[{files['dev']}]", f"student={runs / 'continued' / 'discriminator'}", *data,
-                     f"out={runs / 'student'}", *dist, *quiet], runs / "student" / "eval.json"),
+        (f"finetune-s{args.seed}", ["finetune", *ft, f"model={runs / 'continued' / 'discriminator'}", *data, seed,
+                                    f"out={teacher}", *quiet], teacher / "eval.json"),
     ]
+    if args.student_minutes:
+        stages.append(("student-pretrain", ["pretrain", *student_pre, f"corpus=[{general}]",
+                                            f"out={runs / 'student-pretrain'}", "plots=false", *quiet],
+                       runs / "student-pretrain" / "summary.json"))
+    stages.append((f"distill-s{args.seed}", ["distill", f"teachers=[{','.join(teachers)}]", f"transfer=[{domain}]",
+                                             f"exclude=[{files['dev']}]", f"student={student_encoder}", *data, seed,
+                                             f"out={student}", *dist, *quiet], student / "eval.json"))
+    return stages
 
 
-def table(stages: dict, runs: Path) -> str:
-    """Compute per stage, then the dev figures of the teacher, the student and the TF-IDF reference."""
+def table(stages: dict, runs: Path, seed: int) -> str:
+    """Compute per stage (this seed's), then the dev figures of the teacher, the student and the references."""
+    mine = {k: v for k, v in stages.items() if not re.search(r"-s\d+$", k) or k.endswith(f"-s{seed}")}
     lines = ["| stage | wall min | CPU min |", "|---|---:|---:|"]
-    for name, s in stages.items():
-        lines.append(f"| {name} | {s['wall_s'] / 60:.1f} | {s['cpu_s'] / 60:.1f} |")
-    wall, cpu = sum(s["wall_s"] for s in stages.values()), sum(s["cpu_s"] for s in stages.values())
-    lines.append(f"| total | {wall / 60:.1f} | {cpu / 60:.1f} |")
+    for name, s in mine.items():
+        cpu = "-" if s.get("cpu_s") is None else f"{s['cpu_s'] / 60:.1f}"  # (not recorded for a stage run by hand)
+        lines.append(f"| {name} | {s['wall_s'] / 60:.1f} | {cpu} |")
+    wall = sum(s["wall_s"] for s in mine.values())
+    cpus = [s.get("cpu_s") for s in mine.values()]
+    cpu = "-" if None in cpus else f"{sum(cpus) / 60:.1f}"
+    lines.append(f"| total | {wall / 60:.1f} | {cpu} |")
     lines += ["", "| dev | accuracy | macro-F1 | binary accuracy (pos/neg rows) |", "|---|---:|---:|---:|"]
-    teacher, student = (json.loads((runs / n / "eval.json").read_text()) for n in ("teacher", "student"))
+    teacher, student = (json.loads((runs / f"{n}-s{seed}" / "eval.json").read_text()) for n in ("teacher", "student"))
     for name, rep in (("teacher (fine-tuned)", teacher["dev"]), ("student (distilled)", student["dev"])):
         binary = f"{rep['binary']['accuracy']:.4f}" if rep.get("binary") else "-"
         lines.append(f"| {name} | {rep['accuracy']:.4f} | {rep['macro_f1']:.4f} | {binary} |")
@@ -184,8 +222,8 @@ def main() -> None:
     t0 = time.perf_counter()
     for name, argv, output in plan(args, runs, inputs(args, runs)):
         stages.run(name, argv, output)
-    result = table(stages.done, runs)
-    (runs / "results.md").write_text(result + "\n", encoding="utf-8")
+    result = table(stages.done, runs, args.seed)
+    (runs / f"results-s{args.seed}.md").write_text(result + "\n", encoding="utf-8")
     print(result)
     print(f"\nthis invocation: {(time.perf_counter() - t0) / 60:.1f} min wall; commands in {stages.path}")
 

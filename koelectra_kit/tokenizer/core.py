@@ -15,6 +15,7 @@ from typing import Iterable, Iterator
 from ..errors import ConfigError
 from ..normalize import NormalizeConfig, Normalizer
 from . import cache, kiwi, saving
+from .charids import CharIds
 from .config import SPECIAL_TOKENS, Encoding
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, Fallback
 
@@ -48,6 +49,7 @@ class KoTokenizer:
             self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
             self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
         self._alphabet, self._max_word = self._character_alphabet()
+        self._chars = CharIds(backend.get_vocab(), self._max_word) if self._alphabet is not None else None
         self.fallback = fallback
 
     @property
@@ -217,6 +219,17 @@ class KoTokenizer:
         if buf:
             yield from flush()
 
+    def _encoded(self, texts: list[str], with_map: bool, ids_only: bool):
+        """``_encodings``, except that with a character vocabulary and only ids wanted, a text ``CharIds``
+        covers comes back as its id list (the same ids, no WordPiece call) and only the rest are encoded."""
+        if not ids_only or self._chars is None:
+            yield from self._encodings(texts, with_map)
+            return
+        fast = [self._chars.ids(self.normalize(t)) for t in texts]
+        rest = self._encodings([t for t, ids in zip(texts, fast) if ids is None], False)
+        for ids in fast:
+            yield next(rest) if ids is None else (ids, None, None, None, None)
+
     def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
                      truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
                      return_offsets: bool = True, return_tokens: bool = False) -> dict:
@@ -229,8 +242,9 @@ class KoTokenizer:
             if budget < 1:
                 raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
         out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
-        for enc, normalized, pieces, norm_map, char_spans in self._encodings(texts, return_offsets):
-            ids = enc.ids
+        ids_only = not (return_offsets or return_tokens)
+        for enc, normalized, pieces, norm_map, char_spans in self._encoded(texts, return_offsets, ids_only):
+            ids = enc if isinstance(enc, list) else enc.ids
             trunc = budget is not None and len(ids) > budget
             n = budget if trunc else len(ids)
             ids = ids[:n]

@@ -1,0 +1,43 @@
+"""Ids of a character vocabulary without the WordPiece call, for the texts where the two must agree.
+
+With a character vocabulary (every entry one character, or "##" + one character) WordPiece emits, for a word
+whose first character is an entry and whose others have "##" forms, exactly one token per character: the first
+as itself, the rest glued. ``KoTokenizer.needs_kiwi`` already proves that for a text before skipping Kiwi, so for
+those texts the ids are two dictionary lookups per character. That skips handing every word to the Rust
+tokenizer and building an ``Encoding`` per text: about 4x faster per text on this machine's 2 cores, which is
+the tokenization share of ``label`` with the default preset (bench_label). Only ids: a caller that wants
+offsets or tokens takes the WordPiece path, and a text the lookups do not cover returns None (the caller sends
+it down the usual path). tests/test_tokenizer.py checks the ids equal WordPiece's on real reviews.
+"""
+from __future__ import annotations
+
+
+class CharIds:
+    def __init__(self, vocab: dict[str, int], max_word: int):
+        self.plain = {t: i for t, i in vocab.items() if len(t) == 1}
+        self.glued = {t[2:]: i for t, i in vocab.items() if len(t) == 3 and t.startswith("##")}
+        self.limit = max_word - 2  # needs_kiwi's word-length bound (WordPiece's limit, with margin)
+
+    def ids(self, text: str) -> list[int] | None:
+        """The WordPiece ids of a normalized text, or None where this shortcut does not apply (the same
+        conditions as ``needs_kiwi``: "[" or "#" anywhere, an empty word from a leading, trailing or double
+        space, a word over the length limit, or a character without its entry)."""
+        if not text:
+            return []
+        if "[" in text or "#" in text:
+            return None
+        plain, glued, limit = self.plain, self.glued, self.limit
+        out: list[int] = []
+        for word in text.split(" "):
+            if not word or len(word) > limit:
+                return None
+            first = plain.get(word[0])
+            if first is None:
+                return None
+            out.append(first)
+            for c in word[1:]:
+                i = glued.get(c)
+                if i is None:
+                    return None
+                out.append(i)
+        return out
