@@ -29,7 +29,8 @@ def scores(path: Path, gold: list[str]) -> tuple[float, float, float]:
     df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     pred, gold = df["pred_label"].to_numpy(), np.asarray(gold)
     binary = gold != "neutral"
-    pos_wins = df["prob_positive"].astype(float).to_numpy() >= df["prob_negative"].astype(float).to_numpy()
+    # (the input has a "label" column, so the added columns are called pred_*)
+    pos_wins = df["pred_prob_positive"].astype(float).to_numpy() >= df["pred_prob_negative"].astype(float).to_numpy()
     binary_pred = np.where(pos_wins, "positive", "negative")
     return ((pred == gold).mean(), f1_score(gold, pred, average="macro"),
             (binary_pred[binary] == gold[binary]).mean())

@@ -176,7 +176,8 @@ class Classifier:
             overlap = self.device.type != "cpu"
 
         def encode(chunk):
-            return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False)
+            return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False,
+                                         return_attention_mask=False)
 
         def encoded():
             if not overlap:

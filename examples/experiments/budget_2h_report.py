@@ -75,8 +75,8 @@ def main() -> None:
         lines.append(dev_row(f"teacher: continued encoder fine-tuned, seed {seed}", t["dev"]))
     lines.append(mean_row("teacher", [t["dev"] for t in teachers]))
     for seed, st in zip(seeds, students):
-        lines.append(dev_row(f"student: distilled ({', '.join(st['distill']['teachers'])} -> char encoder), seed "
-                             f"{seed}", st["dev"]))
+        names = ", ".join(Path(t).name for t in st["distill"]["teachers"])
+        lines.append(dev_row(f"student: distilled ({names} -> the character encoder), seed {seed}", st["dev"]))
         ens = st["distill"]["teacher_dev"]["ensemble"]
         lines.append(dev_row(f"its teacher ensemble, weights {st['distill']['weights']} (chosen on dev)", ens))
     if students:
@@ -110,12 +110,16 @@ def main() -> None:
         lines += ["", "## Learning curve of the best classifier against pretraining budget", "",
                   "| pretraining minutes | dev macro-F1 (mean) | seeds |", "|---:|---:|---:|"]
         lines += [f"| {m:g} | {statistics.mean(v):.4f} | {len(v)} |" for m, v in sorted(points.items())]
-        reach = 2 ** ((target - a) / b) if b > 0 else math.inf
+        doublings = (target - a) / b - math.log2(max(points)) if b > 0 else math.inf
+        if doublings <= 20:
+            reach = max(points) * 2 ** doublings
+            verdict = (f"reached at about {reach:,.0f} minutes ({reach / 60:,.1f} hours) of pretraining if the curve "
+                       f"kept its slope ({doublings:.1f} doublings past the last point: an extrapolation)")
+        else:
+            verdict = ("not within any budget this curve speaks to: at this slope it would take more than 20 "
+                       "doublings of the largest budget measured")
         lines += ["", f"Fit: macro-F1 = {a:.4f} + {b:.4f} x log2(minutes), i.e. {b * 100:+.2f} points per doubling. "
-                  f"TF-IDF + 3 points = {target:.4f}: "
-                  + (f"reached at about {reach:,.0f} minutes ({reach / 60:,.1f} hours) of pretraining if the curve "
-                     "kept its slope (an extrapolation far past the measured points)." if math.isfinite(reach)
-                     else "not reached: the curve does not rise.")]
+                  f"TF-IDF + 3 points = {target:.4f}: {verdict}."]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

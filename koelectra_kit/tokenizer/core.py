@@ -232,9 +232,12 @@ class KoTokenizer:
 
     def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
                      truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
-                     return_offsets: bool = True, return_tokens: bool = False) -> dict:
+                     return_offsets: bool = True, return_tokens: bool = False,
+                     return_attention_mask: bool = True) -> dict:
         """ids, attention_mask, offsets (character spans into each text as given; (0, 0) for special tokens)
-        and a truncated flag per text. padding: False | True/"longest" | "max_length"."""
+        and a truncated flag per text. padding: False | True/"longest" | "max_length". A caller that batches
+        the ids itself (``Classifier.predict``) passes ``return_attention_mask=False``: without padding the mask
+        is all ones, and building 10,000 lists of them cost as much as encoding the texts (profile of label)."""
         texts = ["" if t is None else str(t) for t in texts]
         budget = None
         if max_length is not None and truncation:
@@ -266,7 +269,7 @@ class KoTokenizer:
         if target is not None:
             result["attention_mask"] = [[1] * len(x) + [0] * (target - len(x)) for x in out_ids]
             result["input_ids"] = [x + [self.pad_token_id] * (target - len(x)) for x in out_ids]
-        else:
+        elif return_attention_mask or return_tensors == "pt":
             result["attention_mask"] = [[1] * len(x) for x in out_ids]
         if return_tensors == "pt":
             import torch
