@@ -160,7 +160,7 @@ class Classifier:
         clf.backend, clf.quantized = backend, bool(quantize)
         return clf
 
-    def predict(self, texts, batch_size: int = 64, group: int = 2048, overlap: bool | None = None) -> Predictions:
+    def predict(self, texts, batch_size: int = 128, group: int = 2048, overlap: bool | None = None) -> Predictions:
         """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
         Kiwi's workers and torch's OpenMP threads would fight over the same cores)."""

@@ -85,7 +85,7 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     return out, names
 
 
-def label_dataframe(df, model=None, text_column: str = "review", batch_size: int = 64, classifier=None,
+def label_dataframe(df, model=None, text_column: str = "review", batch_size: int = 128, classifier=None,
                     allow_generic_labels: bool = False, dedupe: bool = True, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
     prediction per distinct normalized text, the same output)."""

@@ -26,7 +26,7 @@ class RayLabeller:
     """A callable class for ``Dataset.map_batches``: pandas batch in, the same rows with the prediction columns
     out. Built once per actor, so the model is loaded once per worker, not once per batch."""
 
-    def __init__(self, model: str, text_column: str = "review", batch_size: int = 64, backend: str = "auto",
+    def __init__(self, model: str, text_column: str = "review", batch_size: int = 128, backend: str = "auto",
                  device: str = "auto", precision: str = "auto", quantize: bool = False, threads: int | None = None,
                  dedupe: bool = True, cache_rows: int = CACHE_ROWS, allow_generic_labels: bool = False):
         self.clf = load_classifier(model, backend, device=device, precision=precision, quantize=quantize,
