@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
@@ -72,7 +72,8 @@ def compare(args, dev, tmp: Path) -> None:
     data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
     src = tmp / "reviews.csv"
     data[["id", "document", "label"]].to_csv(src, index=False)
-    print(f"{len(data):,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{len(data):,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"median of {args.rounds} rounds in turns")
 
     model_dir = args.model
     if args.shape:
@@ -98,20 +99,25 @@ def compare(args, dev, tmp: Path) -> None:
     pipe = pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
                     max_length=128)
     pipe(presplit[:64], batch_size=32)  # warm
-    t0 = time.perf_counter()
-    pipe_out = pipe(presplit, batch_size=32)
-    t_pipe = time.perf_counter() - t0
+    pipe_out = []
 
     # (b), (c) koelectra-kit label, each engine; the same file, the same options otherwise
     methods = [("label", {}), ("label --backend onnx", {"backend": "onnx"}),
                ("label --quantize (onnxruntime int8)", {"quantize": True}),
                ("label --quantize --backend torch (torch int8)", {"quantize": True, "backend": "torch"})]
-    timings = {}
     for i, (name, opts) in enumerate(methods):
         label_file(model_dir, src, tmp / f"warm{i}.csv", "document", progress=False, **opts)  # export, load
-        t0 = time.perf_counter()
-        label_file(model_dir, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
-        timings[name] = time.perf_counter() - t0
+
+    def labeller(i, opts):
+        return lambda: label_file(model_dir, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True,
+                                  **opts)
+    # in turns (pipeline, each engine, pipeline, ...), the median of --rounds: single timings on this shared
+    # machine wobble by 10-15%, more than the differences being measured
+    competitors = {"pipe": lambda: pipe_out.__setitem__(slice(None), pipe(presplit, batch_size=32)),
+                   **{name: labeller(i, opts) for i, (name, opts) in enumerate(methods)}}
+    runs = interleaved(competitors, rounds=args.rounds, warmup=0)
+    t_pipe = median(runs.pop("pipe"))
+    timings = {name: median(ts) for name, ts in runs.items()}
     if model_dir != args.model:  # accuracy needs the trained model: label dev with it, every way
         for i, (_, opts) in enumerate(methods):
             label_file(args.model, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
@@ -225,6 +231,7 @@ def main() -> None:
     ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
     ap.add_argument("--rows", type=int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
                     "10,000 repeat it, and repeated texts are answered once: 0 skips it)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of (a) and each engine, in turns")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
     ap.add_argument("--dup-rows", type=int, default=20000, help="rows of the app-review-like file with 24%% exact "
