@@ -62,7 +62,14 @@ def options() -> argparse.Namespace:
     ap.add_argument("--no-tfidf-teacher", action="store_true", help="the fine-tuned teacher alone")
     ap.add_argument("--fresh", action="store_true", help="redo every stage")
     ap.add_argument("--smoke", action="store_true", help="tiny models and steps on the bundled sample (a test)")
-    return ap.parse_args()
+    args = ap.parse_args()
+    # 0 would mean "no time limit" to the commands: a stage must have a budget (the student's may be skipped)
+    for key in ("pretrain_minutes", "continue_minutes", "distill_minutes"):
+        if getattr(args, key) <= 0:
+            ap.error(f"--{key.replace('_', '-')} must be more than 0")
+    if args.student_minutes < 0:
+        ap.error("--student-minutes must be 0 (no student encoder) or more")
+    return args
 
 
 class Stages:

@@ -48,8 +48,7 @@ class KoTokenizer:
         else:
             self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
             self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
-        self._alphabet, self._max_word = self._character_alphabet()
-        self._chars = CharIds(backend.get_vocab(), self._max_word) if self._alphabet is not None else None
+        self._chars = self._character_ids()
         self.fallback = fallback
 
     @property
@@ -72,20 +71,19 @@ class KoTokenizer:
             self._fb = Fallback(self.backend.get_vocab(), self.backend.model.max_input_chars_per_word)
         self._fallback = value
 
-    def _character_alphabet(self) -> tuple[frozenset | None, int]:
+    def _character_ids(self) -> CharIds | None:
         """For a character vocabulary (no merged pieces) with Kiwi pre-split: its characters that may start a
-        word (c) and those that may continue one (##c). WordPiece then emits one token per character whatever
-        the pre-split, so Kiwi's split cannot change the ids of a text made of those characters alone (see
-        ``needs_kiwi``)."""
+        word (c) and those that may continue one (##c), as ``CharIds``. WordPiece then emits one token per
+        character whatever the pre-split, so Kiwi's split cannot change the ids of a text made of those
+        characters alone (see ``needs_kiwi``). None for any other tokenizer."""
         if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece" \
                 or self.backend.normalizer is not None:
-            return None, 0
-        vocab = set(self.backend.get_vocab()) - set(SPECIAL_TOKENS) - BYTE_TOKENS  # (only the fallback's words)
-        if any(len(t[2:] if t.startswith("##") else t) != 1 for t in vocab):
-            return None, 0
-        plain = frozenset(t for t in vocab if len(t) == 1)
-        glued = frozenset(t[2:] for t in vocab if len(t) == 3)
-        return (plain, glued), self.backend.model.max_input_chars_per_word
+            return None
+        vocab = self.backend.get_vocab()
+        words = set(vocab) - set(SPECIAL_TOKENS) - BYTE_TOKENS  # (only the fallback's words)
+        if any(len(t[2:] if t.startswith("##") else t) != 1 for t in words):
+            return None
+        return CharIds({t: vocab[t] for t in words}, self.backend.model.max_input_chars_per_word)
 
     # -- ids
     vocab_size = property(lambda self: self.backend.get_vocab_size(with_added_tokens=True))
@@ -128,13 +126,8 @@ class KoTokenizer:
         faster; test_tokenizer checks the ids match."""
         if self.presplit != "kiwi":
             return False
-        if self._alphabet is None or "[" in text or "#" in text:
-            return True
-        plain, glued = self._alphabet
-        limit = self._max_word - 2
-        # "" = a leading/trailing/double space (not what the normalizer emits): let Kiwi see it
-        return bool(text) and any(not w or len(w) > limit or w[0] not in plain or not glued.issuperset(w[1:])
-                                  for w in text.split(" "))
+        # exactly the texts whose ids CharIds can give without WordPiece (one rule for both, in charids.py)
+        return self._chars is None or self._chars.ids(text) is None
 
     def _pieces(self, normalized: list[str]) -> list[list[str]]:
         if self.presplit != "kiwi":
@@ -185,7 +178,7 @@ class KoTokenizer:
             for enc, (x, m) in zip(encs, normed):
                 yield enc, x, None, m, None
             return
-        if self._alphabet is not None:  # a character vocabulary: Kiwi only for the texts that need it
+        if self._chars is not None:  # a character vocabulary: Kiwi only for the texts that need it
             normed = [norm(t) for t in texts]
             words = [self._words(x, p) for (x, _), p in zip(normed, self._pieces([x for x, _ in normed]))]
             encs = self.backend.encode_batch([w for w, _ in words], is_pretokenized=True, add_special_tokens=False)
