@@ -160,8 +160,10 @@ class Classifier:
         clf.backend, clf.quantized = backend, bool(quantize)
         return clf
 
-    def predict(self, texts, batch_size: int = 128, group: int = 2048, overlap: bool | None = None) -> Predictions:
+    def predict(self, texts, batch_size: int = 128, group: int = 2048, overlap: bool | None = None,
+                normalized: bool = False) -> Predictions:
         """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
+        ``normalized``: the texts are ``self.tok.normalize``'s output already (skips normalizing them again).
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
         Kiwi's workers and torch's OpenMP threads would fight over the same cores)."""
         import torch
@@ -177,7 +179,7 @@ class Classifier:
 
         def encode(chunk):
             return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False,
-                                         return_attention_mask=False)
+                                         return_attention_mask=False, normalized=normalized)
 
         def encoded():
             if not overlap:

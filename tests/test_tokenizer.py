@@ -289,6 +289,9 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     # ids alone (what label asks for): dictionary lookups per character (tokenizer.charids) where needs_kiwi
     # would skip Kiwi, WordPiece for the rest
     ids_only = tok.encode_batch(texts, max_length=64, return_offsets=False)
+    # texts the labeller normalized already (its deduplication keys) give the same ids without a second pass
+    prenormed = tok.encode_batch(normalized, max_length=64, return_offsets=False, normalized=True)
+    assert prenormed["input_ids"] == ids_only["input_ids"]
     monkeypatch.setattr(tok, "needs_kiwi", lambda text: True)  # every text through Kiwi
     slow = tok.encode_batch(texts, max_length=64, return_tokens=True)
     assert len(kiwi_saw) > len(texts)
@@ -303,6 +306,20 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
 
 def test_subword_vocabulary_always_uses_kiwi(sample_tokenizer):
     assert sample_tokenizer.needs_kiwi("영화 최고") and sample_tokenizer.needs_kiwi("")
+
+
+def test_normalized_input_skips_the_second_normalization(sample_tokenizer, monkeypatch):
+    """``normalized=True`` (the labeller's deduplication keys) gives the ids of the raw texts, without calling the
+    normalizer again; the noisy texts are ones normalization changes, so skipping it on raw text would differ."""
+    tok = sample_tokenizer
+    raw = [*NOISY, "좋아요", ""]
+    keys = [tok.normalize(t) for t in raw]
+    assert sum(k != t for k, t in zip(keys, raw)) >= 3
+    want = tok.encode_batch(raw, max_length=64, return_offsets=False)
+    calls = []
+    monkeypatch.setattr(type(tok._norm), "__call__", lambda self, t: calls.append(t) or t)
+    got = tok.encode_batch(keys, max_length=64, return_offsets=False, normalized=True)
+    assert got["input_ids"] == want["input_ids"] and calls == []
 
 
 def test_retraining_gives_the_same_ids(sample_dir, tmp_path):

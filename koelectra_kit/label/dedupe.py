@@ -50,8 +50,9 @@ class PredictionCache:
 
 
 def _normalizer(clf):
+    """The classifier tokenizer's own normalization, or None for a tokenizer without one."""
     tok = getattr(clf, "tok", None)
-    return tok.normalize if tok is not None and hasattr(tok, "normalize") else (lambda t: t)
+    return tok.normalize if tok is not None and hasattr(tok, "normalize") else None
 
 
 def predict_once(clf, texts: list[str], batch_size: int, cache: PredictionCache | None):
@@ -61,6 +62,8 @@ def predict_once(clf, texts: list[str], batch_size: int, cache: PredictionCache 
         pred = clf.predict(texts, batch_size=batch_size)
         return pred.probs, list(pred.truncated)
     normalize = _normalizer(clf)
+    keyed = normalize is not None  # the keys are the tokenizer's input, normalized: predict them as they are
+    normalize = normalize or (lambda t: t)
     n, k = len(texts), len(clf.labels)
     probs = np.zeros((n, k), dtype=np.float32)
     truncated = [False] * n
@@ -77,13 +80,13 @@ def predict_once(clf, texts: list[str], batch_size: int, cache: PredictionCache 
         j = first.get(key)
         if j is None:
             j = first[key] = len(new_texts)
-            new_texts.append(text)  # the text as given: the tokenizer normalizes it (and maps offsets) itself
+            new_texts.append(key if keyed else text)
             new_keys.append(key)
         else:
             cache.reused += 1
         pending.append((i, j))
     if new_texts:
-        pred = clf.predict(new_texts, batch_size=batch_size)
+        pred = clf.predict(new_texts, batch_size=batch_size, normalized=keyed)
         rows, cols = zip(*pending)
         probs[list(rows)] = pred.probs[list(cols)]
         for i, j in pending:

@@ -157,12 +157,12 @@ class KoTokenizer:
                                 add_special_tokens=add_special_tokens, return_tokens=True)
         return Encoding(enc["input_ids"][0], enc["offsets"][0], enc["truncated"][0], enc["tokens"][0])
 
-    def _encodings(self, texts: list[str], with_map: bool, sub: int = 256):
+    def _encodings(self, texts: list[str], with_map: bool, sub: int = 256, normalized: bool = False):
         """(tokenizers Encoding, normalized text, WordPiece's words or None, normalization map or None, the
         fallback's character spans or None) per text, in order. With Kiwi, texts are normalized as Kiwi pulls
         them and the subword/offset work runs on sub-batches as Kiwi's results stream in, so the Python work
         overlaps Kiwi's worker threads instead of leaving cores idle before and after each batch."""
-        if self.hf is not None:
+        if self.hf is not None or normalized:  # nothing to normalize (or done already: no map, offsets are its own)
             def norm(t):
                 return t, None
         elif with_map:
@@ -212,25 +212,27 @@ class KoTokenizer:
         if buf:
             yield from flush()
 
-    def _encoded(self, texts: list[str], with_map: bool, ids_only: bool):
+    def _encoded(self, texts: list[str], with_map: bool, ids_only: bool, normalized: bool = False):
         """``_encodings``, except that with a character vocabulary and only ids wanted, a text ``CharIds``
         covers comes back as its id list (the same ids, no WordPiece call) and only the rest are encoded."""
         if not ids_only or self._chars is None:
-            yield from self._encodings(texts, with_map)
+            yield from self._encodings(texts, with_map, normalized=normalized)
             return
-        fast = [self._chars.ids(self.normalize(t)) for t in texts]
-        rest = self._encodings([t for t, ids in zip(texts, fast) if ids is None], False)
+        fast = [self._chars.ids(t if normalized else self.normalize(t)) for t in texts]
+        rest = self._encodings([t for t, ids in zip(texts, fast) if ids is None], False, normalized=normalized)
         for ids in fast:
             yield next(rest) if ids is None else (ids, None, None, None, None)
 
     def encode_batch(self, texts: list[str], max_length: int | None = None, padding: bool | str = False,
                      truncation: bool = True, add_special_tokens: bool = True, return_tensors: str | None = None,
                      return_offsets: bool = True, return_tokens: bool = False,
-                     return_attention_mask: bool = True) -> dict:
+                     return_attention_mask: bool = True, normalized: bool = False) -> dict:
         """ids, attention_mask, offsets (character spans into each text as given; (0, 0) for special tokens)
         and a truncated flag per text. padding: False | True/"longest" | "max_length". A caller that batches
         the ids itself (``Classifier.predict``) passes ``return_attention_mask=False``: without padding the mask
-        is all ones, and building 10,000 lists of them cost as much as encoding the texts (profile of label)."""
+        is all ones, and building 10,000 lists of them cost as much as encoding the texts (profile of label).
+        ``normalized``: the texts are already this tokenizer's ``normalize`` output (the labeller's deduplication
+        normalizes each text for its key): not normalized a second time; offsets then index the texts as given."""
         texts = ["" if t is None else str(t) for t in texts]
         budget = None
         if max_length is not None and truncation:
@@ -239,12 +241,13 @@ class KoTokenizer:
                 raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
         out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
         ids_only = not (return_offsets or return_tokens)
-        for enc, normalized, pieces, norm_map, char_spans in self._encoded(texts, return_offsets, ids_only):
+        encoded = self._encoded(texts, return_offsets, ids_only, normalized)
+        for enc, norm_text, pieces, norm_map, char_spans in encoded:
             ids = enc if isinstance(enc, list) else enc.ids
             trunc = budget is not None and len(ids) > budget
             n = budget if trunc else len(ids)
             ids = ids[:n]
-            offs = self._offsets(enc, n, normalized, pieces, norm_map, char_spans) if return_offsets else []
+            offs = self._offsets(enc, n, norm_text, pieces, norm_map, char_spans) if return_offsets else []
             toks = enc.tokens[:n] if return_tokens else []
             if add_special_tokens:
                 ids = [self.cls_token_id] + ids + [self.sep_token_id]
