@@ -44,24 +44,53 @@ def collate(ids: list[list[int]], idx, pad_id: int, multiple: int = 1, pad_to: i
 
 
 def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, batch_size: int = 128,
-                   multiple: int = 1) -> np.ndarray:
+                   multiple: int = 1, streams: int = 1) -> np.ndarray:
     """Logits [n, num_labels] (fp32) for pre-tokenized texts, in input order. Batches are formed
     longest-first so padding is minimal; rows are put back in order afterwards. Fine-tuning scores its
-    dev set with this too, so the reported scores are the predictor's."""
+    dev set with this too, so the reported scores are the predictor's. ``streams`` > 1 (CPU): that many
+    threads score alternate batches, each with one intra-op thread (see ``cpu_streams``)."""
     import torch
 
     model.eval()
     lengths = np.array([len(x) for x in ids])
     order = np.argsort(-lengths, kind="stable")
     out = np.zeros((len(ids), model.config.num_labels), dtype=np.float32)
-    with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            input_ids, mask = collate(ids, idx, pad_id, multiple)
-            with autocast(device, dtype):
-                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
-            out[idx] = logits.float().cpu().numpy()
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+
+    def score(todo) -> None:
+        # inference_mode and autocast are per thread: entered in each stream
+        with torch.inference_mode():
+            for idx in todo:
+                input_ids, mask = collate(ids, idx, pad_id, multiple)
+                with autocast(device, dtype):
+                    logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+                out[idx] = logits.float().cpu().numpy()  # rows of different batches: no two threads share one
+
+    streams = min(streams, len(batches))
+    if streams <= 1:
+        score(batches)
+        return out
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # process-wide: restored below
+    try:
+        with ThreadPoolExecutor(max_workers=streams) as pool:  # longest-first, dealt round-robin: even shares
+            list(pool.map(score, [batches[i::streams] for i in range(streams)]))
+    finally:
+        torch.set_num_threads(threads)
     return out
+
+
+def cpu_streams(model, device) -> int:
+    """How many batches a torch model on a CPU scores at once: one per core torch may use, each on one thread.
+    A small encoder's matmuls (the cpu-30min shape: 2 layers x 128) are too small to split well over cores;
+    whole batches side by side keep every core busy (model-only, 10,000 nsmc3 dev reviews on 2 cores: 1.30x
+    the rows/s of one batch at a time on 2 threads for the cpu-30min shape, 1.28x for cpu-30min-subword;
+    benchmarks/bench_label.py times `label` with it). 1 on GPUs and for onnxruntime, which has its own pool."""
+    import torch
+
+    if device.type != "cpu" or not isinstance(model, torch.nn.Module):
+        return 1
+    return max(1, torch.get_num_threads())
 
 
 def _resolve_backend(backend: str, quantize: bool) -> str:
@@ -160,12 +189,15 @@ class Classifier:
         clf.backend, clf.quantized = backend, bool(quantize)
         return clf
 
-    def predict(self, texts, batch_size: int = 128, group: int = 2048, overlap: bool | None = None,
+    def predict(self, texts, batch_size: int = 128, group: int | None = None, overlap: bool | None = None,
                 normalized: bool = False) -> Predictions:
         """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
         ``normalized``: the texts are ``self.tok.normalize``'s output already (skips normalizing them again).
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
-        Kiwi's workers and torch's OpenMP threads would fight over the same cores)."""
+        Kiwi's workers and torch's OpenMP threads would fight over the same cores). ``group``: texts tokenized,
+        then sorted by length and scored, at a time (default 2048 when overlapping; else 20,000, a label chunk:
+        sorting more texts at once pads less, 1.12x label's rows/s over 2048 on nsmc3 dev with the cpu-30min
+        shape, and 20,000 texts' ids are a few tens of MB)."""
         import torch
 
         texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
@@ -173,9 +205,11 @@ class Classifier:
         k = len(self.labels)
         probs = np.zeros((n, k), dtype=np.float32)
         truncated: list[bool] = []
-        groups = [(s, texts[s:s + group]) for s in range(0, n, group)]
         if overlap is None:
             overlap = self.device.type != "cpu"
+        group = group or (2048 if overlap else 20000)
+        groups = [(s, texts[s:s + group]) for s in range(0, n, group)]
+        streams = cpu_streams(self.model, self.device)
 
         def encode(chunk):
             return self.tok.encode_batch(chunk, max_length=self.max_length, truncation=True, return_offsets=False,
@@ -194,7 +228,7 @@ class Classifier:
 
         for (start, _), enc in zip(groups, encoded()):
             logits = predict_logits(self.model, enc["input_ids"], pad_id=self.tok.pad_token_id,
-                                    device=self.device, dtype=self.dtype, batch_size=batch_size)
+                                    device=self.device, dtype=self.dtype, batch_size=batch_size, streams=streams)
             probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
             truncated.extend(enc["truncated"])
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if n else []

@@ -3,8 +3,10 @@ output's contract). ``FileLabeller`` reads top to bottom: check the paths, open 
 decide between a fresh start and a resume, then one loop over chunks."""
 from __future__ import annotations
 
+import gc
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -122,12 +124,16 @@ class FileLabeller:
 
     # -- the loop
     def run(self) -> LabelSummary:
-        from tqdm.auto import tqdm
-
         self.check_paths()
         self.open_input()
         self.load_model()
         self.prepare_state()
+        with frozen_gc():
+            return self._loop()
+
+    def _loop(self) -> LabelSummary:
+        from tqdm.auto import tqdm
+
         cfg, state = self.cfg, self.state
         bar = tqdm(total=None, unit="rows", desc="labelling", disable=not cfg.progress, dynamic_ncols=True,
                    initial=state.rows_done)
@@ -199,6 +205,21 @@ class FileLabeller:
         if self.after_chunk is not None and chunk:
             self.after_chunk(state.chunks_done)
         return len(chunk)
+
+
+@contextmanager
+def frozen_gc():
+    """Python's full collections skip the objects alive before the loop (the model, the vocabulary, Kiwi, the
+    reader): each would otherwise walk all of them again, about a tenth of label's time with the cpu-30min shape
+    (10,000 nsmc3 dev rows: 1.87 s vs 2.1 s). Unfrozen afterwards, so they are collectable again."""
+    if gc.get_freeze_count():  # the caller froze its own: leave that as it is
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _check_writable(folder: Path, dst: Path) -> None:
