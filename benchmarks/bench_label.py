@@ -59,11 +59,22 @@ def random_model_like(model_dir: str, shape: str, out: Path) -> str:
     return str(out)
 
 
+def hf_pipeline(model_dir: str):
+    """(a): transformers' pipeline on tokenizer.json alone (fed pre-split text): the plain fast tokenizer, no
+    koelectra class."""
+    from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
+
+    hf_tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(model_dir) / "tokenizer.json"), unk_token="[UNK]",
+                                     pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    return pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
+                    max_length=128)
+
+
 def compare(args, dev, tmp: Path) -> None:
     """(a) pipeline vs (b) label vs (c) label --quantize on --rows reviews; accuracies on nsmc3 dev."""
     import pandas as pd
     import torch
-    from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
 
     from koelectra_kit.label import label_file
     from koelectra_kit.tokenizer import KoTokenizer, presplit_texts
@@ -92,12 +103,7 @@ def compare(args, dev, tmp: Path) -> None:
     for _ in presplit_texts(tok.normalize(t) for t in texts):
         pass
     t_kiwi = time.perf_counter() - t0
-    # the pipeline on tokenizer.json alone (fed pre-split text): the plain fast tokenizer, no koelectra class
-    hf_tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(model_dir) / "tokenizer.json"), unk_token="[UNK]",
-                                     pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    pipe = pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
-                    max_length=128)
+    pipe = hf_pipeline(model_dir)
     pipe(presplit[:64], batch_size=32)  # warm
     pipe_out = []
 
@@ -180,7 +186,8 @@ def app_review_like(dev, rows: int, repeat_rate: float = 0.24, seed: int = 0):
 
 
 def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
-    """(d) label --no-dedupe vs label (dedupe) vs label --backend onnx on the app-review-like file."""
+    """(d) label --no-dedupe vs label (dedupe) vs label --backend onnx on the app-review-like file, and (a) on it;
+    median of --rounds in turns."""
     from koelectra_kit.classifier import Classifier
     from koelectra_kit.label import label_file
 
@@ -189,25 +196,38 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
     data.to_csv(src, index=False)
     repeats = len(data) - data["document"].nunique()
     print(f"\n(d) {len(data):,} app-review-like rows from nsmc3/dev, {repeats / len(data):.1%} exact repeats")
+    from koelectra_kit.tokenizer import KoTokenizer
+
     runs = [("label --no-dedupe", {"dedupe": False}), ("label (dedupe, the default)", {}),
             ("label --backend onnx (dedupe)", {"backend": "onnx"})]
     warm = tmp / "app_reviews_warm.csv"
     data.iloc[:256].to_csv(warm, index=False)
-    print(f"{'method':<58}{'rows/s':>10}{'vs first':>9}{'reused rows':>13}")
-    base, outputs = None, []
+    # (a) on this file too: the pipeline on its pre-split texts (not timed), every row scored
+    presplit = KoTokenizer.from_pretrained(model_dir).presplit_batch(data["document"].tolist())
+    pipe = hf_pipeline(model_dir)
+    pipe(presplit[:64], batch_size=32)  # warm
+    outputs, competitors, summaries = [], {"pipe": lambda: pipe(presplit, batch_size=32)}, {}
     for i, (name, opts) in enumerate(runs):
         out = tmp / f"dup{i}.csv"
+        outputs.append(out)
         # untimed: loading the model (and the ONNX export), Kiwi's start and torch's first calls are not the
         # steady state a big file sees
         clf = Classifier.load(model_dir, backend=opts.get("backend", "auto"))
         label_file(model_dir, warm, tmp / "warm_out.csv", "document", progress=False, overwrite=True, classifier=clf,
                    **opts)
-        t0 = time.perf_counter()
-        s = label_file(model_dir, src, out, "document", progress=False, overwrite=True, classifier=clf, **opts)
-        t = time.perf_counter() - t0
-        base = base or t
-        outputs.append(out)
-        print(f"{'koelectra-kit ' + name:<58}{len(data) / t:>10,.0f}{base / t:>8.2f}x{s.reused:>13,}")
+
+        def run(name=name, out=out, clf=clf, opts=opts):
+            summaries[name] = label_file(model_dir, src, out, "document", progress=False, overwrite=True,
+                                         classifier=clf, **opts)
+        competitors[name] = run
+    times = {name: median(ts) for name, ts in interleaved(competitors, rounds=args.rounds, warmup=0).items()}
+    t_pipe, n = times.pop("pipe"), len(data)
+    base = times[runs[0][0]]
+    print(f"{'method':<58}{'rows/s':>10}{'vs (a)':>9}{'vs first':>9}{'reused rows':>13}")
+    print(f"{'(a) transformers pipeline, batch 32 (pre-split not timed)':<58}{n / t_pipe:>10,.0f}{1.0:>8.2f}x")
+    for name, t in times.items():
+        print(f"{'koelectra-kit ' + name:<58}{n / t:>10,.0f}{t_pipe / t:>8.2f}x{base / t:>8.2f}x"
+              f"{summaries[name].reused:>13,}")
     same = outputs[0].read_bytes() == outputs[1].read_bytes()
     if same:
         print("deduplicated output identical to --no-dedupe: yes")

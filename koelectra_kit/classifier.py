@@ -9,7 +9,8 @@ runs the exported graph in onnxruntime, see onnx_backend),
 ``torch.inference_mode``; on a GPU, tokenization of the next batch group (Kiwi, which releases the GIL)
 overlapped with the model's forward pass of the current one. On a CPU the two run one after the other, each
 with every core: overlapped, Kiwi's workers and torch's OpenMP threads fight over the same cores and the
-model ran 3x slower (benchmarks/bench_label.py, 2 cores).
+model ran 3x slower (benchmarks/bench_label.py, 2 cores). On a CPU the model scores whole batches side by side,
+one per core on one thread each (``cpu_streams``), rather than one batch split over the cores.
 
 Inference lives here: ``collate`` and ``predict_logits`` are the one padding and scoring path, and fine-tuning
 scores its dev set with them, so the scores it reports are the predictor's.
