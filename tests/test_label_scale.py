@@ -277,13 +277,19 @@ def test_backend_flag_reaches_the_classifier(tmp_path, tiny_classifier_dir, tiny
     assert rc == 2 and "another model digest" in err
 
 
-def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier):
+def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier, monkeypatch):
     """Batches scored side by side in threads (one intra-op thread each) give the one-at-a-time logits, in input
     order, and leave torch's thread count as it was."""
     import numpy as np
     import torch
 
+    import koelectra_kit.classifier as classifier
     from koelectra_kit.classifier import cpu_streams, predict_logits
+
+    monkeypatch.setattr(classifier, "STREAM_MIN_BATCHES", 2)  # side by side on this small input too
+    used = []
+    real_pool = classifier._stream_pool
+    monkeypatch.setattr(classifier, "_stream_pool", lambda n: used.append(n) or real_pool(n))
 
     clf = tiny_classifier
     texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]  # many lengths, several batches
@@ -292,7 +298,7 @@ def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier):
     kw = dict(pad_id=clf.tok.pad_token_id, device=clf.device, dtype=clf.dtype, batch_size=4)
     one = predict_logits(clf.model, ids, streams=1, **kw)
     two = predict_logits(clf.model, ids, streams=3, **kw)
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before and used == [3]
     # the tiny model's logits differ by ~1e-5 between texts: a row out of place would show
     assert np.allclose(one, two, rtol=0, atol=1e-7) and len({tuple(r) for r in one.round(7)}) > 10
     assert cpu_streams(clf.model, torch.device("cpu")) == before

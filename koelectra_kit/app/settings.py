@@ -35,9 +35,10 @@ class AppSettings:
             raise ConfigError(f"chunk_rows={self.chunk_rows} must be at least 1 (leave it out for automatic)")
 
     def chunk_rows_for(self, rows: int) -> int:
-        """Rows per chunk: ~50 progress steps, but never under 1,000 rows (the classifier sorts a chunk's texts
-        by length to cut padding: small chunks pad more, and each chunk costs an fsync and a state write) nor over
-        5,000 (the bar would sit still for long)."""
+        """Rows per chunk: ~50 progress steps, but never under 5,000 rows (the classifier sorts a chunk's texts
+        by length to cut padding, and scores batches side by side only from ~4,000 texts on: 1,000-row chunks
+        labelled at 0.58x `label`'s rows/s in benchmarks/bench_app.py) nor over 20,000 (`label`'s own chunk;
+        the bar would sit still for long)."""
         if self.chunk_rows:
             return self.chunk_rows
-        return max(1000, min(5000, rows // 50))
+        return max(5000, min(20000, rows // 50))
