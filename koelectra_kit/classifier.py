@@ -90,8 +90,7 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def _stream_pool(streams: int) -> ThreadPoolExecutor:
-    """One long-lived pool per stream count: threads made afresh for every call (the app labels 1,000-row chunks)
-    made the side-by-side batches slower than one at a time."""
+    """One long-lived pool per stream count, so a call starts no threads."""
     if streams not in _POOLS:
         _POOLS[streams] = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="koelectra-stream")
     return _POOLS[streams]
@@ -100,9 +99,10 @@ def _stream_pool(streams: int) -> ThreadPoolExecutor:
 def cpu_streams(model, device) -> int:
     """How many batches a torch model on a CPU scores at once: one per core torch may use, each on one thread.
     A small encoder's matmuls (the cpu-30min shape: 2 layers x 128) are too small to split well over cores;
-    whole batches side by side keep every core busy (model-only, 10,000 nsmc3 dev reviews on 2 cores: 1.30x
-    the rows/s of one batch at a time on 2 threads for the cpu-30min shape, 1.28x for cpu-30min-subword;
-    benchmarks/bench_label.py times `label` with it). 1 on GPUs and for onnxruntime, which has its own pool."""
+    whole batches side by side keep every core busy (model-only, 10,000 nsmc3 dev reviews in one call on 2 cores:
+    1.30x the rows/s of one batch at a time on 2 threads for the cpu-30min shape, 1.28x for cpu-30min-subword;
+    1.08x in a second measurement of the same call, median of 3; benchmarks/bench_label.py times
+    `label` with it). 1 on GPUs and for onnxruntime, which has its own pool."""
     import torch
 
     if device.type != "cpu" or not isinstance(model, torch.nn.Module):
