@@ -286,13 +286,12 @@ def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier, monkeypatch
     import koelectra_kit.classifier as classifier
     from koelectra_kit.classifier import cpu_streams, predict_logits
 
-    monkeypatch.setattr(classifier, "STREAM_MIN_BATCHES", 2)  # side by side on this small input too
     used = []
     real_pool = classifier._stream_pool
     monkeypatch.setattr(classifier, "_stream_pool", lambda n: used.append(n) or real_pool(n))
 
     clf = tiny_classifier
-    texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]  # many lengths, several batches
+    texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]  # many lengths, more than 4 batches a stream
     ids = clf.tok.encode_batch(texts, max_length=clf.max_length, return_offsets=False)["input_ids"]
     before = torch.get_num_threads()
     kw = dict(pad_id=clf.tok.pad_token_id, device=clf.device, dtype=clf.dtype, batch_size=4)
