@@ -18,6 +18,8 @@ scores its dev set with them, so the scores it reports are the predictor's.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +51,7 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
     """Logits [n, num_labels] (fp32) for pre-tokenized texts, in input order. Batches are formed
     longest-first so padding is minimal; rows are put back in order afterwards. Fine-tuning scores its
     dev set with this too, so the reported scores are the predictor's. ``streams`` > 1 (CPU): that many
-    threads score alternate batches, each with one intra-op thread (see ``cpu_streams``)."""
+    threads, each with one intra-op thread, take the batches in turn (see ``cpu_streams``)."""
     import torch
 
     model.eval()
@@ -71,26 +73,54 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
         for idx in batches:
             score(idx)
         return out
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # process-wide: restored below
-    try:
-        # Each free stream takes the next batch, longest first, so the streams finish together. Batches dealt out
-        # in advance (round-robin) left one core idle at the end of every call while the other finished its
-        # longer share: 0.71-0.79x one-at-a-time on 500-1,000-text calls.
-        list(_stream_pool(streams).map(score, batches))
-    finally:
-        torch.set_num_threads(threads)
+    # Each free stream takes the next batch, longest first, so the streams finish together. Batches dealt out in
+    # advance (round-robin) left one core idle at the end of every call while the other finished its longer
+    # share: 0.71-0.79x one-at-a-time on 500-1,000-text calls.
+    list(_stream_pool(streams).map(score, batches))
     return out
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools() -> None:
+    """A forked child has none of its parent's threads: a pool it inherited would take tasks and never run them."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
 def _stream_pool(streams: int) -> ThreadPoolExecutor:
-    """One long-lived pool per stream count, so a call starts no threads."""
-    if streams not in _POOLS:
-        _POOLS[streams] = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="koelectra-stream")
+    """One long-lived pool per stream count whose threads run torch on one intra-op thread each, so a call starts
+    no threads and changes no thread count. torch's count is per thread, but ``set_num_threads`` also sets the
+    default a thread copies at its first torch call: set in each pool thread as it starts, that default is put
+    back once they all have, so threads started later (a web service's workers) keep the caller's count."""
+    import torch
+
+    with _POOLS_LOCK:
+        if streams not in _POOLS:
+            caller = torch.get_num_threads()
+            pool = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="koelectra-stream",
+                                      initializer=_one_intra_op_thread)
+            started = threading.Barrier(streams, timeout=60)
+            list(pool.map(lambda _: started.wait(), range(streams)))  # one task per thread: all have started
+            torch.set_num_threads(caller)
+            _POOLS[streams] = pool
     return _POOLS[streams]
+
+
+def _one_intra_op_thread() -> None:
+    import torch
+
+    # get first: a thread's first torch call copies the default count, and set_num_threads does not count as
+    # that call, so a later first call would overwrite the 1 with the default put back in _stream_pool
+    torch.get_num_threads()
+    torch.set_num_threads(1)
 
 
 def cpu_streams(model, device) -> int:

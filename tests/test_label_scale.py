@@ -302,3 +302,97 @@ def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier, monkeypatch
     assert np.allclose(one, two, rtol=0, atol=1e-7) and len({tuple(r) for r in one.round(7)}) > 10
     assert cpu_streams(clf.model, torch.device("cpu")) == before
     assert cpu_streams(clf.model, torch.device("meta")) == 1
+
+
+def test_cpu_streams_change_no_thread_count_but_their_own(tiny_classifier):
+    """Calls that score side by side from several threads at once (a web service's workers) give the
+    one-at-a-time logits; the pool's threads run on one intra-op thread each, the calling threads keep theirs,
+    and a thread started afterwards gets torch's default as it was (torch's count is per thread, with a
+    process-wide default that set_num_threads also sets)."""
+    import torch
+
+    from koelectra_kit.classifier import _stream_pool, predict_logits
+
+    clf = tiny_classifier
+    texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]
+    ids = clf.tok.encode_batch(texts, max_length=clf.max_length, return_offsets=False)["input_ids"]
+    kw = dict(pad_id=clf.tok.pad_token_id, device=clf.device, dtype=clf.dtype, batch_size=4)
+    want = predict_logits(clf.model, ids, streams=1, **kw)
+    outer = torch.get_num_threads()  # the test run's 1 (conftest.py)
+    torch.set_num_threads(2)
+    try:
+        _scored_from_threads(clf, ids, kw, want)
+    finally:
+        torch.set_num_threads(outer)
+    pool = _stream_pool(2)
+    assert sorted(pool.map(lambda _: torch.get_num_threads(), range(8))) == [1] * 8
+
+
+def _scored_from_threads(clf, ids, kw, want) -> None:
+    """Two threads score side by side without pause; threads started meanwhile and after must see ``before``."""
+    import threading
+
+    import numpy as np
+    import torch
+
+    from koelectra_kit.classifier import predict_logits
+
+    before = torch.get_num_threads()
+    got, seen, busy, stop = [], [], threading.Event(), threading.Event()
+
+    def work():
+        while not stop.is_set():
+            got.append(predict_logits(clf.model, ids, streams=2, **kw))
+            busy.set()
+
+    def fresh_thread_count():  # a thread's first torch call copies torch's default count
+        t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+
+    workers = [threading.Thread(target=work) for _ in range(2)]
+    for t in workers:
+        t.start()
+    busy.wait()
+    for _ in range(20):  # while the two score (a save/restore of the count per call left 1 here, and for good)
+        fresh_thread_count()
+    stop.set()
+    for t in workers:
+        t.join()
+    fresh_thread_count()
+    assert seen == [before] * 21 and torch.get_num_threads() == before
+    assert len(got) > 2 and all(np.allclose(g, want, rtol=0, atol=1e-7) for g in got)
+
+
+
+def test_cpu_streams_in_a_forked_child(tiny_classifier):
+    """A child forked after the pool exists (multiprocessing's default on Linux) scores side by side too: it has
+    none of the parent's pool threads, so it must start its own instead of queueing work no thread takes."""
+    import multiprocessing as mp
+
+    import numpy as np
+    import torch
+
+    from koelectra_kit.classifier import _stream_pool, predict_logits
+
+    clf = tiny_classifier
+    texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]
+    ids = clf.tok.encode_batch(texts, max_length=clf.max_length, return_offsets=False)["input_ids"]
+    kw = dict(pad_id=clf.tok.pad_token_id, device=clf.device, dtype=clf.dtype, batch_size=4)
+    want = predict_logits(clf.model, ids, streams=2, **kw)
+    _stream_pool(2)  # exists in the parent before the fork
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+
+    def in_child():
+        torch.set_num_threads(2)
+        child.send(predict_logits(clf.model, ids, streams=2, **kw))
+
+    proc = ctx.Process(target=in_child)
+    proc.start()
+    got = parent.recv() if parent.poll(60) else None
+    proc.join(10)
+    if proc.is_alive():
+        proc.kill()
+    assert got is not None, "the forked child's side-by-side call never finished"
+    assert np.allclose(got, want, rtol=0, atol=1e-7)
