@@ -211,3 +211,29 @@ def test_trainer_trains_and_saves_a_loadable_tokenizer(hf_model_dir, tmp_path):
     again = AutoTokenizer.from_pretrained(tmp_path / "saved")
     assert type(again).__name__ == "KoElectraKitTokenizer"
     assert again(texts[:2])["input_ids"] == tok(texts[:2])["input_ids"]
+
+
+MAP_IN_WORKERS = """
+import sys
+import datasets
+from transformers import AutoTokenizer
+import koelectra_kit  # noqa: F401
+texts = open(sys.argv[2], encoding="utf-8").read().split("\\n")
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+want = tok(texts)["input_ids"]  # Kiwi's worker threads now exist in this process
+ds = datasets.Dataset.from_dict({"text": texts})
+got = ds.map(lambda b: tok(b["text"]), batched=True, num_proc=2, cache_file_name=sys.argv[3])
+print("same" if got["input_ids"] == want else "differ")
+"""
+
+
+def test_datasets_map_with_worker_processes(subword_model_dir, sample_dir, tmp_path):
+    """The way transformers users tokenize a data set: ``Dataset.map(num_proc=2)``, forked after the parent has
+    already run Kiwi. Each worker loads its own Kiwi (the parent's copy has no worker threads in a child: it
+    waited forever); the ids are the parent's. In a subprocess, so a hang fails the test instead of the run."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(t.replace("\n", " ") for t in sample_texts(sample_dir)[:300]), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", MAP_IN_WORKERS, str(subword_model_dir), str(texts),
+                           str(tmp_path / "m.arrow")], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "same"

@@ -17,6 +17,19 @@ from typing import Iterable, Iterator
 from ..normalize import PLACEHOLDERS
 
 _KIWI: dict = {}  # worker count -> the loaded Kiwi
+_INHERITED: list = []  # a forked child's copies of its parent's Kiwis: kept, never used, never freed
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader or multiprocessing worker) has none of its parent's Kiwi worker threads: the
+    inherited Kiwi would wait for them forever, and so would freeing it (its destructor joins them). The child
+    loads its own on first use; the copies stay referenced (copy-on-write pages, no extra memory until written)."""
+    _INHERITED.extend(_KIWI.values())
+    _KIWI.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def kiwi_instance(num_workers: int | None = None):
