@@ -84,15 +84,26 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _forget_pools() -> None:
-    """A forked child has none of its parent's threads: a pool it inherited would take tasks and never run them."""
+_LOADED = {"torch": False}  # whether this process loaded a classifier (torch's OpenMP threads then exist)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing's default on Linux) has none of its parent's threads. A stream pool it
+    inherited would take tasks and never run them: forgotten, the child starts its own. And once the parent has
+    run torch on several OpenMP threads (loading weights does), a parallel op in the child waits for them forever
+    (GNU OpenMP is not fork-safe; plain torch does the same): the child runs torch on one thread, as torch's
+    DataLoader workers do."""
     global _POOLS_LOCK
     _POOLS.clear()
     _POOLS_LOCK = threading.Lock()
+    if _LOADED["torch"]:
+        import torch
+
+        torch.set_num_threads(1)
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_forget_pools)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _stream_pool(streams: int) -> ThreadPoolExecutor:
@@ -198,6 +209,7 @@ class Classifier:
 
         if threads:
             torch.set_num_threads(threads)
+        _LOADED["torch"] = True
         name_or_dir = check_model_source(name_or_dir)
         with loading(name_or_dir), quiet_transformers():
             config = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=False)

@@ -12,6 +12,7 @@ Needs the ``onnx`` extra: ``pip install 'koelectra-kit[onnx]'``.
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -156,6 +157,9 @@ def _session(path: Path, threads: int | None, device=None):
     return ort.InferenceSession(str(path), opts, providers=providers)
 
 
+_INHERITED: list = []  # sessions a forked child copied from its parent: kept, never run, never freed
+
+
 class OnnxModel:
     """An onnxruntime session behind the interface ``predict_logits`` uses: ``config``, ``eval()``, a call on
     (input_ids, attention_mask) tensors returning ``.logits``. ``state_dict`` is the torch weights' (the model's
@@ -163,9 +167,18 @@ class OnnxModel:
 
     def __init__(self, path: Path, torch_model, threads: int | None = None, device=None):
         self.path = Path(path)
-        self.session = _session(self.path, threads, device)
+        self._threads, self._device = threads, device
+        self.session, self._pid = _session(self.path, threads, device), os.getpid()
         self.torch_model = torch_model
         self.config = torch_model.config
+
+    def _live_session(self):
+        """The session, or in a forked child a new one: the parent's has none of its threads there, and a run
+        waited forever. The inherited copy is kept, not freed (tearing it down would wait for them too)."""
+        if self._pid != os.getpid():
+            _INHERITED.append(self.session)
+            self.session, self._pid = _session(self.path, self._threads, self._device), os.getpid()
+        return self.session
 
     def eval(self) -> "OnnxModel":
         return self
@@ -176,7 +189,7 @@ class OnnxModel:
     def __call__(self, input_ids, attention_mask):
         import torch
 
-        logits = self.session.run(["logits"], {"input_ids": input_ids.cpu().numpy(),
+        logits = self._live_session().run(["logits"], {"input_ids": input_ids.cpu().numpy(),
                                                "attention_mask": attention_mask.cpu().numpy()})[0]
         return SimpleNamespace(logits=torch.from_numpy(logits))
 

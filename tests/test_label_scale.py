@@ -396,3 +396,38 @@ def test_cpu_streams_in_a_forked_child(tiny_classifier):
         proc.kill()
     assert got is not None, "the forked child's side-by-side call never finished"
     assert np.allclose(got, want, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_classifier_in_a_forked_child(tiny_classifier_dir, backend):
+    """A labeller forked from a process that loaded and ran a Classifier on two threads (a multiprocessing pool
+    of workers sharing one loaded model) labels like its parent. It waited forever before: GNU OpenMP's threads,
+    Kiwi's and onnxruntime's are not in a forked child."""
+    import multiprocessing as mp
+
+    import numpy as np
+    import torch
+
+    from koelectra_kit.classifier import Classifier
+
+    if backend == "onnx":
+        pytest.importorskip("onnxruntime")
+        pytest.importorskip("onnx")
+    outer = torch.get_num_threads()
+    torch.set_num_threads(2)  # the test run's 1 (conftest.py) would hide the OpenMP hang
+    try:
+        clf = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32", backend=backend)
+        texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 30)]
+        want = clf.predict(texts).probs
+        ctx = mp.get_context("fork")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=lambda: child.send(clf.predict(texts).probs))
+        proc.start()
+        got = parent.recv() if parent.poll(90) else None
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    finally:
+        torch.set_num_threads(outer)
+    assert got is not None, "the forked child never finished labelling"
+    assert np.allclose(got, want, rtol=0, atol=1e-6)
