@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .finetune.config import FinetuneConfig
 from .finetune.data import format_data_report, load_splits
-from .finetune.output import check_out_dir
+from .finetune.output import check_report_dir
 from .references import fit_tfidf, format_references, majority_reference, tfidf_predict
 from .runtime import log
 
@@ -28,7 +28,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
 
     out = Path(cfg.out) if cfg.out else None
     if out:
-        check_out_dir(out)
+        check_report_dir(out)
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import numpy as np
 from .errors import ConfigError, KitError
 from .finetune.config import parse_rating_map
 from .finetune.data import Labelled, format_file_report, read_labelled
-from .finetune.output import check_out_dir
+from .finetune.output import check_report_dir
 from .runtime import log
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
@@ -83,7 +83,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from .metrics import classification_report, format_report
 
     if cfg.out:
-        check_out_dir(Path(cfg.out))
+        check_report_dir(Path(cfg.out))
     clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
     labels = list(clf.labels)
     rows = read_labelled(cfg.data, labels, text_column=cfg.text_column, label_column=cfg.label_column,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InputError
 from .metrics import classification_report
 
 
@@ -33,7 +34,11 @@ def fit_tfidf(texts: list[str], y: np.ndarray, cfg=None, class_weight: str | Non
     # sublinear tf: a review that repeats "ㅋㅋㅋㅋ" ten times is not ten times as funny
     vec = TfidfVectorizer(analyzer=b.analyzer, ngram_range=(b.ngram_min, b.ngram_max), min_df=b.min_df,
                           max_features=b.max_features, sublinear_tf=True, dtype=np.float32)
-    x = vec.fit_transform(texts)
+    try:
+        x = vec.fit_transform(texts)
+    except ValueError as e:  # min_df above the number of texts, or no n-gram left after it
+        raise InputError(f"TF-IDF on {len(texts)} training texts: {str(e).splitlines()[0]} (baseline.min_df="
+                         f"{b.min_df}; lower it)") from None
     model = LogisticRegression(C=b.C, max_iter=b.max_iter, class_weight=class_weight)
     model.fit(x, y)
     name = f"TF-IDF {b.analyzer} {b.ngram_min}-{b.ngram_max}-grams + logistic regression (C={b.C:g})"

@@ -487,3 +487,216 @@ def test_evaluate_predictions_keep_the_input_id(capsys, tmp_path, finetuned_dir)
     pred = pd.read_csv(tmp_path / "e" / "predictions.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
     assert pred.columns[0] == "id" and pred["id"].tolist() == ["A-7", "007", "x"]
     assert "always '" in printed  # the references are printed beside the model's figures
+
+
+# ---------------------------------------------------------------------------------------------
+# the other commands: options out of range, outputs that are someone else's folder, odd inputs
+# ---------------------------------------------------------------------------------------------
+
+TINY_PRE = Path(__file__).resolve().parent.parent / "configs" / "pretrain" / "tiny.yaml"
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("min_frequency=-3", "min_frequency"),  # was an OverflowError traceback from tokenizers
+    ("limit_alphabet=0", "limit_alphabet"),  # was a vocabulary of fallback pieces only
+    ("max_lines=-1", "max_lines"),  # was a vocabulary trained on one text
+    ("num_workers=0", "num_workers"),
+])
+def test_tokenizer_train_bad_numbers(capsys, tmp_path, sample_dir, override, needle):
+    rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={tmp_path / 't'}",
+                         "progress=false", override)
+    assert_one_line_error(rc, err, needle)
+    assert not (tmp_path / "t").exists()
+
+
+def test_tokenizer_train_into_a_model_folder_is_refused(capsys, tmp_path, sample_dir, tiny_classifier_dir):
+    model = tmp_path / "clf"
+    shutil.copytree(tiny_classifier_dir, model)
+    before = (model / "tokenizer.json").read_bytes()
+    rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={model}",
+                         "vocab_size=500", "progress=false")
+    assert_one_line_error(rc, err, str(model), "holds a model")
+    assert (model / "tokenizer.json").read_bytes() == before
+
+
+def test_tokenizer_encode_cp949_stdin_and_argv(capsys, monkeypatch, sample_tokenizer_dir):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("좋아요\n별로예요\n".encode("cp949")),
+                                                       encoding="utf-8", errors="surrogateescape"))
+    rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", sample_tokenizer_dir)
+    assert_one_line_error(rc, err, "stdin line 1", "UTF-8")
+    bad = "좋아요".encode("cp949").decode("utf-8", errors="surrogateescape")  # what a cp949 terminal's argv becomes
+    rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", sample_tokenizer_dir, "좋아요", bad)
+    assert_one_line_error(rc, err, "text 2", "UTF-8")
+
+
+def test_tokenizer_encode_utf8_stdin_with_bom(capsys, monkeypatch, sample_tokenizer_dir):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeff좋아요\r\n".encode("utf-8"))))
+    rc, out, _ = run_cli(capsys, "tokenizer", "encode", "--tokenizer", sample_tokenizer_dir, "--json")
+    assert rc == 0 and json.loads(out)["text"] == "좋아요"
+
+
+@pytest.mark.parametrize("settings", ["[1, 2]", '{"normalize": [1]}', '{"normalize": {"nfc": true, "typo": 1}}'])
+def test_tokenizer_with_a_damaged_settings_file(capsys, tmp_path, sample_tokenizer_dir, settings):
+    tok = tmp_path / "tok"
+    shutil.copytree(sample_tokenizer_dir, tok)
+    (tok / "koelectra_tokenizer.json").write_text(settings, encoding="utf-8")
+    rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", tok, "좋아요")
+    assert_one_line_error(rc, err, "cannot read the tokenizer", str(tok))
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("lr=-1", "lr"),  # was torch's ValueError traceback
+    ("lr=0", "lr"),  # was a run that learns nothing
+    ("model.num_heads=0", "model.num_heads"),  # was ZeroDivisionError in validate
+    ("model.hidden_size=0", "model.hidden_size"),
+    ("model.num_layers=0", "model.num_layers"),  # was a 0-layer encoder, silently
+    ("model.hidden_act=relux", "relux"),  # was a KeyError traceback
+    ("generator.size=0", "generator.size"),  # was a 1-wide generator, silently
+    ("generator.num_heads=3", "not a multiple"),  # was a shape error at the first step
+    ("adam_beta1=1.5", "adam_beta1"),
+    ("adam_eps=0", "adam_eps"),
+    ("max_minutes=-1", "max_minutes"),  # was "no time limit", silently
+    ("max_grad_norm=-1", "max_grad_norm"),
+    ("min_lr_ratio=2", "min_lr_ratio"),
+    ("keep_checkpoints=-1", "keep_checkpoints"),
+    ("num_workers=0", "num_workers"),
+])
+def test_pretrain_bad_numbers(capsys, override, needle):
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, "corpus=a.txt", "out=o", override, "--print-config")
+    assert_one_line_error(rc, err, needle)
+
+
+def test_pretrain_base_preset_builds_a_valid_generator(capsys):
+    rc, out, err = run_cli(capsys, "pretrain", "--config", "base", "corpus=a.txt", "out=o", "--print-config")
+    assert rc == 0, err  # 12 heads x 0.333 used to give a 3-head generator that 256 does not divide
+
+
+@pytest.mark.parametrize("what", ["notes", "classifier"])
+def test_pretrain_refuses_a_folder_that_is_not_a_run(capsys, tmp_path, sample_dir, sample_tokenizer_dir,
+                                                     tiny_classifier_dir, what):
+    out = tmp_path / "out"
+    if what == "classifier":
+        shutil.copytree(tiny_classifier_dir, out)
+    else:
+        out.mkdir()
+        (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    before = sorted(p.name for p in out.iterdir())
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, f"corpus={sample_dir / 'comments.txt'}",
+                         f"tokenizer={sample_tokenizer_dir}", f"out={out}", "max_steps=1", "progress=false")
+    assert_one_line_error(rc, err, str(out), "not a pretraining run")
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_pretrain_plot_of_a_file_of_other_rows(capsys, tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('[1, 2]\n{"epoch": 1, "loss": 0.5}\n', encoding="utf-8")
+    rc, _, err = run_cli(capsys, "pretrain", "plot", tmp_path)
+    assert_one_line_error(rc, err, "no metrics to plot")
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("eval_batch_size=0", "eval_batch_size"),  # was range() arg 3 must not be zero, after training
+    ("adam_eps=-1", "adam_eps"),  # was torch's ValueError traceback
+    ("max_grad_norm=-1", "max_grad_norm"),  # was a flipped gradient, silently
+    ("weight_decay=-1", "weight_decay"),
+    ("baseline.C=0", "baseline.C"),  # was sklearn's InvalidParameterError traceback
+    ("baseline.min_df=0", "baseline.min_df"),
+    ("baseline.max_features=0", "baseline.max_features"),
+    ("baseline.max_iter=0", "baseline.max_iter"),
+])
+def test_finetune_and_baseline_bad_numbers(capsys, tmp_path, sample_dir, override, needle):
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "finetune", "--config", TINY_FT, "model=m", f"train={data}", f"out={tmp_path / 'o'}",
+                         override)
+    assert_one_line_error(rc, err, needle)
+    rc, _, err = run_cli(capsys, "baseline", "--train", data, "--out", tmp_path / "b", override)
+    assert_one_line_error(rc, err, needle)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "b").exists()
+
+
+def test_baseline_min_df_above_the_rows(capsys, tmp_path, sample_dir):
+    rc, _, err = run_cli(capsys, "baseline", "--train", sample_dir / "reviews_labelled.csv", "--out", tmp_path / "b",
+                         "baseline.min_df=100000")
+    assert_one_line_error(rc, err, "min_df")
+    assert not (tmp_path / "b").exists()
+
+
+def test_report_commands_refuse_a_model_folder_as_out(capsys, tmp_path, finetuned_dir, sample_dir):
+    model = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, model)
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "evaluate", "--model", model, "--data", data, "--out", model)
+    assert_one_line_error(rc, err, "is a model folder")
+    rc, _, err = run_cli(capsys, "baseline", "--train", data, "--out", model)
+    assert_one_line_error(rc, err, "is a model folder")
+    assert {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} == before
+
+
+def test_finetune_and_distill_refuse_out_equal_to_their_model(capsys, tmp_path, finetuned_dir, sample_dir):
+    model = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, model)
+    before = (model / "model.safetensors").read_bytes()
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={model}", f"train={data}", f"out={model}/",
+                         "progress=false")
+    assert_one_line_error(rc, err, "model=", "would be replaced")
+    rc, _, err = run_cli(capsys, "distill", f"teachers=[{model}]", f"transfer={sample_dir / 'reviews_unlabelled.csv'}",
+                         f"student={model}", f"train={data}", f"out={model}", "progress=false")
+    assert_one_line_error(rc, err, "would be replaced")
+    assert (model / "model.safetensors").read_bytes() == before
+
+
+def test_export_refuses_a_discriminator_and_a_bad_opset(capsys, tmp_path, discriminator_dir, tiny_classifier_dir):
+    pytest.importorskip("onnxruntime")
+    rc, _, err = run_cli(capsys, "export", "--model", discriminator_dir, "--onnx", "--out", tmp_path / "x")
+    assert_one_line_error(rc, err, "not a fine-tuned classifier")
+    for opset in ("0", "9"):  # 0 was silently the default; 9 was a torch.onnx traceback
+        rc, _, err = run_cli(capsys, "export", "--model", tiny_classifier_dir, "--onnx", "--opset", opset,
+                             "--out", tmp_path / "x")
+        assert_one_line_error(rc, err, f"--opset {opset}")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("size", ["nan", "inf"])
+def test_app_upload_size_that_is_not_a_number(capsys, tiny_classifier_dir, size):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    rc, _, err = run_cli(capsys, "app", "--model", tiny_classifier_dir, "--max-upload-mb", size)
+    assert_one_line_error(rc, err, "--max-upload-mb")
+
+
+def test_app_busy_port_and_unknown_host_are_one_line():
+    import socket
+
+    pytest.importorskip("fastapi")
+    from koelectra_kit.app.server import bind_socket
+    from koelectra_kit.errors import InputError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(InputError, match="cannot serve on"):
+            bind_socket("127.0.0.1", port)
+    with pytest.raises(InputError, match="--host"):
+        bind_socket("999.1.1.1", 0)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["label.nokey=1"], "nokey"),  # was found after tokenizer, pretraining and fine-tuning had run
+    (["finetune.epochs=-1"], "epochs"),
+    (["--text-column", "nope"], "nope"),
+    (["--labelled", "/no/such.csv"], "file not found"),
+    (["--show", "-1"], "--show"),
+])
+def test_quickstart_checks_everything_before_the_first_step(capsys, tmp_path, flags, needle):
+    out = tmp_path / "qs"
+    rc, printed, err = run_cli(capsys, "quickstart", "--out", out, *flags)
+    assert_one_line_error(rc, err, needle)
+    assert not out.exists() and "===" not in printed

@@ -28,7 +28,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from ..errors import KitError
+from ..errors import InputError, KitError
 from .jobs import Busy, JobStore, NotFound, SharedClassifier
 from .settings import AppSettings
 from .uploads import TooLarge, inspect, receive, upload_kind
@@ -169,10 +169,38 @@ def serve(settings: AppSettings, classifier=None) -> None:
     """Load the model, then serve until Ctrl-C (which deletes every upload and result)."""
     import uvicorn
 
-    app = create_app(settings, classifier)
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    print(f"koelectra-kit app: open http://{host}:{settings.port} (Ctrl-C stops it and deletes the uploads)")
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    sock = bind_socket(settings.host, settings.port)  # before the model loads: a busy port or bad host says so at once
+    try:
+        app = create_app(settings, classifier)
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        print(f"koelectra-kit app: open http://{host}:{sock.getsockname()[1]} (Ctrl-C stops it and deletes the "
+              "uploads)")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def bind_socket(host: str, port: int):
+    """A listening socket on ``host``:``port``, or a one-line ``InputError`` (unknown host, port in use, no right to
+    it) instead of uvicorn's own log line and exit status."""
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise InputError(f"--host {host}: not an address of this computer ({e})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise InputError(f"cannot serve on {host}:{port}: {e.strerror or e} (another app on that port? try --port)") \
+            from None
+    sock.set_inheritable(True)
+    return sock
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 EPILOG = """\
 examples:
@@ -39,7 +40,10 @@ def run(args) -> int:
         raise KitError(f"the web app needs its extra ({e.name} is missing): pip install 'koelectra-kit[app]'") \
             from None
     from ..app import AppSettings, serve
+    from ..errors import ConfigError
 
+    if not math.isfinite(args.max_upload_mb):
+        raise ConfigError(f"--max-upload-mb {args.max_upload_mb}: give a size in MB, e.g. 200")
     settings = AppSettings(model=args.model, host=args.host, port=args.port,
                            max_upload_bytes=int(args.max_upload_mb * (1 << 20)), chunk_rows=args.chunk_rows,
                            batch_size=args.batch_size, device=args.device, precision=args.precision,

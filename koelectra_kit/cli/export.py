@@ -16,6 +16,9 @@ Needs the onnx extra: pip install 'koelectra-kit[onnx]'. The hub push uploads th
 included) and needs a token (hf auth login, or HF_TOKEN)."""
 
 
+MIN_OPSET = 14  # scaled_dot_product_attention exports from opset 14 on
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "export", help="classifier folder -> ONNX (int8 optional); push a folder to the Hugging Face hub",
@@ -44,6 +47,9 @@ def run(args) -> int:
     if args.int8 and not args.onnx:
         raise InputError("--int8 quantizes the ONNX export: add --onnx")
     check_repo_id(args.push_to_hub, "--push-to-hub")
+    if args.opset is not None and args.opset < MIN_OPSET:
+        raise InputError(f"--opset {args.opset}: the model's attention needs ONNX opset {MIN_OPSET} or later "
+                         "(leave it out for the default 17)")
     if args.onnx:
         out = Path(args.out) if args.out else Path(args.model) / "onnx"
         for line in export_classifier(args.model, out, int8=args.int8, opset=args.opset):
@@ -64,7 +70,7 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from ..errors import KitError
+    from ..errors import InputError, KitError
     from ..modelio import check_model_source, loading
     from ..onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
                                 max_logit_difference, probe_batch, quantize_onnx, require_onnxruntime)
@@ -72,9 +78,18 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
 
     require_onnxruntime()
     source = check_model_source(model_dir)
+    _check_classifier(source)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
     with loading(source), quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(source, trust_remote_code=False).float().eval()
-    fp32 = export_onnx(model, out / FP32_FILE, opset or OPSET)
+    try:
+        fp32 = export_onnx(model, out / FP32_FILE, opset or OPSET)
+    except Exception as e:  # noqa: BLE001 - an opset the exporter cannot do; with the default opset it is a bug
+        if opset is None:
+            raise
+        raise KitError(f"--opset {opset}: the ONNX exporter failed ({str(e).strip().splitlines()[0]}); leave --opset "
+                       f"out for the default {OPSET}") from None
     diff = max_logit_difference(OnnxModel(fp32, model).session, model)
     if diff > FP32_TOLERANCE:
         fp32.unlink()
@@ -91,3 +106,23 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
                      f"{float(np.abs(got - ref).max()):.2g} on random ids; int8 moves probabilities: check its "
                      "labels on your dev set (Classifier.load(MODEL, backend='onnx', quantize=True))")
     return lines
+
+
+def _check_classifier(source: str) -> None:
+    """A local folder must hold a sequence classifier: a pretraining discriminator (ElectraForPreTraining) or a bare
+    encoder would get a random classification head, and its export would label at random."""
+    import json
+    from pathlib import Path
+
+    from ..errors import InputError
+
+    config = Path(source) / "config.json"
+    if not config.is_file():
+        return  # a hub id: transformers says what it is
+    try:
+        arch = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (ValueError, AttributeError):
+        raise InputError(f"--model {source}: config.json is not a model config") from None
+    if arch and not any(str(a).endswith("ForSequenceClassification") for a in arch):
+        raise InputError(f"--model {source} is not a fine-tuned classifier (architectures: {', '.join(map(str, arch))}; a "
+                         "pretraining discriminator or a bare encoder?); fine-tune it with `koelectra-kit finetune` first")

@@ -104,15 +104,22 @@ def _split_inputs(args) -> None:
     args.input = kept
 
 
-def run(args) -> int:
-    from ..label import FilesLabeller, LabelConfig, format_summary
+def label_config(args):
+    """The ``LabelConfig`` a parsed ``label`` command line means (validated; reads no file)."""
+    from ..label import LabelConfig
 
     _split_inputs(args)
     keys = [key for key, _ in FLAGS.values()] + [key for key, _ in SWITCHES.values()] + ["progress", "dedupe"]
     flags = {k: getattr(args, k) for k in keys if k != "input"}
     if args.input:  # a list: handed over as a YAML flow list (a JSON list is one), after the user's overrides
         args.overrides = [*args.overrides, f"input={json.dumps(args.input, ensure_ascii=False)}"]
-    cfg = config_from_args(LabelConfig, args, flags)
+    return config_from_args(LabelConfig, args, flags)
+
+
+def run(args) -> int:
+    from ..label import FilesLabeller, format_summary
+
+    cfg = label_config(args)
     labeller = FilesLabeller(cfg)
     try:
         summaries = labeller.run()

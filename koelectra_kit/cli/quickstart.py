@@ -132,6 +132,7 @@ def run(args) -> int:
     from . import main
 
     steps = plan(args)
+    check_plan(args, steps)
     t_all = time.perf_counter()
     for title, argv in steps:
         print(f"\n=== {title}\n$ koelectra-kit {shlex.join(argv)}", flush=True)
@@ -143,6 +144,70 @@ def run(args) -> int:
         print(f"--- done in {time.perf_counter() - t0:.1f}s", flush=True)
     _show(args, time.perf_counter() - t_all)
     return 0
+
+
+def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
+    """Every input, option and stage override checked before the first step runs: a typo in label.* or a missing
+    --labelled file is one error line now, not after minutes of pretraining."""
+    from . import build_parser
+    from ..config import load_config
+    from ..errors import ConfigError, InputError, KitError
+    from ..fileio import check_input_file
+
+    if args.show < 0:
+        raise ConfigError(f"--show {args.show}: give a number of rows, 0 or more")
+    for path in (args.corpus, args.labelled, args.unlabelled):
+        if path:
+            check_input_file(path)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a folder for the outputs")
+    parser = build_parser()
+    for _, argv in steps:
+        try:
+            parsed = parser.parse_args(argv)
+        except SystemExit as e:  # the step's own parser printed its error line
+            raise SystemExit(e.code if isinstance(e.code, int) else 2) from None
+        if argv[0] == "label":
+            from .label import label_config
+
+            label_config(parsed)
+        else:
+            load_config(_config_class(argv[0]), parsed.config, parsed.overrides)
+    unlabelled = args.unlabelled or _sample("reviews_unlabelled.csv")
+    try:
+        columns = _columns(unlabelled)
+    except KitError:
+        return  # an encoding or format label itself reports (with its own options) when it gets there
+    if columns is not None and args.text_column not in columns:
+        raise InputError(f"{unlabelled}: no column {args.text_column!r} for --text-column; columns present: "
+                         f"{', '.join(columns)}")
+
+
+def _config_class(command: str):
+    if command == "tokenizer":
+        from ..tokenizer import TokenizerConfig
+
+        return TokenizerConfig
+    if command == "pretrain":
+        from ..pretrain import PretrainConfig
+
+        return PretrainConfig
+    from ..finetune import FinetuneConfig
+
+    return FinetuneConfig
+
+
+def _columns(path: str) -> list[str] | None:
+    """The header of a csv/tsv/jsonl file to label (None for formats without a cheap header)."""
+    from ..tables import detect_encoding, read_records, table_format
+
+    fmt = table_format(path)
+    if fmt not in ("csv", "tsv"):
+        return None
+    columns, records = read_records(Path(path), fmt, detect_encoding(path), None)
+    getattr(records, "close", lambda: None)()
+    return [str(c).strip() for c in columns]
 
 
 def _show(args, seconds: float) -> None:

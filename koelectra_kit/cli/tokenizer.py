@@ -52,7 +52,7 @@ def run_encode(args) -> int:
     from ..tokenizer import KoTokenizer
 
     tok = KoTokenizer.from_pretrained(args.tokenizer)
-    texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
+    texts = _checked_texts(args.texts) if args.texts else _stdin_texts(sys.stdin)
     enc = tok.encode_batch(texts, max_length=args.max_length, return_tokens=True)
     for i, text in enumerate(texts):
         ids, offs, toks = enc["input_ids"][i], enc["offsets"][i], enc["tokens"][i]
@@ -71,3 +71,33 @@ def run_encode(args) -> int:
         if i < len(texts) - 1:
             print()
     return 0
+
+
+def _checked_texts(texts: list[str]) -> list[str]:
+    """Command-line texts; bytes that are not UTF-8 reach Python as lone surrogates, which no tokenizer takes."""
+    from ..errors import InputError
+
+    for i, text in enumerate(texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"text {i} is not valid UTF-8 (a cp949 terminal?); pass UTF-8 text") from None
+    return texts
+
+
+def _stdin_texts(stdin) -> list[str]:
+    """The lines of stdin decoded as UTF-8 (a BOM dropped); a line that is not UTF-8 is a one-line error naming it."""
+    from ..errors import InputError
+
+    buffer = getattr(stdin, "buffer", None)
+    if buffer is None:  # a text stream without bytes under it (tests): already decoded
+        return _checked_texts([line.rstrip("\r\n") for line in stdin])
+    texts = []
+    for lineno, raw in enumerate(buffer, 1):
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"stdin line {lineno} is not valid UTF-8 (cp949?); convert it, e.g. "
+                             "iconv -f cp949 -t utf-8") from None
+        texts.append(line.rstrip("\r\n"))
+    return texts

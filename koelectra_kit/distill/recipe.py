@@ -23,7 +23,7 @@ from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import default_lr, load_model, param_groups
-from ..finetune.output import check_out_dir
+from ..finetune.output import check_not_input, check_out_dir
 from ..finetune.tokens import encode_texts
 from ..metrics import classification_report, format_report
 from ..runtime import autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed, warn
@@ -65,6 +65,7 @@ class DistillRecipe:
         self.cfg, self.on_step = cfg, on_step
         self.out = Path(cfg.out)
         check_out_dir(self.out)
+        check_not_input(self.out, {"student": cfg.student, **{f"teachers[{i}]": t for i, t in enumerate(cfg.teachers)}})
         self.work = checkpoint.work_dir(self.out)
         self.cache = cache_dir(cfg.cache_dir)
 

@@ -136,9 +136,23 @@ class FinetuneConfig:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
         if self.eval_every < 0 or self.patience < 0 or self.log_every < 1:
             raise ConfigError("eval_every and patience must be >= 0, log_every >= 1")
+        if self.eval_batch_size < 1:
+            raise ConfigError(f"eval_batch_size: must be at least 1, got {self.eval_batch_size}")
+        if self.adam_eps <= 0:
+            raise ConfigError(f"adam_eps: must be positive, got {self.adam_eps}")
+        for key in ("weight_decay", "max_grad_norm"):  # a negative max_grad_norm would flip every gradient
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must be >= 0 (0 = off), got {getattr(self, key)}")
         b = self.baseline
         if not 1 <= b.ngram_min <= b.ngram_max:
             raise ConfigError(f"baseline: need 1 <= ngram_min <= ngram_max, got {b.ngram_min}, {b.ngram_max}")
+        if b.C <= 0:
+            raise ConfigError(f"baseline.C: must be positive (inverse regularization strength), got {b.C}")
+        for key in ("min_df", "max_iter"):
+            if getattr(b, key) < 1:
+                raise ConfigError(f"baseline.{key}: must be at least 1, got {getattr(b, key)}")
+        if b.max_features is not None and b.max_features < 1:
+            raise ConfigError(f"baseline.max_features: must be at least 1 (or null: no cap), got {b.max_features}")
 
 
 def parse_rating_map(spec: str) -> list[tuple[float, float, str]]:

@@ -18,3 +18,22 @@ def check_out_dir(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in OUTPUT_MARKERS):
         raise InputError(f"out={out} exists and is not a previous koelectra-kit output (no eval.json); "
                          "choose a new or empty directory")
+
+
+def check_report_dir(out: Path) -> None:
+    """``check_out_dir`` for the commands that write a report into ``out`` (evaluate, baseline) rather than a model:
+    a model folder is refused too, since its own eval.json and data_report.json would be replaced."""
+    check_out_dir(out)
+    if (Path(out) / "config.json").is_file():
+        raise InputError(f"out={out} is a model folder: its eval.json and data_report.json (from fine-tuning) would be "
+                         "replaced; choose another directory")
+
+
+def check_not_input(out: Path, inputs: dict[str, str]) -> None:
+    """``out`` is replaced whole at the end of a run: it must not be one of the run's own model folders
+    (``inputs``: config key -> value), which would be lost."""
+    target = Path(out).resolve()
+    for key, value in inputs.items():
+        if value and Path(value).exists() and Path(value).resolve() == target:
+            raise InputError(f"out={out} is the {key}= folder the run reads: it would be replaced by the result; "
+                             "choose another out=")

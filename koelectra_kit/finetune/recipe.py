@@ -27,7 +27,7 @@ from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
 from .model import default_lr, load_model, param_groups
-from .output import check_out_dir
+from .output import check_not_input, check_out_dir
 from .tokens import encode_texts
 
 
@@ -125,6 +125,7 @@ class FinetuneRecipe:
         self.cfg = cfg
         self.out = Path(cfg.out)
         check_out_dir(self.out)
+        check_not_input(self.out, {"model": cfg.model})
         self.labels = list(cfg.labels)
         self.state = RunState()
         self.staging: Path | None = None

@@ -159,8 +159,31 @@ class PretrainConfig:
         if self.seq_len > m.max_position_embeddings:
             raise ConfigError(f"seq_len {self.seq_len} exceeds model.max_position_embeddings "
                               f"{m.max_position_embeddings}; raise the latter or shorten the former")
+        for name, v in (("model.hidden_size", m.hidden_size), ("model.num_layers", m.num_layers),
+                        ("model.num_heads", m.num_heads), ("model.intermediate_size", m.intermediate_size),
+                        ("model.embedding_size", m.embedding_size), ("vocab_size", self.vocab_size)):
+            if v < 1:
+                raise ConfigError(f"{name} must be at least 1, got {v}")
+        if m.initializer_range <= 0:
+            raise ConfigError(f"model.initializer_range must be positive (the std of the initial weights), got "
+                              f"{m.initializer_range}")
+        _check_activation("model.hidden_act", m.hidden_act)
+        g = self.generator
+        if g.size <= 0:
+            raise ConfigError(f"generator.size must be positive (a fraction of the discriminator's width), got {g.size}")
+        for name in ("hidden_size", "intermediate_size", "num_heads", "num_layers"):
+            v = getattr(g, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"generator.{name} must be at least 1 (or null: from generator.size), got {v}")
         if m.hidden_size % m.num_heads:
             raise ConfigError(f"model.hidden_size {m.hidden_size} is not a multiple of model.num_heads {m.num_heads}")
+        if self.objective == "electra":
+            from ..electra import generator_shape  # here, not at the top: it imports torch
+
+            shape = generator_shape(m, g)
+            if shape["hidden_size"] % shape["num_heads"]:
+                raise ConfigError(f"the generator's hidden size {shape['hidden_size']} is not a multiple of its "
+                                  f"{shape['num_heads']} heads; set generator.hidden_size / generator.num_heads")
         if m.init == "positional" and not self.init:  # with init= the prior is switched off (continued.py)
             from ..electra import generator_shape  # here, not at the top: it imports torch
 
@@ -184,6 +207,29 @@ class PretrainConfig:
             raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.lr <= 0:
+            raise ConfigError(f"lr must be positive, got {self.lr}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"min_lr_ratio must be in [0, 1] (the final lr as a fraction of the peak), got "
+                              f"{self.min_lr_ratio}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.adam_eps <= 0:
+            raise ConfigError(f"adam_eps must be positive, got {self.adam_eps}")
+        for name in ("weight_decay", "max_grad_norm", "max_minutes", "save_every_minutes", "disc_weight"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("warmup_steps", "disc_weight_warmup_steps", "save_every", "keep_checkpoints", "threads",
+                     "plateau_check_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.disc_weight_start is not None and self.disc_weight_start < 0:
+            raise ConfigError(f"disc_weight_start must be >= 0, got {self.disc_weight_start}")
+        if self.num_workers is not None and self.num_workers < 1:
+            raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
+        if self.ddp_timeout_minutes <= 0:
+            raise ConfigError(f"ddp_timeout_minutes must be positive, got {self.ddp_timeout_minutes}")
         if self.log_every < 1:
             raise ConfigError("log_every must be at least 1")
         probs = self.mask_probs()
@@ -196,3 +242,12 @@ class PretrainConfig:
         mask = self.mask_token_prob if self.mask_token_prob is not None else (0.85 if electra else 0.8)
         rand = self.random_token_prob if self.random_token_prob is not None else (0.0 if electra else 0.1)
         return mask, rand
+
+
+def _check_activation(key: str, name: str) -> None:
+    """``name`` must be an activation transformers knows (gelu, relu, silu, ...)."""
+    from transformers.activations import ACT2FN  # here, not at the top: it imports torch
+
+    if name not in ACT2FN:
+        raise ConfigError(f"{key}={name!r} is not an activation transformers knows; use one of "
+                          f"{', '.join(sorted(k for k in ACT2FN if k.isidentifier()))}")

@@ -16,12 +16,14 @@ def read_metrics(path: Path) -> list[dict]:
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except ValueError:
                 continue  # a line cut by a kill: skip it
+            if isinstance(row, dict) and "step" in row and "tokens" in row:  # not another stage's (or file's) rows
+                rows.append(row)
     return rows
 
 

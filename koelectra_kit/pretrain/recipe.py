@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import dump_yaml, to_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..fileio import write_json_atomic, write_text_atomic
 from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
@@ -44,6 +44,19 @@ def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> dict:
         return recipe.train()
     finally:
         recipe.cleanup()
+
+
+RUN_MARKERS = ("config.yaml", "checkpoints")  # what every pretraining run dir holds from its first moment
+
+
+def check_run_dir(out: Path) -> None:
+    """``out`` is new, empty, or a previous pretraining run: never another folder (out=., a model, a fine-tuned
+    classifier), whose metrics.jsonl, README.md and config files a run would overwrite."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"out={out} is a file; give a folder for the run")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in RUN_MARKERS):
+        raise InputError(f"out={out} exists and is not a pretraining run (no config.yaml or checkpoints/); "
+                         "choose a new or empty folder")
 
 
 class PretrainRecipe:
@@ -95,6 +108,7 @@ class PretrainRecipe:
     def setup_out_dir(self) -> None:
         """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
         cfg, out = self.cfg, self.out
+        check_run_dir(out)
         self.ckpt = resolve_resume(cfg, out)
         if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
             if not cfg.overwrite:

@@ -48,6 +48,15 @@ class TokenizerConfig:
             raise ConfigError("out is not set: pass out=DIR")
         if self.vocab_size < len(SPECIAL_TOKENS) + 50:
             raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
+        if self.min_frequency < 0:
+            raise ConfigError(f"min_frequency must be >= 0 (pairs seen fewer times are not merged), got {self.min_frequency}")
+        if self.limit_alphabet < 1:
+            raise ConfigError(f"limit_alphabet must be at least 1 (the most characters kept as the alphabet), got "
+                              f"{self.limit_alphabet}")
+        if self.max_lines < 0:
+            raise ConfigError(f"max_lines must be >= 0 (0: the whole corpus; N: its first N texts), got {self.max_lines}")
+        if self.num_workers is not None and self.num_workers < 1:
+            raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
         if self.model == "unigram" and self.presplit == "kiwi":
             raise ConfigError("model=unigram works on the plain text: set presplit=none (Kiwi pre-split "
                               "pieces are for WordPiece)")

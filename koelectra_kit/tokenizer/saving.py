@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from ..config import from_dict, to_dict
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..fileio import atomic_path, write_json_atomic
 from ..normalize import NormalizeConfig
 from .config import FORMAT, SETTINGS_FILE
@@ -84,6 +84,9 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
             backend = Tokenizer.from_file(str(d / "tokenizer.json"))
         except (OSError, ValueError, Exception) as e:  # noqa: BLE001 - corrupt files: one clear message
             raise InputError(f"cannot read the tokenizer in {d}: {e}") from None
+        if not isinstance(s, dict) or not isinstance(s.get("normalize", {}), dict):
+            raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} is not a settings mapping "
+                             "(save the tokenizer again)")
         if s.get("presplit") == "kiwi":
             saved, now = s.get("kiwi", {}), kiwi_versions()
             if saved != now:
@@ -91,7 +94,10 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
                 warnings.warn(f"tokenizer in {d} was made with {saved}, this machine has {now}: Kiwi may split "
                               "some texts differently, changing token ids; install the saved versions for "
                               "identical results", stacklevel=4)
-        norm = from_dict(NormalizeConfig, s.get("normalize", {}))
+        try:
+            norm = from_dict(NormalizeConfig, s.get("normalize", {}))
+        except ConfigError as e:
+            raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} normalize: {e}") from None
         return {"backend": backend, "normalize": norm, "presplit": s.get("presplit", "kiwi"),
                 "model": s.get("model", "wordpiece"), "fallback": s.get("fallback")}  # absent: saved before it
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \

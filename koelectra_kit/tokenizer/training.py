@@ -26,6 +26,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     from tokenizers import AddedToken
 
     cfg.validate()
+    _check_out(Path(cfg.out))
     t0 = time.perf_counter()
     files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,
                            num_workers=cfg.num_workers, cache_dir=cfg.cache_dir, progress=cfg.progress,
@@ -44,6 +45,16 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
                     f"{time.perf_counter() - t0:.1f}s -> {cfg.out}")
     return tok
+
+
+def _check_out(out: Path) -> None:
+    """Before any Kiwi work: ``out`` must be a folder (or not exist yet), and not a model's folder, whose token ids
+    the new vocabulary would silently replace."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"out={out} is a file; give a folder for the tokenizer")
+    if (out / "config.json").is_file():
+        raise InputError(f"out={out} holds a model (config.json): a new vocabulary there would replace the tokenizer "
+                         "its weights were trained with; choose another folder")
 
 
 def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
