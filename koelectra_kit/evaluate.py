@@ -9,6 +9,7 @@ fine-tuning (``finetune.data``). With ``out``: eval.json, confusion.png and pred
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .errors import ConfigError, KitError
+from .errors import ConfigError, InputError, KitError
 from .finetune.config import parse_rating_map
 from .finetune.data import Labelled, format_file_report, read_labelled
 from .finetune.output import check_report_dir
@@ -86,6 +87,11 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         check_report_dir(Path(cfg.out))
     clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
     labels = list(clf.labels)
+    if not cfg.label_map and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in labels):
+        # the file's labels cannot match these: say why, rather than suggest mapping them onto a random head
+        raise InputError(f"{cfg.model} has no named labels ({', '.join(labels)}): a pretraining discriminator or a "
+                         "bare encoder has no trained classification head; fine-tune it with `koelectra-kit "
+                         "finetune` first (a trained classifier with such names: map your labels, label_map=)")
     rows = read_labelled(cfg.data, labels, text_column=cfg.text_column, label_column=cfg.label_column,
                          rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
                          drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)

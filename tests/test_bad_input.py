@@ -700,3 +700,10 @@ def test_quickstart_checks_everything_before_the_first_step(capsys, tmp_path, fl
     rc, printed, err = run_cli(capsys, "quickstart", "--out", out, *flags)
     assert_one_line_error(rc, err, needle)
     assert not out.exists() and "===" not in printed
+
+
+def test_evaluate_says_a_discriminator_has_no_trained_head(capsys, discriminator_dir, sample_dir):
+    """Not "labels not in ['LABEL_0', 'LABEL_1']: map them with label_map=", which would score a random head."""
+    rc, _, err = run_cli(capsys, "evaluate", "--model", discriminator_dir, "--data",
+                         sample_dir / "reviews_labelled.csv")
+    assert_one_line_error(rc, err, "no trained classification head", "finetune")
