@@ -5,8 +5,8 @@
 - ``.csv`` / ``.tsv`` / ``.jsonl`` / ``.parquet``: a text column (given, or the first of ``tables.TEXT_COLUMNS``),
   read as a stream of records by ``tables.read_records`` (``.tsv`` files of NLP corpora are unquoted, NSMC: tabs
   split fields and quotes are text). A malformed record is skipped and counted, not fatal.
-Encodings: UTF-8, UTF-8 with BOM, cp949/EUC-KR (detected, see ``tables.detect_encoding``). A file that is
-neither, a crawl with some broken bytes, is read as UTF-8: a line with invalid bytes is decoded with U+FFFD
+Encodings: UTF-8, UTF-8 with BOM, cp949/EUC-KR, UTF-16/32 with BOM (detected, see ``tables.detect_encoding``). A
+file that is none of them, a crawl with some broken bytes, is read as UTF-8: a line with invalid bytes is decoded with U+FFFD
 replacement characters and counted, so one bad byte in a 50 MB crawl neither stops the run nor hides. Both counts
 are reported in one warning once the file has been read.
 
@@ -20,7 +20,7 @@ from typing import Iterator
 
 from . import runtime
 from .errors import InputError
-from .tables import TEXT_COLUMNS, detect_encoding, pick_column, read_records
+from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
 
 # suffix -> tables format; any other file is plain text, one text a line
 TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -70,6 +70,11 @@ def _new_stats() -> dict:
 
 def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
     """The file's lines (split at newlines only, ends dropped), each decoded alone so a bad byte costs its line."""
+    if is_wide(encoding):  # a newline byte is half a character there: split the decoded text instead
+        with open(path, encoding=encoding, errors="replace", newline="\n") as f:
+            for line in f:
+                yield line.rstrip("\r\n")
+        return
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:

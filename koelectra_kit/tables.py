@@ -1,6 +1,6 @@
 """The one table reader. Review tables come the way Korean users have them: CSV/TSV/JSONL/Parquet, in
-UTF-8, UTF-8 with a BOM (Excel) or cp949/EUC-KR (older Windows exports), with a clear error for anything
-else. Two ways to read one:
+UTF-8, UTF-8 with a BOM (Excel), cp949/EUC-KR (older Windows exports) or UTF-16/32 with a BOM (Excel's "Unicode
+Text"), with a clear error for anything else. Two ways to read one:
 
 - ``read_table``: the whole table as strings (fine-tuning, evaluation, the baseline);
 - ``read_records``: a stream of records with malformed lines kept as flagged records (labelling, corpora),
@@ -31,6 +31,15 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".jso
            ".parquet": "parquet", ".pq": "parquet", ".txt": "tsv"}
 # cp949 is a superset of EUC-KR, so trying it covers both.
 CANDIDATE_ENCODINGS = ("utf-8", "cp949")
+
+
+def is_wide(encoding: str | None) -> bool:
+    """UTF-16/32 (detected by their BOM, or given): a b"\n" byte is not a line end there, so readers that split
+    raw bytes at newlines must decode first."""
+    try:
+        return bool(encoding) and codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
+    except LookupError:
+        return False
 
 
 def table_format(path: str | Path, fmt: str | None = None) -> str:
@@ -65,12 +74,23 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
                              "right --encoding, or --encoding-errors replace to label the rest and flag that line")
         return encoding
     with open(path, "rb") as f:
-        if f.read(3) == codecs.BOM_UTF8:
-            bad = _first_bad_byte(path, "utf-8-sig", chunk)
+        head = f.read(4)
+    if head.startswith(codecs.BOM_UTF8):
+        bad = _first_bad_byte(path, "utf-8-sig", chunk)
+        if bad is not None:
+            raise InputError(f"{path}: starts with a UTF-8 BOM but line {_line_of(path, bad)} is not UTF-8; "
+                             "fix that line, or pass --encoding-errors replace to label the rest and flag it")
+        return "utf-8-sig"
+    # Excel's "Unicode Text" is UTF-16 with a BOM (which no UTF-8 or cp949 text starts with); UTF-32's BOM begins
+    # with UTF-16 LE's, so it is tried first
+    for bom, enc in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                     (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if head.startswith(bom):
+            bad = _first_bad_byte(path, enc, chunk)
             if bad is not None:
-                raise InputError(f"{path}: starts with a UTF-8 BOM but line {_line_of(path, bad)} is not UTF-8; "
-                                 "fix that line, or pass --encoding-errors replace to label the rest and flag it")
-            return "utf-8-sig"
+                raise InputError(f"{path}: starts with a {enc.upper()} BOM but byte {bad} is not {enc.upper()}; "
+                                 "fix the file, or pass --encoding-errors replace to label the rest and flag it")
+            return enc
     failures = []
     for enc in CANDIDATE_ENCODINGS:
         bad = _first_bad_byte(path, enc, chunk)

@@ -232,6 +232,21 @@ def test_one_cp949_line_in_utf8_names_the_line_and_replace_labels_the_rest(label
     assert got["status"].tolist()[1].startswith("error: line 3 has bytes invalid")
 
 
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_excel_unicode_text_is_read_without_options(label, tmp_path, encoding):
+    """Excel's "Unicode Text" export is UTF-16 with a BOM, tab-separated: read as such, not refused as neither
+    UTF-8 nor cp949 (nor split at a newline byte that is half of a Hangul syllable, as in 갊 = U+AC0A)."""
+    utf8 = tmp_path / "u8.tsv"
+    utf8.write_text("id\treview\n1\t갊 좋아요\n2\t별로예요\n3\t최고\n", encoding="utf-8")
+    wide = tmp_path / "u16.tsv"
+    text = utf8.read_text(encoding="utf-8")
+    wide.write_bytes(text.encode(encoding) if encoding != "utf-16-be" else b"\xfe\xff" + text.encode(encoding))
+    assert label(utf8, output=tmp_path / "a.csv")[0] == 0
+    rc, _, err = label(wide, output=tmp_path / "b.csv")
+    assert rc == 0, err
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
 # ---------------------------------------------------------------------------------------------
 # label: models
 # ---------------------------------------------------------------------------------------------

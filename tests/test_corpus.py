@@ -13,6 +13,13 @@ def test_txt_utf8_bom_and_cp949(tmp_path):
     assert list(iter_texts(tmp_path / "b.txt")) == lines
 
 
+def test_txt_utf16_and_utf32_with_bom(tmp_path):
+    """A newline byte is half a character in UTF-16 (갊 is U+AC0A): lines come from the decoded text."""
+    for enc in ("utf-16", "utf-32"):
+        p = tmp_path / f"{enc}.txt"
+        p.write_text("갊 좋아요\n둘째 줄\r\n\n셋째\n", encoding=enc)
+        assert list(iter_texts(p)) == ["갊 좋아요", "둘째 줄", "", "셋째"]
+
 def test_csv_quoted_newlines_and_column_guess(tmp_path):
     p = tmp_path / "r.csv"
     p.write_text('id,review\n1,"좋아요, 정말"\n2,"여러 줄\n리뷰"\n3,\n', encoding="utf-8")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..tables import TEXT_COLUMNS, detect_encoding, pick_column, read_records
+from ..tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
 
 # upload extension -> kind; every kind but xlsx is a format the labeller reads directly
 KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
@@ -107,7 +107,7 @@ def _inspect(up: Upload, preview_rows: int) -> None:
 
         up.rows = pq.ParquetFile(up.source).metadata.num_rows
     elif up.kind != "xlsx":
-        up.rows = _count_lines(up.source) - (up.kind != "jsonl")
+        up.rows = _count_lines(up.source, up.encoding) - (up.kind != "jsonl")
 
 
 def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -> tuple[str, str]:
@@ -176,7 +176,14 @@ def _is_number(text: str) -> bool:
     return re.fullmatch(r"\s*[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*", text, flags=re.IGNORECASE) is not None
 
 
-def _count_lines(path: Path) -> int:
+def _count_lines(path: Path, encoding: str | None = None) -> int:
+    if is_wide(encoding):  # a b"\n" byte is half a character there: count decoded newlines
+        n, last = 0, "\n"
+        with open(path, encoding=encoding, errors="replace", newline="") as f:
+            while block := f.read(1 << 20):
+                n += block.count("\n")
+                last = block[-1:]
+        return n + (last != "\n")
     n, last = 0, b"\n"
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
