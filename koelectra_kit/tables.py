@@ -85,7 +85,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
     # with UTF-16 LE's, so it is tried first
     for bom, enc in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
                      (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
-        if head.startswith(bom):
+        if head.startswith(bom) and _looks_like_text(path, enc):
             bad = _first_bad_byte(path, enc, chunk)
             if bad is not None:
                 raise InputError(f"{path}: starts with a {enc.upper()} BOM but byte {bad} is not {enc.upper()}; "
@@ -99,6 +99,16 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         failures.append(f"{enc} fails on line {_line_of(path, bad)}")
     raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8, pass "
                      "--encoding, or --encoding-errors replace to label the rest and flag the bad lines")
+
+
+def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
+    """Whether a file with a UTF-16/32 BOM reads as text in ``encoding``: almost any bytes decode in UTF-16, so a
+    binary file that happens to start with FF FE would otherwise pass for it. Text has spaces, tabs, commas or
+    line ends (Korean reviews: one every few characters); random bytes decode to one of them in ~1 of 13,000."""
+    with open(path, "rb") as f:
+        text = f.read(sample).decode(encoding, errors="replace")
+    seps = sum(text.count(c) for c in " \t\n,")
+    return len(text) < 20 or seps * 200 >= len(text)
 
 
 def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:

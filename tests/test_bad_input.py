@@ -247,6 +247,18 @@ def test_excel_unicode_text_is_read_without_options(label, tmp_path, encoding):
     assert rc == 0, err
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
+
+def test_binary_file_starting_like_a_utf16_bom_is_refused(label, tmp_path):
+    """Almost any bytes decode as UTF-16: a binary file that starts with FF FE is not taken for text."""
+    import random
+
+    rng = random.Random(0)
+    src = tmp_path / "blob.csv"
+    src.write_bytes(b"\xff\xfe" + bytes(rng.randrange(1, 256) for _ in range(5000)))
+    rc, _, err = label(src)
+    assert_one_line_error(rc, err, "not UTF-8 or cp949")
+    assert not (tmp_path / "out.csv").exists()
+
 # ---------------------------------------------------------------------------------------------
 # label: models
 # ---------------------------------------------------------------------------------------------
