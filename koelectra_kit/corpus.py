@@ -20,7 +20,7 @@ from typing import Iterator
 
 from . import runtime
 from .errors import InputError
-from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
+from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
 
 # suffix -> tables format; any other file is plain text, one text a line
 TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -107,6 +107,7 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")
+    refuse_workbook(path)
     fmt = TABLE_FORMATS.get(path.suffix.lower())
     if fmt is not None:
         yield from _read_table(path, fmt, encoding, text_column)

@@ -42,6 +42,13 @@ def is_wide(encoding: str | None) -> bool:
         return False
 
 
+def refuse_workbook(path: str | Path) -> None:
+    """An Excel workbook is a zip file: read as text it is noise. Only the web app converts one."""
+    if Path(path).suffix.lower() in (".xlsx", ".xlsm", ".xls"):
+        raise InputError(f"{path} is an Excel workbook; this command reads csv, tsv, jsonl, parquet: save the sheet "
+                         "as 'CSV UTF-8' in Excel (the web app, `koelectra-kit app`, labels .xlsx as it is)")
+
+
 def table_format(path: str | Path, fmt: str | None = None) -> str:
     """csv | tsv | jsonl | parquet, from ``fmt`` or the file extension."""
     if fmt:
@@ -49,6 +56,7 @@ def table_format(path: str | Path, fmt: str | None = None) -> str:
             raise InputError(f"unknown format '{fmt}'; use one of csv, tsv, jsonl, parquet")
         return fmt
     ext = Path(path).suffix.lower()
+    refuse_workbook(path)
     if ext not in FORMATS:
         raise InputError(f"{path}: can't tell the format from the extension '{ext}'; "
                          "pass the format (csv, tsv, jsonl, parquet)")

@@ -248,6 +248,12 @@ def test_excel_unicode_text_is_read_without_options(label, tmp_path, encoding):
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
 
+def test_excel_workbook_says_how_to_label_it(label, tmp_path):
+    src = tmp_path / "reviews.xlsx"
+    src.write_bytes(b"PK\x03\x04 not really a workbook")
+    rc, _, err = label(src)
+    assert_one_line_error(rc, err, "Excel workbook", "CSV UTF-8", "koelectra-kit app")
+
 def test_binary_file_starting_like_a_utf16_bom_is_refused(label, tmp_path):
     """Almost any bytes decode as UTF-16: a binary file that starts with FF FE is not taken for text."""
     import random

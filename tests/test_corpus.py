@@ -20,6 +20,12 @@ def test_txt_utf16_and_utf32_with_bom(tmp_path):
         p.write_text("갊 좋아요\n둘째 줄\r\n\n셋째\n", encoding=enc)
         assert list(iter_texts(p)) == ["갊 좋아요", "둘째 줄", "", "셋째"]
 
+def test_excel_workbook_is_not_read_as_lines(tmp_path):
+    p = tmp_path / "comments.xlsx"
+    p.write_bytes(b"PK\x03\x04" + bytes(range(256)))
+    with pytest.raises(InputError, match="Excel workbook"):
+        list(iter_texts(p))
+
 def test_csv_quoted_newlines_and_column_guess(tmp_path):
     p = tmp_path / "r.csv"
     p.write_text('id,review\n1,"좋아요, 정말"\n2,"여러 줄\n리뷰"\n3,\n', encoding="utf-8")

@@ -48,8 +48,11 @@ def test_bad_inputs(tmp_path):
     (tmp_path / "bin.csv").write_bytes(b"review\n\xff\xfe\xfa\xfb\x80\x81\n")
     with pytest.raises(InputError, match="not UTF-8 or cp949"):
         read_table(tmp_path / "bin.csv")
-    (tmp_path / "x.xlsx").write_bytes(b"x")
+    (tmp_path / "x.gz").write_bytes(b"x")
     with pytest.raises(InputError, match="extension"):
+        read_table(tmp_path / "x.gz")
+    (tmp_path / "x.xlsx").write_bytes(b"x")
+    with pytest.raises(InputError, match="Excel workbook.*CSV UTF-8"):
         read_table(tmp_path / "x.xlsx")
 
 
