@@ -170,6 +170,7 @@ def serve(settings: AppSettings, classifier=None) -> None:
     import uvicorn
 
     sock = bind_socket(settings.host, settings.port)  # before the model loads: a busy port or bad host says so at once
+    app = None
     try:
         app = create_app(settings, classifier)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -178,6 +179,8 @@ def serve(settings: AppSettings, classifier=None) -> None:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     finally:
         sock.close()
+        if app is not None:  # a second Ctrl-C makes uvicorn skip the app's shutdown, and with it the cleanup
+            app.state.store.close()
 
 
 def bind_socket(host: str, port: int):

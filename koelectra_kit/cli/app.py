@@ -53,5 +53,8 @@ def run(args) -> int:
         print(f"warning: serving on {settings.host}: anyone who can reach this machine can upload files and "
               "download results (there is no login)")
     print(f"loading {settings.model} ...")
-    serve(settings)
+    try:
+        serve(settings)
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on, after the app's own cleanup
+        print("stopped: the uploads and results of this session are deleted")
     return 0
