@@ -248,11 +248,14 @@ def test_excel_unicode_text_is_read_without_options(label, tmp_path, encoding):
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
 
-def test_excel_workbook_says_how_to_label_it(label, tmp_path):
+def test_broken_or_written_workbook_is_one_line(label, tmp_path, good_csv):
     src = tmp_path / "reviews.xlsx"
     src.write_bytes(b"PK\x03\x04 not really a workbook")
     rc, _, err = label(src)
-    assert_one_line_error(rc, err, "Excel workbook", "CSV UTF-8", "koelectra-kit app")
+    assert_one_line_error(rc, err, "not a readable .xlsx workbook")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "reviews.xlsx"]  # no output, no sheet left
+    rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")
+    assert_one_line_error(rc, err, "write .csv, .tsv or .jsonl")
 
 def test_binary_file_starting_like_a_utf16_bom_is_refused(label, tmp_path):
     """Almost any bytes decode as UTF-16: a binary file that starts with FF FE is not taken for text."""

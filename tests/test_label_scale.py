@@ -431,3 +431,35 @@ def test_classifier_in_a_forked_child(tiny_classifier_dir, backend):
         torch.set_num_threads(outer)
     assert got is not None, "the forked child never finished labelling"
     assert np.allclose(got, want, rtol=0, atol=1e-6)
+
+
+def test_xlsx_input_labels_like_its_csv_and_resumes(tmp_path, tiny_classifier):
+    """An Excel workbook's first worksheet is labelled as the same table saved as CSV would be (ids as typed:
+    Excel's 3.0 is 3), a killed run resumes without loss, shards merge into the same bytes, and the converted
+    sheet is not left behind."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("openpyxl")
+    frame = pd.DataFrame({"id": range(1, 41), "review": [TEXTS[i % len(TEXTS)] * (1 + i % 3) for i in range(40)],
+                          "stars": [float(i % 5 + 1) for i in range(40)]})
+    csv_src, xlsx_src = tmp_path / "in.csv", tmp_path / "in.xlsx"
+    frame.assign(stars=frame.stars.astype(int)).to_csv(csv_src, index=False)
+    frame.to_excel(xlsx_src, index=False)
+    kw = dict(classifier=tiny_classifier, progress=False, chunk_rows=8, precision="fp32")
+    label_file(None, csv_src, tmp_path / "from_csv.csv", "review", **kw)
+    label_file(None, xlsx_src, tmp_path / "from_xlsx.csv", "review", **kw)
+    want = (tmp_path / "from_csv.csv").read_bytes()
+    assert (tmp_path / "from_xlsx.csv").read_bytes() == want
+
+    def die(n):
+        if n == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, xlsx_src, tmp_path / "killed.csv", "review", _after_chunk=die, **kw)
+    label_file(None, xlsx_src, tmp_path / "killed.csv", "review", resume=True, **kw)
+    assert (tmp_path / "killed.csv").read_bytes() == want
+    for k in (1, 2, 3):
+        label_file(None, xlsx_src, tmp_path / "sharded.csv", "review", shard=f"{k}/3", **kw)
+    merged, _ = merge_shards(tmp_path / "sharded.csv")
+    assert merged.read_bytes() == want
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".sheet.csv")]

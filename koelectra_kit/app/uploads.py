@@ -4,13 +4,14 @@ first (the labeller streams CSV/TSV/JSONL/Parquet). Every refusal is a one-line 
 file as the user called it, never the server's temp path."""
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
 from ..tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
+from ..workbook import cell as _cell
+from ..workbook import xlsx_to_csv
 
 # upload extension -> kind; every kind but xlsx is a format the labeller reads directly
 KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
@@ -127,32 +128,6 @@ def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -
                   f"'{best}' from the first rows; check it below")
 
 
-def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
-    """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
-    try:
-        import openpyxl
-    except ImportError:
-        raise InputError("reading .xlsx needs openpyxl: pip install 'koelectra-kit[app]'") from None
-    try:
-        wb = openpyxl.load_workbook(src, read_only=True, data_only=True)
-    except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
-        raise InputError(f"{name} is not a readable .xlsx workbook ({_first_line(e)})") from None
-    try:
-        rows = (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
-        header = next(rows, None)
-        if header is None:
-            raise InputError(f"{name}: the first worksheet is empty: nothing to label")
-        n = 0
-        with open(dst, "w", encoding="utf-8", newline="") as f:
-            out = csv.writer(f, lineterminator="\n")
-            out.writerow([_cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)])
-            for n, row in enumerate(rows, 1):
-                out.writerow([_cell(v) for v in row])
-        return n
-    finally:
-        wb.close()
-
-
 def _detect_encoding(up: Upload) -> str:
     try:
         return detect_encoding(up.original)
@@ -160,16 +135,6 @@ def _detect_encoding(up: Upload) -> str:
         where = re.search(r"\((.*?)\)", str(e))
         raise InputError(f"{up.name} is not UTF-8 or cp949/EUC-KR text ({where.group(1) if where else str(e)}): "
                          "save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again") from None
-
-
-def _cell(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))  # Excel stores every number as a float: 3 is 3.0
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    return str(v)
 
 
 def _is_number(text: str) -> bool:
@@ -197,10 +162,6 @@ def _user_paths(message: str, up: Upload) -> str:
         if path is not None:
             message = message.replace(str(path), up.name)
     return message
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 def _mb(size: int) -> str:

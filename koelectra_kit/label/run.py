@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..fileio import check_input_file
 from ..runtime import log
 from ..tables import detect_encoding, read_records, table_format
+from ..workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
 from .dedupe import PredictionCache
@@ -35,7 +36,7 @@ class FileLabeller:
         self.after_chunk = after_chunk  # test hook: called with the number of chunks done
         # shared by the files of one run (same model, so a text seen in one file is answered in the next)
         self.cache = cache if cache is not None or not cfg.dedupe else PredictionCache(cfg.cache_rows)
-        self.src = self.dst = None
+        self.src = self.dst = self.converted = None
 
     # -- setup, in order
     def check_paths(self) -> None:
@@ -44,7 +45,11 @@ class FileLabeller:
         self.dst = Path(cfg.output)
         if self.dst.exists() and self.dst.resolve() == self.src.resolve():
             raise InputError("--output must differ from --input (the input is never overwritten)")
-        self.in_fmt = table_format(self.src, cfg.format)
+        workbook = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
+        self.in_fmt = "xlsx" if workbook else table_format(self.src, cfg.format)
+        if self.dst.suffix.lower() in (*WORKBOOK_SUFFIXES, ".xls"):
+            raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a workbook can't be streamed and resumed); "
+                             "Excel opens the .csv this writes (UTF-8 with a BOM)")
         self.out_fmt = table_format(self.dst)
         if self.out_fmt == "parquet":
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (parquet output can't be streamed and "
@@ -62,13 +67,20 @@ class FileLabeller:
 
     def open_input(self) -> None:
         cfg = self.cfg
-        if self.in_fmt == "parquet":
+        self.read_path, self.read_fmt = self.src, self.in_fmt
+        if self.in_fmt == "xlsx":
+            # converted once, beside the output (a folder checked writable); made again on a resume, deleted at the
+            # end. The resume fingerprint stays the workbook's own.
+            self.converted = self.dst.with_name(f".{self.dst.name}.sheet.csv")
+            xlsx_to_csv(self.src, self.converted, str(self.src))
+            self.read_path, self.read_fmt, self.encoding = self.converted, "csv", "utf-8"
+        elif self.in_fmt == "parquet":
             self.encoding = "utf-8"
         elif cfg.encoding_errors == "replace":
             self.encoding = cfg.encoding or _guess_encoding(self.src)
         else:
             self.encoding = detect_encoding(self.src, cfg.encoding)
-        self.columns, self.records = read_records(self.src, self.in_fmt, self.encoding, cfg.sep,
+        self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                   errors=cfg.encoding_errors)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}")
@@ -80,7 +92,7 @@ class FileLabeller:
         if cfg.shard:
             # a row range needs the row count: one extra pass of the reader (parsing only, no model)
             k, n = cfg.shard_parts()
-            total = sum(1 for _ in read_records(self.src, self.in_fmt, self.encoding, cfg.sep,
+            total = sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                 errors=cfg.encoding_errors)[1])
             self.row_start, self.row_stop = row_range(total, k, n)
 
@@ -125,11 +137,16 @@ class FileLabeller:
     # -- the loop
     def run(self) -> LabelSummary:
         self.check_paths()
-        self.open_input()
-        self.load_model()
-        self.prepare_state()
-        with frozen_gc():
-            return self._loop()
+        try:
+            self.open_input()
+            self.load_model()
+            self.prepare_state()
+            with frozen_gc():
+                return self._loop()
+        finally:
+            if self.converted is not None:
+                getattr(getattr(self, "records", None), "close", lambda: None)()  # its file, before the unlink
+                self.converted.unlink(missing_ok=True)
 
     def _loop(self) -> LabelSummary:
         from tqdm.auto import tqdm

@@ -1,0 +1,54 @@
+"""Excel workbooks in: the first worksheet of an .xlsx as a UTF-8 CSV, which every reader here then streams.
+
+An .xlsx is a zip of XML that can't be read row by row as text, so it is converted once, up front (openpyxl in
+read-only mode: constant memory). Used by ``label`` and by the web app's uploads. Needs openpyxl (the ``xlsx``
+or ``app`` extra)."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from .errors import InputError
+
+WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
+
+
+def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
+    """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise InputError("reading .xlsx needs openpyxl: pip install 'koelectra-kit[xlsx]'") from None
+    try:
+        wb = openpyxl.load_workbook(src, read_only=True, data_only=True)
+    except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
+        raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
+    try:
+        rows = (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
+        header = next(rows, None)
+        if header is None:
+            raise InputError(f"{name}: the first worksheet is empty: nothing to label")
+        n = 0
+        with open(dst, "w", encoding="utf-8", newline="") as f:
+            out = csv.writer(f, lineterminator="\n")
+            out.writerow([cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)])
+            for n, row in enumerate(rows, 1):
+                out.writerow([cell(v) for v in row])
+        return n
+    finally:
+        wb.close()
+
+
+def cell(v) -> str:
+    """A worksheet value as the text a CSV of it holds."""
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))  # Excel stores every number as a float: 3 is 3.0
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
