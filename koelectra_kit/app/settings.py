@@ -37,7 +37,7 @@ class AppSettings:
     def chunk_rows_for(self, rows: int) -> int:
         """Rows per chunk: ~50 progress steps, but never under 5,000 rows (the classifier sorts a chunk's texts
         by length to cut padding, and scores batches side by side only from 8 batches a call on: 1,000-row
-        chunks labelled at 0.58x `label`'s rows/s in benchmarks/bench_app.py, 5,000-row ones at 0.87x) nor over
+        chunks labelled at 0.58x `label`'s rows/s in benchmarks/bench_app.py, 5,000-row ones at 0.86-0.88x) nor over
         20,000 (`label`'s own chunk; the bar would sit still for long)."""
         if self.chunk_rows:
             return self.chunk_rows
