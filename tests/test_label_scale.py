@@ -204,6 +204,21 @@ def test_shards_merge_into_the_unsharded_bytes(tmp_path, tiny_classifier, ext, n
     assert shards == n and merged.read_bytes() == ref.read_bytes()
 
 
+@pytest.mark.parametrize("ext", [".csv", ".jsonl"])
+def test_a_shard_cut_short_after_labelling_is_not_merged(tmp_path, tiny_classifier, capsys, ext):
+    """A shard truncated after the run (a copy from another machine that stopped half-way) would merge into an
+    output missing rows without a word: refused, nothing written."""
+    src = _write(tmp_path / "in.csv")
+    out = tmp_path / f"out{ext}"
+    for k in (1, 2):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/2")
+    second = tmp_path / f"out.shard-2-of-2{ext}"
+    second.write_bytes(second.read_bytes()[:-40])
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and err.count("\n") == 1 and "out.shard-2-of-2" in err and "mid-line" in err
+    assert not out.exists() and not out.with_name(out.name + ".merging").exists()
+
+
 def test_killed_shard_resumes_without_loss(tmp_path, tiny_classifier, tiny_classifier_dir, capsys):
     src = _write(tmp_path / "in.csv")
     ref = tmp_path / "ref.csv"

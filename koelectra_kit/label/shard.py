@@ -73,6 +73,16 @@ def _header_length(path: Path) -> int:
             return pos
 
 
+def _cut_short(path: Path) -> bool:
+    """The labeller ends every file it writes with a line end (and renames a shard into place only when whole),
+    so a shard that doesn't was truncated afterwards: merging it would lose rows without a word."""
+    if path.stat().st_size == 0:
+        return False  # a JSONL shard of no rows
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int]:
     """Concatenate the complete shards of ``output`` into it, written beside and renamed. Returns (output,
     number of shards). The shards are kept (delete them once the merged file is checked)."""
@@ -80,6 +90,10 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     if output.exists() and not overwrite:
         raise InputError(f"{output} exists; pass --overwrite to replace it")
     shards = find_shards(output)
+    for path in shards:
+        if _cut_short(path):
+            raise InputError(f"can't merge {output}: {path.name} ends mid-line, cut short after labelling (an "
+                             "interrupted copy?); copy it again, or rerun that shard with --overwrite")
     with open(shards[0], "rb") as f:
         if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
             raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
