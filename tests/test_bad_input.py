@@ -257,6 +257,17 @@ def test_broken_or_written_workbook_is_one_line(label, tmp_path, good_csv):
     rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")
     assert_one_line_error(rc, err, "write .csv, .tsv or .jsonl")
 
+def test_character_the_output_encoding_cannot_store_is_one_line(label, tmp_path):
+    """cp949 has no emoji: the row is named, and no chunk is half-written (the output never appears)."""
+    src = tmp_path / "emoji.csv"
+    src.write_text("id,review\n1,좋아요\n2,별로\n3,최고 😀\n", encoding="utf-8")
+    rc, _, err = label(src, "--output-encoding", "cp949", "--chunk-rows", "1")
+    assert_one_line_error(rc, err, "output line 4", "U+1F600", "cp949")
+    assert not (tmp_path / "out.csv").exists()
+    partial = tmp_path / "out.csv.partial"
+    if partial.exists():  # kept for a resume: whole chunks only
+        assert partial.read_bytes().decode("cp949").count("\n") == 3
+
 def test_binary_file_starting_like_a_utf16_bom_is_refused(label, tmp_path):
     """Almost any bytes decode as UTF-16: a binary file that starts with FF FE is not taken for text."""
     import random

@@ -4,6 +4,7 @@ decide between a fresh start and a resume, then one loop over chunks."""
 from __future__ import annotations
 
 import gc
+import io
 import os
 import time
 from contextlib import contextmanager
@@ -210,8 +211,12 @@ class FileLabeller:
         first = state.bytes_done == 0
         # the BOM (Excel needs it to read UTF-8) only at the very start of the file
         enc = self.out_enc if first else self.out_enc.replace("-sig", "")
+        buf = io.StringIO()
+        write_chunk(buf, out, self.out_fmt, header=first)
+        text = buf.getvalue()
+        _check_encodable(text, enc, state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
         with open(self.partial, "w" if first else "a", encoding=enc, newline="") as f:
-            write_chunk(f, out, self.out_fmt, header=first)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         if names is not None:
@@ -256,6 +261,18 @@ def write_chunk(f, df, fmt: str, header: bool) -> None:
         f.write(text if not text or text.endswith("\n") else text + "\n")
     else:
         df.to_csv(f, sep="\t" if fmt == "tsv" else ",", index=False, header=header, lineterminator="\n")
+
+
+def _check_encodable(text: str, encoding: str, lines_before: int) -> None:
+    """Before a chunk is written: every character must fit ``--output-encoding`` (cp949 has no emoji), else one
+    error line naming it, and the partial file keeps only whole chunks."""
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError as e:
+        bad = e.object[e.start:e.end]
+        line = lines_before + text.count("\n", 0, e.start) + 1
+        raise InputError(f"output line {line} holds {bad!r} (U+{ord(bad[0]):04X}), which {encoding} can't store; "
+                         "rerun without --output-encoding (UTF-8 stores every character)") from None
 
 
 def _guess_encoding(path: Path) -> str:
