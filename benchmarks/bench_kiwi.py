@@ -30,14 +30,10 @@ _WORKER_KIWI = None
 
 
 def spans_of(kiwi, texts, **kw) -> list:
-    """The pre-split spans of each text, as tokenizer/kiwi.py computes them, with a given Kiwi and options."""
-    from koelectra_kit.tokenizer.kiwi import _protect_placeholders, pieces_from_tokens
+    """The pre-split spans of each text, by the tokenizer's own path, with a given Kiwi and options."""
+    from koelectra_kit.tokenizer.kiwi import presplit_pairs
 
-    out = []
-    for text, tokens in zip(texts, kiwi.tokenize(iter(texts), **kw)):
-        sp = pieces_from_tokens(text, tokens)
-        out.append(_protect_placeholders(text, sp) if "[" in text else sp)
-    return out
+    return [spans for _, spans in presplit_pairs(texts, kiwi=kiwi, **kw)]
 
 
 def _init_worker() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +30,12 @@ import numpy as np
 from .errors import InputError
 from .modelio import check_model_source, loading
 from .runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
+
+
+def placeholder_labels(labels) -> bool:
+    """Whether ``labels`` are transformers' placeholders (LABEL_0, LABEL_1, ...): a checkpoint whose head was
+    never trained for a task (a pretraining discriminator, a bare encoder)."""
+    return bool(labels) and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in labels)
 
 
 def collate(ids: list[list[int]], idx, pad_id: int, multiple: int = 1, pad_to: int | None = None):
@@ -82,8 +89,6 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
-
-
 _LOADED = {"torch": False}  # whether this process loaded a classifier (torch's OpenMP threads then exist)
 
 

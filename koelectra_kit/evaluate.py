@@ -9,7 +9,6 @@ fine-tuning (``finetune.data``). With ``out``: eval.json, confusion.png and pred
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,14 +79,14 @@ def evaluate(model_dir: str, data: str, *, out: str | None = None, text_column: 
 def run_evaluate(cfg: EvaluateConfig) -> dict:
     """Predict every kept row of ``cfg.data``, print the report; write ``cfg.out`` if set. Returns eval.json's
     dict (its ``dev`` is the report, named so to sit beside a fine-tune's eval.json field for field)."""
-    from .classifier import Classifier
+    from .classifier import Classifier, placeholder_labels
     from .metrics import classification_report, format_report
 
     if cfg.out:
         check_report_dir(Path(cfg.out))
     clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
     labels = list(clf.labels)
-    if not cfg.label_map and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in labels):
+    if not cfg.label_map and placeholder_labels(labels):
         # the file's labels cannot match these: say why, rather than suggest mapping them onto a random head
         raise InputError(f"{cfg.model} has no named labels ({', '.join(labels)}): a pretraining discriminator or a "
                          "bare encoder has no trained classification head; fine-tune it with `koelectra-kit "

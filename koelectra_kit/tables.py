@@ -20,6 +20,7 @@ from typing import Iterator
 
 from .errors import InputError
 from .fileio import check_input_file
+from .workbook import EXCEL_SUFFIXES
 
 # A review may be longer than the csv module's default 128 KiB field limit; that is legal CSV, so lift it.
 csv.field_size_limit(2**31 - 1)
@@ -44,7 +45,7 @@ def is_wide(encoding: str | None) -> bool:
 
 def refuse_workbook(path: str | Path) -> None:
     """An Excel workbook is a zip file: read as text it is noise. Only the web app converts one."""
-    if Path(path).suffix.lower() in (".xlsx", ".xlsm", ".xls"):
+    if Path(path).suffix.lower() in EXCEL_SUFFIXES:
         raise InputError(f"{path} is an Excel workbook; this command reads csv, tsv, jsonl, parquet: save the sheet "
                          "as 'CSV UTF-8' in Excel (`koelectra-kit label` and `koelectra-kit app` read .xlsx)")
 

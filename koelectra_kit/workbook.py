@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .errors import InputError
 
-WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
+WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # what openpyxl reads
+EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format, readable by none of ours
 
 
 def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:

@@ -142,19 +142,14 @@ def _is_number(text: str) -> bool:
 
 
 def _count_lines(path: Path, encoding: str | None = None) -> int:
-    if is_wide(encoding):  # a b"\n" byte is half a character there: count decoded newlines
-        n, last = 0, "\n"
-        with open(path, encoding=encoding, errors="replace", newline="") as f:
-            while block := f.read(1 << 20):
-                n += block.count("\n")
-                last = block[-1:]
-        return n + (last != "\n")
-    n, last = 0, b"\n"
-    with open(path, "rb") as f:
+    wide = is_wide(encoding)  # a b"\n" byte is half a character there: count decoded newlines
+    nl = "\n" if wide else b"\n"
+    n, last = 0, nl
+    with open(path, encoding=encoding, errors="replace", newline="") if wide else open(path, "rb") as f:
         while block := f.read(1 << 20):
-            n += block.count(b"\n")
+            n += block.count(nl)
             last = block[-1:]
-    return n + (last != b"\n")
+    return n + (last != nl)
 
 
 def _user_paths(message: str, up: Upload) -> str:

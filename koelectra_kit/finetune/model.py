@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..classifier import placeholder_labels
 from ..errors import InputError
 from ..runtime import quiet_transformers
 from .config import FinetuneConfig
@@ -13,7 +14,7 @@ def _source_labels(config) -> list[str] | None:
     """The label names a checkpoint was fine-tuned with, or None for a bare encoder (LABEL_0 ...)."""
     id2label = getattr(config, "id2label", None) or {}
     names = [id2label[i] for i in sorted(id2label)]
-    if not names or all(re.fullmatch(r"LABEL_\d+", str(n)) for n in names):
+    if not names or placeholder_labels(names):
         return None
     return names
 

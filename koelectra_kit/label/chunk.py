@@ -3,10 +3,10 @@ knows nothing about files (``label_dataframe`` is this on a whole DataFrame)."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
+from ..classifier import placeholder_labels
 from ..errors import InputError
 from .dedupe import PredictionCache, predict_once
 
@@ -27,7 +27,7 @@ def check_trained_head(clf, allow_generic_labels: bool = False) -> None:
     trained for a task, so every label it gives is noise."""
     if allow_generic_labels:
         return
-    if clf.labels and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in clf.labels):
+    if placeholder_labels(clf.labels):
         raise InputError(f"{clf.source or 'the model'} has no trained classification head (its labels are "
                          f"{', '.join(clf.labels)}: a pretraining discriminator or a bare encoder?); fine-tune it "
                          "with `koelectra-kit finetune` first, or pass --allow-generic-labels")
@@ -60,8 +60,6 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     """Add the prediction columns to one chunk (a DataFrame of the input columns). ``errors``: per row, why it
     could not be read (it is flagged, not labelled), or None. ``cache``: reuse the prediction of an identical
     normalized text (in this chunk or an earlier one, counted in ``cache.reused``); None predicts every row."""
-    import pandas as pd
-
     names = output_columns(clf.labels, list(df.columns))
     texts = [_as_text(v) for v in df[text_column].tolist()]
     cap = max(4096, CHARS_PER_TOKEN_CAP * clf.max_length)

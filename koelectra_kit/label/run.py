@@ -3,6 +3,7 @@ output's contract). ``FileLabeller`` reads top to bottom: check the paths, open 
 decide between a fresh start and a resume, then one loop over chunks."""
 from __future__ import annotations
 
+import codecs
 import gc
 import io
 import os
@@ -16,7 +17,7 @@ from ..errors import InputError
 from ..fileio import check_input_file
 from ..runtime import log
 from ..tables import detect_encoding, read_records, table_format
-from ..workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
+from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
 from .dedupe import PredictionCache
@@ -48,7 +49,7 @@ class FileLabeller:
             raise InputError("--output must differ from --input (the input is never overwritten)")
         workbook = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
         self.in_fmt = "xlsx" if workbook else table_format(self.src, cfg.format)
-        if self.dst.suffix.lower() in (*WORKBOOK_SUFFIXES, ".xls"):
+        if self.dst.suffix.lower() in EXCEL_SUFFIXES:
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a workbook can't be streamed and resumed); "
                              "Excel opens the .csv this writes (UTF-8 with a BOM)")
         self.out_fmt = table_format(self.dst)
@@ -209,14 +210,13 @@ class FileLabeller:
             (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)
         reused = (self.cache.reused if self.cache is not None else 0) - reused_before
         first = state.bytes_done == 0
-        # the BOM (Excel needs it to read UTF-8) only at the very start of the file
-        enc = self.out_enc if first else self.out_enc.replace("-sig", "")
         buf = io.StringIO()
         write_chunk(buf, out, self.out_fmt, header=first)
-        text = buf.getvalue()
-        _check_encodable(text, enc, state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
-        with open(self.partial, "w" if first else "a", encoding=enc, newline="") as f:
-            f.write(text)
+        # encoded before anything is written, so a character the encoding lacks leaves the partial file whole
+        data = _encoded(buf.getvalue(), self.out_enc, first,
+                        state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
+        with open(self.partial, "wb" if first else "ab") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         if names is not None:
@@ -263,11 +263,15 @@ def write_chunk(f, df, fmt: str, header: bool) -> None:
         df.to_csv(f, sep="\t" if fmt == "tsv" else ",", index=False, header=header, lineterminator="\n")
 
 
-def _check_encodable(text: str, encoding: str, lines_before: int) -> None:
-    """Before a chunk is written: every character must fit ``--output-encoding`` (cp949 has no emoji), else one
-    error line naming it, and the partial file keeps only whole chunks."""
+def _encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:
+    """A chunk's bytes. A BOM (utf-8-sig: Excel needs it to read UTF-8; utf-16) only at the very start of the file,
+    as a text-mode append would do. A character ``--output-encoding`` can't store (cp949 has no emoji) is one
+    error line naming it."""
+    encoder = codecs.getincrementalencoder(encoding)()
+    if not first:
+        encoder.setstate(0)  # what TextIOWrapper does when it opens a file to append: no BOM mid-file
     try:
-        text.encode(encoding)
+        return encoder.encode(text, final=True)
     except UnicodeEncodeError as e:
         bad = e.object[e.start:e.end]
         line = lines_before + text.count("\n", 0, e.start) + 1

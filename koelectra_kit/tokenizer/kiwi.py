@@ -122,10 +122,12 @@ def _protect_placeholders(text: str, spans: list[tuple[int, int]]) -> list[tuple
     return sorted(kept + found)
 
 
-def presplit_pairs(normalized: Iterable[str], num_workers: int | None = None) -> Iterator[tuple[str, list]]:
+def presplit_pairs(normalized: Iterable[str], num_workers: int | None = None, kiwi=None,
+                   **tokenize_options) -> Iterator[tuple[str, list]]:
     """(text, pre-split spans) for each (already normalized) text, streaming, Kiwi's worker threads busy
-    meanwhile."""
-    kiwi = kiwi_instance(num_workers)
+    meanwhile. ``kiwi`` and ``tokenize_options`` (Kiwi.tokenize's): another Kiwi or its settings, for
+    benchmarks/bench_kiwi.py; a tokenizer always uses the shared default."""
+    kiwi = kiwi or kiwi_instance(num_workers)
     queue: deque = deque()
 
     def feed():  # Kiwi pulls texts from here; each result pairs with the oldest text still queued
@@ -133,7 +135,7 @@ def presplit_pairs(normalized: Iterable[str], num_workers: int | None = None) ->
             queue.append(t)
             yield t
 
-    for tokens in kiwi.tokenize(feed()):
+    for tokens in kiwi.tokenize(feed(), **tokenize_options):
         text = queue.popleft()
         spans = pieces_from_tokens(text, tokens)
         if "[" in text:
