@@ -182,6 +182,7 @@ def test_existing_output_needs_overwrite(label, good_csv, tmp_path):
     (["--batch-size", "0"], "batch_size=0"),
     (["--batch-size", "-5"], "batch_size=-5"),
     (["--batch-size", "many"], "invalid int value"),
+    (["--batch-size", "100000"], "more than 4096"),
     (["--chunk-rows", "0"], "chunk_rows=0"),
     (["--threads", "0"], "threads=0"),
     (["--encoding", "klingon"], "not an encoding"),
@@ -637,6 +638,37 @@ def test_pretrain_refuses_a_folder_that_is_not_a_run(capsys, tmp_path, sample_di
                          f"tokenizer={sample_tokenizer_dir}", f"out={out}", "max_steps=1", "progress=false")
     assert_one_line_error(rc, err, str(out), "not a pretraining run")
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_pretrain_empty_corpus_is_refused_before_anything_is_written(capsys, tmp_path):
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, f"corpus={tmp_path / 'empty.txt'}", f"out={out}")
+    assert_one_line_error(rc, err, "empty")  # before: the resolved config was logged first
+    assert not out.exists()
+
+
+def test_pretrain_failing_in_setup_leaves_no_folder_it_made(capsys, tmp_path):
+    """A run that fails after training its tokenizer into out/ removes out/ (a leftover config.yaml made the
+    next run with that out= look like one to resume); the toolkit's own warning reads as one ``warning:`` line."""
+    (tmp_path / "one.txt").write_text("abc\n", encoding="utf-8")
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, f"corpus={tmp_path / 'one.txt'}", f"out={out}",
+                         "vocab_size=100", "progress=false")
+    assert rc == 2 and err.strip().splitlines()[-1].startswith("error: corpus too small"), err
+    assert not out.exists()
+    assert "warning: the 493-token vocabulary is nearly all single characters" in err
+    assert "UserWarning" not in err and "warnings.warn" not in err
+
+
+def test_pretrain_failing_in_setup_keeps_a_folder_that_was_there(capsys, tmp_path, sample_tokenizer_dir):
+    (tmp_path / "one.txt").write_text("abc\n", encoding="utf-8")
+    out = tmp_path / "run"
+    out.mkdir()
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, f"corpus={tmp_path / 'one.txt'}", f"out={out}",
+                         f"tokenizer={sample_tokenizer_dir}", "progress=false")
+    assert rc == 2 and "corpus too small" in err, err
+    assert out.is_dir()
 
 
 def test_pretrain_plot_of_a_file_of_other_rows(capsys, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from ..errors import KitError
 
@@ -78,6 +79,20 @@ def _version() -> str:
     return __version__
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """The toolkit's own warnings read ``warning: ...`` on one line, like its errors (the default format adds
+    the file, line and source of the ``warnings.warn`` call, which means nothing to a user); other libraries'
+    keep the default format, whose location does help."""
+    out = file or sys.stderr
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        out.write(f"warning: {message}\n")
+    else:
+        out.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
 
@@ -91,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except KitError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from .dedupe import CACHE_ROWS
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
 BACKENDS = ("auto", "torch", "onnx")
 WRITABLE = (".csv", ".tsv", ".jsonl")
+MAX_BATCH = 4096  # texts per model call, at most (LabelConfig.validate says why)
 
 
 @dataclass
@@ -85,6 +86,11 @@ class LabelConfig:
         for key, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{key}={value} must be at least 1")
+        if self.batch_size > MAX_BATCH:
+            # activations grow with the batch (attention with its square length) while speed stops growing
+            # after a few hundred texts; a mistyped 100000 would only end in the kernel's OOM kill
+            raise ConfigError(f"batch_size={self.batch_size} is more than {MAX_BATCH} texts per model call: memory "
+                              "grows with it, speed does not (128-512 is the usual best)")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads={self.threads} must be at least 1 (leave it out for all cores)")
         for key in ("encoding", "output_encoding"):

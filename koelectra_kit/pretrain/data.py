@@ -26,6 +26,11 @@ def check_corpus(paths: list[str]) -> list[Path]:
     return [check_input_file(p) for p in paths]
 
 
+def check_tokenizer_dir(path: str) -> None:
+    if not Path(path).is_dir():
+        raise InputError(f"tokenizer dir not found: {path} (train one with `koelectra-kit tokenizer`)")
+
+
 def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
     """The given tokenizer, or one trained on the corpus into ``out/tokenizer`` (reused by a rerun/resume); with
     ``init=``, the checkpoint's own (``continued.init_tokenizer``)."""
@@ -36,8 +41,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
 
         return init_tokenizer(cfg)
     if cfg.tokenizer:
-        if not Path(cfg.tokenizer).is_dir():
-            raise InputError(f"tokenizer dir not found: {cfg.tokenizer} (train one with `koelectra-kit tokenizer`)")
+        check_tokenizer_dir(cfg.tokenizer)
         return KoTokenizer.from_pretrained(cfg.tokenizer)
     tok_dir = out / "tokenizer"
     if not (tok_dir / "tokenizer.json").exists():

@@ -24,7 +24,7 @@ from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_
                          set_rng_state)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
-from .data import BatchSource, check_corpus, open_packed_data, prepare_tokenizer
+from .data import BatchSource, check_corpus, check_tokenizer_dir, open_packed_data, prepare_tokenizer
 from .distributed import DistContext, param_digest
 from .export import export_models, push_discriminator
 from .report import log_line, metrics_row, plateau_warning, postfix
@@ -40,7 +40,11 @@ def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> dict:
     mid-way, as a kill would)."""
     recipe = PretrainRecipe(cfg, DistContext(cfg.device, cfg.ddp_timeout_minutes), on_step)
     try:
-        recipe.setup()
+        try:
+            recipe.setup()
+        except BaseException:
+            recipe.discard_new_out()
+            raise
         return recipe.train()
     finally:
         recipe.cleanup()
@@ -70,6 +74,7 @@ class PretrainRecipe:
     def setup(self) -> None:
         self.setup_engine()
         self.setup_init()
+        self.setup_inputs()
         self.setup_out_dir()
         self.setup_data()
         self.setup_model()
@@ -105,10 +110,17 @@ class PretrainRecipe:
                 if self.main:
                     warn(note)
 
+    def setup_inputs(self) -> None:
+        """The corpus and a given tokenizer exist, checked before out/ is made or the config logged."""
+        self.corpus = check_corpus(self.cfg.corpus)
+        if self.cfg.tokenizer and not self.cfg.init:
+            check_tokenizer_dir(self.cfg.tokenizer)
+
     def setup_out_dir(self) -> None:
         """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
         cfg, out = self.cfg, self.out
         check_run_dir(out)
+        self.created_out = self.main and not out.exists()
         self.ckpt = resolve_resume(cfg, out)
         if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
             if not cfg.overwrite:
@@ -124,10 +136,9 @@ class PretrainRecipe:
 
     def setup_data(self) -> None:
         """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it)."""
-        corpus = check_corpus(self.cfg.corpus)
         self.tok = prepare_tokenizer(self.cfg, self.out, self.dist)
         self.tok_fp = tokenizer_fingerprint(self.tok)
-        self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, corpus, self.dist)
+        self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, self.corpus, self.dist)
 
     def setup_model(self) -> None:
         from .. import electra, electra_cpu
@@ -361,6 +372,12 @@ class PretrainRecipe:
                 f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
         self.dist.barrier()
         return summary
+
+    def discard_new_out(self) -> None:
+        """A run that fails before its first checkpoint leaves no folder it made itself (a config.yaml alone
+        would make the next ``out=`` look like a run to resume); a folder that was there before stays."""
+        if getattr(self, "created_out", False) and latest_checkpoint(self.out) is None:
+            shutil.rmtree(self.out, ignore_errors=True)
 
     def cleanup(self) -> None:
         self.dist.close()
