@@ -89,6 +89,7 @@ def main() -> None:
     one = Kiwi(num_workers=1)
     no_multi = Kiwi(num_workers=cores, load_multi_dict=False)
     no_typo = Kiwi(num_workers=cores, load_typo_dict=False)
+    lean = Kiwi(num_workers=cores, load_multi_dict=False, load_typo_dict=False)
     pool = mp.get_context("spawn").Pool(cores, initializer=_init_worker)
     chunk = max(1, len(texts) // (cores * 8))
     chunks = [texts[i:i + chunk] for i in range(0, len(texts), chunk)]
@@ -108,6 +109,7 @@ def main() -> None:
         "option: load_multi_dict=False": lambda: spans_of(no_multi, texts),
         "option: load_typo_dict=False": lambda: spans_of(no_typo, texts),
         "option: z_coda=False": lambda: spans_of(default, texts, z_coda=False),
+        "options: all three together": lambda: spans_of(lean, texts, z_coda=False),
         "word-level cache (each distinct word once)": lambda: word_cached(default, texts),
     }
     times = interleaved({k: keep(k, v) for k, v in ways.items()}, args.rounds)
