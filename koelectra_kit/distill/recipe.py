@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..classifier import collate, predict_logits
+from ..classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
@@ -26,6 +26,7 @@ from ..finetune.model import default_lr, load_model, param_groups
 from ..finetune.output import check_not_input, check_out_dir
 from ..finetune.tokens import encode_texts
 from ..metrics import classification_report, format_report
+from ..modelio import check_model_source
 from ..runtime import autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed, warn
 from . import checkpoint
 from .config import NOT_TRAINING, TFIDF, DistillConfig
@@ -67,6 +68,8 @@ class DistillRecipe:
         check_out_dir(self.out)
         check_not_input(self.out, {"student": cfg.student, **{f"teachers[{i}]": t for i, t in enumerate(cfg.teachers)}})
         self.work = checkpoint.work_dir(self.out)
+        checkpoint.check_work_dir(self.work)
+        check_model_source(cfg.student, "student")  # before the teachers' pass, not after it
         self.cache = cache_dir(cfg.cache_dir)
 
     # -- setup ---------------------------------------------------------------------------------
@@ -181,7 +184,8 @@ class DistillRecipe:
         p = self.progress
         t = time.perf_counter()
         logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
-                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple)
+                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple,
+                                streams=cpu_streams(self.model, self.device))  # as `label` scores
         rep = classification_report(self.splits.dev.y, logits.argmax(1), self.labels)
         self.evaluated_at = p.step
         p.eval_time += time.perf_counter() - t
@@ -344,7 +348,7 @@ def load_student(cfg: DistillConfig, labels: list[str]):
         return load_model(cfg.data_config(labels), labels)
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from ..modelio import check_model_source, loading
+    from ..modelio import loading
 
     name = check_model_source(cfg.student, "student")
     with loading(name, "student"), quiet_transformers():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..classifier import collate, predict_logits
+from ..classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml
 from ..errors import ConfigError
 from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
@@ -215,7 +215,8 @@ class FinetuneRecipe:
         y_dev = self.splits.dev.y
         t = time.perf_counter()
         logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
-                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple)
+                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple,
+                                streams=cpu_streams(self.model, self.device))  # as `label` scores
         rep = classification_report(y_dev, logits.argmax(1), self.labels)
         st.eval_time += time.perf_counter() - t
         self.metrics.write({"kind": "eval", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
