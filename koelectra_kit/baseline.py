@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .finetune.config import FinetuneConfig
 from .finetune.data import format_data_report, load_splits
-from .finetune.output import check_report_dir
+from .finetune.output import check_not_input, check_report_dir
 from .references import fit_tfidf, format_references, majority_reference, tfidf_predict
 from .runtime import log
 
@@ -29,6 +29,8 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
     out = Path(cfg.out) if cfg.out else None
     if out:
         check_report_dir(out)
+        check_not_input(out, {"train": cfg.train, "dev": cfg.dev},
+                        writes=("eval.json", "data_report.json", "baseline_config.yaml", "confusion.png"))
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -43,6 +44,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, arg, key)
             except ConfigError as e:
                 errors.append(str(e))
+        if len(errors) == 1:  # X | None: X's own message names the item at fault (teacher_weights[0])
+            raise ConfigError(errors[0])
         raise ConfigError(f"{key}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
     if origin is typing.Literal:
         allowed = typing.get_args(tp)
@@ -75,6 +78,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             pass
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # nan passes every range check below it and trains on NaN, silently
+                raise ConfigError(f"{key}: expected a finite number, got {value!r}")
             return float(value)
         raise ConfigError(f"{key}: expected a number, got {value!r}")
     if tp is int:

@@ -65,7 +65,12 @@ CORPORA: dict[str, dict] = {
 
 
 def _new_stats() -> dict:
-    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None}
+    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None, "lines": 0}
+
+
+def _wrong_encoding(path: Path, encoding: str, bad: int, lines: int) -> InputError:
+    return InputError(f"{path}: {bad} of the first {lines} lines are not valid {encoding}; "
+                      f"pass the file's encoding (e.g. encoding=cp949) or convert it to UTF-8")
 
 
 def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
@@ -77,6 +82,7 @@ def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
         return
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
+            stats["lines"] = lineno
             try:
                 line = raw.decode(encoding)
             except UnicodeDecodeError:
@@ -87,9 +93,10 @@ def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
                 if stats["bad"] >= 20 and stats["bad"] * 2 > lineno:
                     # Most lines broken is not a crawl with a few bad bytes but a wrong encoding (or a binary
                     # file): training on U+FFFD soup would waste the run.
-                    raise InputError(f"{path}: {stats['bad']} of the first {lineno} lines are not valid {encoding}; "
-                                     f"pass the file's encoding (e.g. encoding=cp949) or convert it to UTF-8")
+                    raise _wrong_encoding(path, encoding, stats["bad"], lineno)
             yield line.rstrip("\r\n")
+    if stats["bad"] * 2 > stats["lines"]:  # a short file (a binary one) ends before the check above can tell
+        raise _wrong_encoding(path, encoding, stats["bad"], stats["lines"])
 
 
 def _file_encoding(path: Path, encoding: str | None) -> tuple[str, bool]:

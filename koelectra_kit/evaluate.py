@@ -19,7 +19,7 @@ import numpy as np
 from .errors import ConfigError, InputError, KitError
 from .finetune.config import parse_rating_map
 from .finetune.data import Labelled, format_file_report, read_labelled
-from .finetune.output import check_report_dir
+from .finetune.output import check_not_input, check_report_dir
 from .runtime import log
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
@@ -84,6 +84,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
 
     if cfg.out:
         check_report_dir(Path(cfg.out))
+        check_not_input(Path(cfg.out), {"data": cfg.data}, writes=("eval.json", "confusion.png", "predictions.csv"))
     clf = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
     labels = list(clf.labels)
     if not cfg.label_map and placeholder_labels(labels):

@@ -3,8 +3,10 @@ model loads or a port opens."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import ConfigError
+from ..label.config import MAX_BATCH
 
 MB = 1 << 20
 
@@ -33,6 +35,11 @@ class AppSettings:
                 raise ConfigError(f"{key}={getattr(self, key)} must be at least 1")
         if self.chunk_rows is not None and self.chunk_rows < 1:
             raise ConfigError(f"chunk_rows={self.chunk_rows} must be at least 1 (leave it out for automatic)")
+        if self.batch_size > MAX_BATCH:  # label's cap: a mistyped 100000 would end in an OOM kill mid-job
+            raise ConfigError(f"batch_size={self.batch_size}: at most {MAX_BATCH} texts per model call, as label "
+                              "(128-512 is the usual best)")
+        if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
+            raise ConfigError(f"workdir={self.workdir} is a file; give a folder for uploads and results")
 
     def chunk_rows_for(self, rows: int) -> int:
         """Rows per chunk: ~50 progress steps, but never under 5,000 rows (the classifier sorts a chunk's texts

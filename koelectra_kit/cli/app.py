@@ -42,7 +42,7 @@ def run(args) -> int:
     from ..app import AppSettings, serve
     from ..errors import ConfigError
 
-    if not math.isfinite(args.max_upload_mb):
+    if not math.isfinite(args.max_upload_mb) or args.max_upload_mb * (1 << 20) < 1:
         raise ConfigError(f"--max-upload-mb {args.max_upload_mb}: give a size in MB, e.g. 200")
     settings = AppSettings(model=args.model, host=args.host, port=args.port,
                            max_upload_bytes=int(args.max_upload_mb * (1 << 20)), chunk_rows=args.chunk_rows,

@@ -75,10 +75,16 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     from ..onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
                                 max_logit_difference, probe_batch, quantize_onnx, require_onnxruntime)
     from ..runtime import quiet_transformers
+    from ..tokenizer import KoTokenizer
 
     require_onnxruntime()
     source = check_model_source(model_dir)
     _check_classifier(source)
+    try:  # the .onnx runs with the folder's tokenizer (Classifier.load(MODEL, backend="onnx"), label --backend onnx)
+        KoTokenizer.from_pretrained(source)
+    except InputError as e:
+        raise InputError(f"--model {source} has no usable tokenizer ({e}); the .onnx would run with none: export a "
+                         "folder written by `koelectra-kit finetune`") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
     with loading(source), quiet_transformers():

@@ -173,7 +173,11 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
 
             label_config(parsed)
         else:
-            load_config(_config_class(argv[0]), parsed.config, parsed.overrides)
+            cfg = load_config(_config_class(argv[0]), parsed.config, parsed.overrides)
+            if argv[0] == "finetune":  # --labelled's columns and labels now, not after tokenizer and pretraining
+                from ..finetune.data import load_splits
+
+                load_splits(cfg)
     unlabelled = args.unlabelled or _sample("reviews_unlabelled.csv")
     try:
         columns = _columns(unlabelled)

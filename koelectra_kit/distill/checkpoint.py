@@ -48,10 +48,22 @@ class Progress:
         return p
 
 
+WORK_FILES = ("checkpoints", "metrics.jsonl")  # what a run writes into OUT.work
+
+
 def work_dir(out: str | Path) -> Path:
     """Checkpoints and the metrics log of a run writing ``out`` (beside it; removed when the run is done)."""
     out = Path(out)
     return out.with_name(out.name + ".work")
+
+
+def check_work_dir(work: Path) -> None:
+    """OUT.work is discarded when a run starts over: refuse a file or a folder with anything else in it (a model, a
+    user's data) rather than delete it."""
+    if work.exists() and not (work.is_dir() and all(f.name in WORK_FILES or f.name.startswith(".")
+                                                    for f in work.iterdir())):
+        raise InputError(f"{work} exists and is not a distill run's work folder (only {', '.join(WORK_FILES)}); "
+                         "it would be deleted: move it away or choose another out=")
 
 
 def save(work: Path, model, optimizer, progress: Progress, run_key: str) -> None:

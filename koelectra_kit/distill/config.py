@@ -3,6 +3,7 @@ The labelled-data keys have fine-tuning's names and meanings (``data_config`` ha
 a distill command reads its train and dev rows exactly as ``finetune`` does."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -96,7 +97,8 @@ class DistillConfig:
     def validate(self) -> None:
         if not self.teachers:
             raise ConfigError("teachers is empty: pass teachers=[DIR] (fine-tuned classifier folders and/or tfidf)")
-        if len(set(self.teachers)) != len(self.teachers):
+        # runs/a and ./runs/a/ are one teacher (twice, it would double its weight and its labelling pass)
+        if len({os.path.normpath(os.path.expanduser(t)) for t in self.teachers}) != len(self.teachers):
             raise ConfigError(f"teachers: each teacher once, got {self.teachers}")
         if self.teacher_weights is not None:
             w = self.teacher_weights

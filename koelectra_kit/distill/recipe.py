@@ -66,7 +66,9 @@ class DistillRecipe:
         self.cfg, self.on_step = cfg, on_step
         self.out = Path(cfg.out)
         check_out_dir(self.out)
-        check_not_input(self.out, {"student": cfg.student, **{f"teachers[{i}]": t for i, t in enumerate(cfg.teachers)}})
+        check_not_input(self.out, {"student": cfg.student, "train": cfg.train, "dev": cfg.dev,
+                                   **{f"{key}[{i}]": v for key in ("teachers", "transfer", "exclude")
+                                      for i, v in enumerate(getattr(cfg, key))}})
         self.work = checkpoint.work_dir(self.out)
         checkpoint.check_work_dir(self.work)
         check_model_source(cfg.student, "student")  # before the teachers' pass, not after it

@@ -30,13 +30,19 @@ def teacher_labels(spec: str) -> list[str] | None:
         return None
     from transformers import AutoConfig
 
+    from ..classifier import placeholder_labels
     from ..modelio import check_model_source, loading
 
     name = check_model_source(spec, "teacher")
     with loading(name, "teacher"):
         config = AutoConfig.from_pretrained(name, trust_remote_code=False)
     id2label = getattr(config, "id2label", None) or {}
-    return [id2label[i] for i in sorted(id2label)]
+    labels = [id2label[i] for i in sorted(id2label)]
+    if placeholder_labels(labels):  # its head was never trained: its soft labels would be noise
+        raise InputError(f"teacher {spec} has no trained classification head (its labels are {', '.join(labels)}: a "
+                         "pretraining discriminator or a bare encoder?); fine-tune it with `koelectra-kit finetune` "
+                         "first and pass that folder")
+    return labels
 
 
 def check_labels(spec: str, theirs: list[str], labels: list[str]) -> list[int]:

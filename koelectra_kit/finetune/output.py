@@ -29,11 +29,18 @@ def check_report_dir(out: Path) -> None:
                          "replaced; choose another directory")
 
 
-def check_not_input(out: Path, inputs: dict[str, str]) -> None:
-    """``out`` is replaced whole at the end of a run: it must not be one of the run's own model folders
-    (``inputs``: config key -> value), which would be lost."""
+def check_not_input(out: Path, inputs: dict[str, str | None], writes: tuple[str, ...] = ()) -> None:
+    """``out`` is replaced whole at the end of a run: it must not be, or hold, one of the run's own models or data
+    files (``inputs``: config key -> value), which would be lost. ``writes``: a run that writes these files into
+    ``out`` instead (evaluate, baseline) must not read one of them."""
     target = Path(out).resolve()
     for key, value in inputs.items():
-        if value and Path(value).exists() and Path(value).resolve() == target:
+        if not value or not Path(value).exists():
+            continue
+        path = Path(value).resolve()
+        if path == target:
             raise InputError(f"out={out} is the {key}= folder the run reads: it would be replaced by the result; "
                              "choose another out=")
+        if (path.parent == target and path.name in writes) if writes else target in path.parents:
+            raise InputError(f"out={out} holds {key}={value}, which the run reads: it would be replaced by the "
+                             "result; choose another out= (or move that file out of it)")

@@ -125,7 +125,7 @@ class FinetuneRecipe:
         self.cfg = cfg
         self.out = Path(cfg.out)
         check_out_dir(self.out)
-        check_not_input(self.out, {"model": cfg.model})
+        check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
         self.labels = list(cfg.labels)
         self.state = RunState()
         self.staging: Path | None = None

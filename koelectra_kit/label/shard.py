@@ -87,6 +87,8 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     """Concatenate the complete shards of ``output`` into it, written beside and renamed. Returns (output,
     number of shards). The shards are kept (delete them once the merged file is checked)."""
     output = Path(output)
+    if output.is_dir():  # --overwrite would get as far as writing OUTPUT.merging, then fail on the rename
+        raise InputError(f"{output} is a folder; give the --output file the shards were labelled with")
     if output.exists() and not overwrite:
         raise InputError(f"{output} exists; pass --overwrite to replace it")
     shards = find_shards(output)

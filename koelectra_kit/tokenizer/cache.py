@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from .core import KoTokenizer
 
 # Part of the pre-split cache key: raise it when ``corpus.iter_texts`` reads a file differently, so a cache made
-# by the old reader is not reused (2: tables through ``tables.read_records``, malformed records skipped).
-READER = 2
+# by the old reader is not reused (2: tables through ``tables.read_records``, malformed records skipped; 3: a short
+# file of mostly undecodable lines, a binary one, refused).
+READER = 3
 
 
 def file_digest(path: Path) -> str:

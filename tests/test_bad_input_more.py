@@ -1,0 +1,211 @@
+"""The bad-input matrix, second sweep: distill, evaluate, export, label-merge, tokenizer, quickstart and app inputs
+that used to escape (a traceback, a silently wrong run, or a file lost) now give one ``error:`` line and exit 2,
+with nothing written and every input left as it was."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_bad_input import assert_one_line_error, discriminator_dir, run_cli  # noqa: F401 (a fixture)
+
+TINY_FT = Path(__file__).resolve().parent.parent / "configs" / "finetune" / "tiny.yaml"
+TINY_PRE = TINY_FT.parent.parent / "pretrain" / "tiny.yaml"
+BINARY = bytes(range(256)) * 8  # no run of text in it: a few "lines", each undecodable
+
+
+def distill_argv(sample_dir, teacher, student, out, *overrides):
+    return ["distill", f"teachers=[{teacher}]", f"transfer={sample_dir / 'reviews_unlabelled.csv'}",
+            f"student={student}", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false",
+            *overrides]
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers that are not numbers: nan passed every range check and trained on NaN
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["distill", "temperature=nan"], "temperature"),
+    (["distill", "alpha=inf"], "alpha"),
+    (["distill", "teachers=[a,tfidf]", "teacher_weights=[.nan, 1]"], "teacher_weights[0]"),
+    (["finetune", "--config", str(TINY_FT), "lr=nan"], "lr"),
+    (["pretrain", "--config", str(TINY_PRE), "corpus=a.txt", "out=o", "max_minutes=nan", "--print-config"],
+     "max_minutes"),
+])
+def test_non_finite_numbers_are_refused(capsys, argv, needle):
+    rc, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(rc, err, needle, "finite")
+
+
+# ---------------------------------------------------------------------------------------------
+# distill
+# ---------------------------------------------------------------------------------------------
+
+
+def test_distill_refuses_a_discriminator_teacher(capsys, tmp_path, sample_dir, discriminator_dir,
+                                                 tiny_classifier_dir):
+    """Was "labels are not in the label set ['LABEL_0', 'LABEL_1']" (and with labels=[LABEL_0,LABEL_1], a student
+    taught by a random head)."""
+    out = tmp_path / "o"
+    rc, _, err = run_cli(capsys, *distill_argv(sample_dir, discriminator_dir, tiny_classifier_dir, out))
+    assert_one_line_error(rc, err, str(discriminator_dir), "no trained classification head")
+    assert not out.exists()
+
+
+def test_distill_one_teacher_spelled_two_ways(capsys, tmp_path, tiny_classifier_dir):
+    rc, _, err = run_cli(capsys, "distill", f"teachers=[{tiny_classifier_dir},{tiny_classifier_dir}/]",
+                         "transfer=t.txt", "student=s", "train=t.csv", f"out={tmp_path / 'o'}")
+    assert_one_line_error(rc, err, "each teacher once")
+
+
+@pytest.mark.parametrize("key", ["transfer", "exclude"])
+def test_distill_binary_transfer_or_exclude_file(capsys, tmp_path, sample_dir, tiny_classifier_dir, key):
+    """A short binary file was read as a few U+FFFD texts (a warning) and the student trained on them."""
+    bad = tmp_path / "blob.txt"
+    bad.write_bytes(BINARY)
+    out = tmp_path / "o"
+    argv = distill_argv(sample_dir, tiny_classifier_dir, tiny_classifier_dir, out)
+    argv = [f"transfer={bad}" if a.startswith("transfer=") else a for a in argv] if key == "transfer" else \
+        [*argv, f"exclude=[{bad}]"]
+    rc, _, err = run_cli(capsys, *argv)
+    assert rc == 2 and err.strip().splitlines()[-1].startswith(f"error: {bad}: "), err
+    assert "not valid utf-8" in err and "Traceback" not in err
+    assert not out.exists() and not out.with_name("o.work").exists()
+    assert bad.read_bytes() == BINARY
+
+
+def test_tokenizer_train_binary_input(capsys, tmp_path):
+    bad = tmp_path / "blob.txt"
+    bad.write_bytes(BINARY)
+    rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={bad}", f"out={tmp_path / 't'}", "presplit=none",
+                         "progress=false")
+    assert_one_line_error(rc, err, str(bad), "not valid utf-8")
+    assert not (tmp_path / "t").exists()
+
+
+def test_distill_keeps_a_foreign_work_folder(capsys, tmp_path, sample_dir, tiny_classifier_dir):
+    """OUT.work is deleted when a run starts over: a folder of that name that isn't a run's was deleted with it."""
+    out = tmp_path / "student"
+    work = tmp_path / "student.work"
+    work.mkdir()
+    (work / "notes.txt").write_text("keep me", encoding="utf-8")
+    rc, _, err = run_cli(capsys, *distill_argv(sample_dir, tiny_classifier_dir, tiny_classifier_dir, out))
+    assert_one_line_error(rc, err, str(work), "not a distill run's work folder")
+    assert (work / "notes.txt").read_text(encoding="utf-8") == "keep me" and not out.exists()
+
+
+def test_distill_checks_the_student_before_the_teachers(capsys, tmp_path, sample_dir, tiny_classifier_dir):
+    """Was "cannot load a tokenizer from ...: ... not a valid JSON file", after every teacher had labelled."""
+    student = tmp_path / "student.txt"
+    student.write_text("not a model", encoding="utf-8")
+    rc, _, err = run_cli(capsys, *distill_argv(sample_dir, tiny_classifier_dir, student, tmp_path / "o"))
+    assert_one_line_error(rc, err, f"student={student} is a file")
+    assert "teacher" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# out= holding what the run reads
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def old_output(tmp_path, sample_dir):
+    """A previous output folder (eval.json: ours to replace) that also holds the run's data files."""
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "eval.json").write_text("{}", encoding="utf-8")
+    shutil.copy(sample_dir / "reviews_labelled.csv", out / "train.csv")
+    shutil.copy(sample_dir / "reviews_unlabelled.csv", out / "transfer.csv")
+    shutil.copy(sample_dir / "reviews_labelled.csv", out / "predictions.csv")
+    return out
+
+
+def _files(folder: Path) -> dict:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_finetune_and_distill_refuse_an_out_that_holds_their_data(capsys, old_output, sample_dir,
+                                                                   tiny_classifier_dir):
+    """out= is replaced whole at the end: the train and transfer files in it were deleted with it."""
+    before = _files(old_output)
+    rc, _, err = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_classifier_dir}",
+                         f"train={old_output / 'train.csv'}", f"out={old_output}", "progress=false")
+    assert_one_line_error(rc, err, f"train={old_output / 'train.csv'}", "would be replaced")
+    rc, _, err = run_cli(capsys, "distill", f"teachers=[{tiny_classifier_dir}]",
+                         f"transfer={old_output / 'transfer.csv'}", f"student={tiny_classifier_dir}",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={old_output}", "progress=false")
+    assert_one_line_error(rc, err, f"transfer[0]={old_output / 'transfer.csv'}")
+    assert _files(old_output) == before
+
+
+def test_evaluate_and_baseline_do_not_write_over_their_input(capsys, old_output, tiny_classifier_dir):
+    before = _files(old_output)
+    rc, _, err = run_cli(capsys, "evaluate", "--model", tiny_classifier_dir, "--data",
+                         old_output / "predictions.csv", "--out", old_output)
+    assert_one_line_error(rc, err, "data=", "predictions.csv")
+    shutil.copy(old_output / "train.csv", old_output / "data_report.json")
+    before["data_report.json"] = (old_output / "data_report.json").read_bytes()
+    rc, _, err = run_cli(capsys, "baseline", "--train", old_output / "train.csv", "--out", old_output,
+                         f"dev={old_output / 'data_report.json'}")
+    assert_one_line_error(rc, err, "dev=", "data_report.json")
+    assert _files(old_output) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# export, label-merge, app, quickstart
+# ---------------------------------------------------------------------------------------------
+
+
+def test_export_refuses_a_folder_without_a_tokenizer(capsys, tmp_path, tiny_classifier_dir):
+    """Was an .onnx nobody can run through the toolkit (Classifier.load and label need the folder's tokenizer)."""
+    pytest.importorskip("onnxruntime")
+    model = tmp_path / "clf"
+    shutil.copytree(tiny_classifier_dir, model, ignore=shutil.ignore_patterns("*token*", "vocab.txt"))
+    rc, _, err = run_cli(capsys, "export", "--model", model, "--onnx", "--out", tmp_path / "x")
+    assert_one_line_error(rc, err, str(model), "no usable tokenizer")
+    assert not (tmp_path / "x").exists()
+
+
+def test_label_merge_into_a_folder(capsys, tmp_path):
+    """With --overwrite it wrote OUTPUT.merging, then failed on the rename ("Is a directory") and left it there."""
+    (tmp_path / "o.csv").mkdir()
+    for k in (1, 2):
+        (tmp_path / f"o.shard-{k}-of-2.csv").write_text(f"id,label\n{k},positive\n", encoding="utf-8")
+    for flags in ([], ["--overwrite"]):
+        rc, _, err = run_cli(capsys, "label-merge", tmp_path / "o.csv", *flags)
+        assert_one_line_error(rc, err, "is a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "o.shard-1-of-2.csv", "o.shard-2-of-2.csv"]
+
+
+@pytest.mark.parametrize("size", ["0", "-5"])
+def test_app_upload_size_below_one_byte_names_the_flag(capsys, tiny_classifier_dir, size):
+    """Was "max_upload_bytes=-5242880 must be at least 1": a key the user never typed."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    rc, _, err = run_cli(capsys, "app", "--model", tiny_classifier_dir, "--max-upload-mb", size)
+    assert_one_line_error(rc, err, f"--max-upload-mb {float(size)}")
+
+
+def test_app_settings_batch_size_and_workdir(tmp_path):
+    """Checked with the other options, before the model loads: a batch label refuses (an OOM kill mid-job), and a
+    file as --workdir (was "File exists (PATH)")."""
+    from koelectra_kit.app.settings import AppSettings
+    from koelectra_kit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="batch_size=100000"):
+        AppSettings(model="m", batch_size=100000).validate()
+    (tmp_path / "f").write_text("x", encoding="utf-8")
+    with pytest.raises(ConfigError, match="workdir=.* is a file"):
+        AppSettings(model="m", workdir=str(tmp_path / "f")).validate()
+
+
+def test_quickstart_checks_the_labelled_file_before_the_first_step(capsys, tmp_path):
+    """Labels outside the set were found by fine-tuning, after the tokenizer and pretraining had run."""
+    labelled = tmp_path / "l.csv"
+    labelled.write_text("review,label\n좋아요,good\n별로예요,bad\n", encoding="utf-8")
+    out = tmp_path / "qs"
+    rc, printed, err = run_cli(capsys, "quickstart", "--out", out, "--labelled", labelled)
+    assert_one_line_error(rc, err, str(labelled), "'good'")
+    assert not out.exists() and "===" not in printed
