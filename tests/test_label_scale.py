@@ -266,6 +266,43 @@ def test_merge_refuses_mixed_shard_counts(tmp_path, tiny_classifier, capsys):
     assert rc == 2 and "no shards of" in err
 
 
+def test_merge_refuses_shards_of_another_job(tmp_path, tiny_classifier, capsys):
+    """Shards that share an output name but were labelled from another input (same row count) or into another
+    output encoding are refused, naming the shard: joined, they would be a file of two jobs' rows."""
+    src, other = _write(tmp_path / "in.csv", n=10, malformed=False), tmp_path / "other.csv"
+    other.write_text(src.read_text(encoding="utf-8").replace("0,", "9,", 1), encoding="utf-8")
+    out = tmp_path / "out.tsv"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="1/2")
+    label_file(None, other, out, "review", classifier=tiny_classifier, progress=False, shard="2/2")
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and err.count("\n") == 1 and "out.shard-2-of-2.tsv" in err and "another input" in err, err
+    assert str(other) in err and not out.exists() and not out.with_name("out.tsv.merging").exists()
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="2/2", overwrite=True,
+               output_encoding="cp949")
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "another output encoding" in err and not out.exists(), err
+
+
+def test_merge_accepts_a_copy_of_the_input_and_shards_without_a_record(tmp_path, tiny_classifier, capsys):
+    """Each machine of a cluster reads its own copy of the input (another path, another time): one job. Shards
+    written before job records existed merge as before, with a notice."""
+    src = _write(tmp_path / "in.csv", n=20)
+    (tmp_path / "node2").mkdir()
+    copy = tmp_path / "node2" / "in.csv"
+    copy.write_bytes(src.read_bytes())
+    ref = tmp_path / "ref.csv"
+    label_file(None, src, ref, "review", classifier=tiny_classifier, progress=False)
+    out = tmp_path / "out.csv"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="1/2")
+    label_file(None, copy, out, "review", classifier=tiny_classifier, progress=False, shard="2/2")
+    job = json.loads((tmp_path / "out.shard-2-of-2.csv.job.json").read_text(encoding="utf-8"))
+    assert (job["rows"], job["start"], job["stop"], job["shard"]) == (20, 10, 20, "2/2")
+    assert run_cli(capsys, "label-merge", out)[0] == 0 and out.read_bytes() == ref.read_bytes()
+    (tmp_path / "out.shard-1-of-2.csv.job.json").unlink()
+    rc, _, err = run_cli(capsys, "label-merge", out, "--overwrite")
+    assert rc == 0 and "out.shard-1-of-2.csv has no job record" in err and out.read_bytes() == ref.read_bytes()
+
+
 # ------------------------------------------------------------------------------------------------------------
 # inference backend
 # ------------------------------------------------------------------------------------------------------------

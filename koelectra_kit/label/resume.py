@@ -16,10 +16,11 @@ STATE_VERSION = 2
 IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard")
 
 
-def input_fingerprint(path: Path) -> str:
-    """Size + mtime + hash of the first and last MiB: cheap, and changes when the input does."""
+def input_fingerprint(path: Path, mtime: bool = True) -> str:
+    """Size + mtime + hash of the first and last MiB: cheap, and changes when the input does. ``mtime=False``:
+    the content only, equal for copies of one file on several machines (what a shard's job record keeps)."""
     st = path.stat()
-    h = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    h = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode() if mtime else f"{st.st_size}".encode())
     with open(path, "rb") as f:
         h.update(f.read(1 << 20))
         if st.st_size > 2 << 20:

@@ -22,7 +22,7 @@ from .chunk import check_trained_head, label_chunk, load_classifier, output_colu
 from .config import LabelConfig
 from .dedupe import PredictionCache
 from .resume import LabelState, input_fingerprint, model_digest, read_state
-from .shard import row_range
+from .shard import row_range, write_job
 from .summary import LabelSummary, plot_distribution
 
 
@@ -97,6 +97,7 @@ class FileLabeller:
             total = sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                 errors=cfg.encoding_errors)[1])
             self.row_start, self.row_stop = row_range(total, k, n)
+            self.total_rows = total
 
     def load_model(self) -> None:
         cfg = self.cfg
@@ -130,6 +131,14 @@ class FileLabeller:
             self.partial.unlink(missing_ok=True)
             self.state_path.unlink(missing_ok=True)
         self.out_enc = cfg.output_encoding or ("utf-8-sig" if self.out_fmt == "csv" else "utf-8")
+
+    def shard_job(self) -> dict:
+        """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""
+        st = self.state
+        return {"input": st.input, "input_content": input_fingerprint(self.src, mtime=False), "rows": self.total_rows,
+                "shard": self.cfg.shard, "start": self.row_start, "stop": self.row_stop, "text_column": st.text_column,
+                "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
+                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc}
 
     def state_path_exists(self) -> bool:
         """True once a chunk is whole on disk (what an interrupted run can resume from)."""
@@ -168,6 +177,8 @@ class FileLabeller:
                     chunk = []
             if chunk or state.bytes_done == 0:
                 new_rows += self.write_chunk(chunk)
+            if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
+                write_job(self.dst, self.shard_job())
             os.replace(self.partial, self.dst)
             self.state_path.unlink(missing_ok=True)
         finally:

@@ -3,17 +3,22 @@
 ``--shard K/N`` labels rows [(K-1)*R//N, K*R//N) of the input's R rows (a malformed line counts as the one row it
 becomes) into ``OUTPUT.shard-K-of-N.EXT``. The split depends on R and N only, so any scheduler (a SLURM array, a
 Kubernetes indexed job, xargs -P) can start the N commands independently, each resumable with ``--resume``.
-``koelectra-kit label-merge OUTPUT`` checks that shards 1..N are all complete and concatenates them, the header
-once, into exactly the bytes an unsharded run writes (tested).
+``koelectra-kit label-merge OUTPUT`` checks that shards 1..N are all complete and come from one job, and
+concatenates them, the header once, into exactly the bytes an unsharded run writes (tested). The job: each
+finished shard leaves ``SHARD.job.json`` (input content, row count, text column, model, tokenizer, output
+encoding); shards of another input or model that happen to share an output name are refused, not joined.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 from pathlib import Path
 
 from ..errors import InputError
+from ..fileio import write_json_atomic
+from ..runtime import warn
 
 BOM = b"\xef\xbb\xbf"
 
@@ -22,6 +27,54 @@ def shard_path(output: Path, k: int, n: int) -> Path:
     """labelled.csv -> labelled.shard-03-of-12.csv (zero-padded so shell globs list shards in order)."""
     width = len(str(n))
     return output.with_name(f"{output.stem}.shard-{k:0{width}d}-of-{n}{output.suffix}")
+
+
+# What every shard of one job shares. The input by content (size, first and last MiB), not path or time: a copy of
+# the input on each machine of a cluster is the same job.
+JOB_IDENTITY = {"input_content": "input", "rows": "row count", "text_column": "text column", "labels": "labels",
+                "model_digest": "model", "tokenizer_fingerprint": "tokenizer", "output_encoding": "output encoding"}
+
+
+_SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model"}
+
+
+def job_path(shard: Path) -> Path:
+    return shard.with_name(shard.name + ".job.json")
+
+
+def write_job(shard: Path, job: dict) -> None:
+    write_json_atomic(job_path(shard), job)
+
+
+def read_job(shard: Path) -> dict | None:
+    try:
+        job = json.loads(job_path(shard).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        raise InputError(f"{job_path(shard)} is damaged; rerun shard {shard.name} with --overwrite") from None
+    return job if isinstance(job, dict) else None
+
+
+def check_one_job(output: Path, shards: list[Path]) -> None:
+    """Every shard's job record agrees with the first's, or the shard is named with what differs. A shard
+    without a record (labelled by a version that wrote none) is joined unchecked, with a notice."""
+    first = None
+    for path in shards:
+        job = read_job(path)
+        if job is None:
+            warn(f"{path.name} has no job record (labelled by an older koelectra-kit): its input and model are not "
+                 "checked against the other shards'")
+            continue
+        if first is None:
+            first = (path, job)
+            continue
+        for key, what in JOB_IDENTITY.items():
+            if job.get(key) != first[1].get(key):
+                shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
+                raise InputError(f"can't merge {output}: {path.name} was labelled with another {what} than "
+                                 f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
+                                 "different jobs?); rerun it with the others' command and --overwrite")
 
 
 def row_range(total: int, k: int, n: int) -> tuple[int, int]:
@@ -92,6 +145,7 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     if output.exists() and not overwrite:
         raise InputError(f"{output} exists; pass --overwrite to replace it")
     shards = find_shards(output)
+    check_one_job(output, shards)
     for path in shards:
         if _cut_short(path):
             raise InputError(f"can't merge {output}: {path.name} ends mid-line, cut short after labelling (an "
