@@ -67,11 +67,20 @@ def table_format(path: str | Path, fmt: str | None = None) -> str:
 check_file = check_input_file  # the name other modules and users know
 
 
-def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 1 << 20) -> str:
+LABEL_HINTS = ("the right --encoding", "--encoding-errors replace")  # how `label` spells the two ways out of a bad byte
+# commands that read a table whole: an encoding key, and no "replace"
+CONFIG_HINTS = ("the file's encoding (e.g. encoding=cp949)", None)
+
+
+def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 1 << 20,
+                    hints: tuple[str, str | None] = LABEL_HINTS) -> str:
     """Return a Python codec name that decodes the whole file: ``encoding`` when given (checked against the
     bytes), else ``utf-8-sig`` when a BOM is present, else the first of utf-8, cp949 that decodes every byte.
-    Streams the file (constant memory). A failure names the line of the first bad byte."""
+    Streams the file (constant memory). A failure names the line of the first bad byte and the caller's own
+    spelling (``hints``) of the options that get past it."""
     path = check_file(path)
+    option, replace = hints
+    flag = f", or {replace} to label the rest and flag it" if replace else ""
     if encoding:
         try:
             codecs.lookup(encoding)
@@ -79,8 +88,8 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
             raise InputError(f"unknown encoding '{encoding}' (try utf-8, utf-8-sig, cp949)") from None
         bad = _first_bad_byte(path, encoding, chunk)
         if bad is not None:
-            raise InputError(f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad}); pass the "
-                             "right --encoding, or --encoding-errors replace to label the rest and flag that line")
+            raise InputError(f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad}); pass "
+                             f"{option}{flag}")
         return encoding
     with open(path, "rb") as f:
         head = f.read(4)
@@ -88,7 +97,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         bad = _first_bad_byte(path, "utf-8-sig", chunk)
         if bad is not None:
             raise InputError(f"{path}: starts with a UTF-8 BOM but line {_line_of(path, bad)} is not UTF-8; "
-                             "fix that line, or pass --encoding-errors replace to label the rest and flag it")
+                             f"fix that line{flag.replace(', or ', ', or pass ', 1)}")
         return "utf-8-sig"
     # Excel's "Unicode Text" is UTF-16 with a BOM (which no UTF-8 or cp949 text starts with); UTF-32's BOM begins
     # with UTF-16 LE's, so it is tried first
@@ -98,7 +107,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
             bad = _first_bad_byte(path, enc, chunk)
             if bad is not None:
                 raise InputError(f"{path}: starts with a {enc.upper()} BOM but byte {bad} is not {enc.upper()}; "
-                                 "fix the file, or pass --encoding-errors replace to label the rest and flag it")
+                                 f"fix the file{flag.replace(', or ', ', or pass ', 1)}")
             return enc
     failures = []
     for enc in CANDIDATE_ENCODINGS:
@@ -106,8 +115,8 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         if bad is None:
             return enc
         failures.append(f"{enc} fails on line {_line_of(path, bad)}")
-    raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8, pass "
-                     "--encoding, or --encoding-errors replace to label the rest and flag the bad lines")
+    raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8 or pass "
+                     f"{option}{flag.replace('flag it', 'flag the bad lines')}")
 
 
 def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
@@ -158,7 +167,7 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         if fmt == "parquet":
             df = pd.read_parquet(path)
             return df.astype({c: "string" for c in df.columns if df[c].dtype == object}).fillna("")
-        enc = detect_encoding(path, encoding)
+        enc = detect_encoding(path, encoding, hints=CONFIG_HINTS)
         if fmt == "jsonl":
             df = pd.read_json(path, lines=True, encoding=enc, dtype=False)
             return df

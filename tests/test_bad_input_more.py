@@ -209,3 +209,19 @@ def test_quickstart_checks_the_labelled_file_before_the_first_step(capsys, tmp_p
     rc, printed, err = run_cli(capsys, "quickstart", "--out", out, "--labelled", labelled)
     assert_one_line_error(rc, err, str(labelled), "'good'")
     assert not out.exists() and "===" not in printed
+
+
+def test_encoding_advice_names_the_commands_own_options(capsys, tmp_path, tiny_classifier_dir):
+    """A file in no encoding the readers know: finetune, evaluate and baseline name their encoding= key, not
+    label's --encoding-errors (a flag they do not have)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"text,label\n\xff\xfe\xfd,positive\n")
+    for argv in (["finetune", f"model={tiny_classifier_dir}", f"train={bad}", "max_length=32", f"out={tmp_path}/o"],
+                 ["evaluate", "--model", tiny_classifier_dir, "--data", bad],
+                 ["baseline", "--train", bad]):
+        rc, _, err = run_cli(capsys, *argv)
+        assert_one_line_error(rc, err, "encoding=cp949")
+        assert "--encoding" not in err, (argv, err)
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", bad, "--text-column", "text",
+                         "--output", tmp_path / "l.csv")
+    assert_one_line_error(rc, err, "--encoding-errors replace")

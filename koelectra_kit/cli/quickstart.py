@@ -209,7 +209,8 @@ def _columns(path: str) -> list[str] | None:
     fmt = table_format(path)
     if fmt not in ("csv", "tsv"):
         return None
-    columns, records = read_records(Path(path), fmt, detect_encoding(path), None)
+    encoding = detect_encoding(path, hints=("its encoding (e.g. label.encoding=cp949)", None))
+    columns, records = read_records(Path(path), fmt, encoding, None)
     getattr(records, "close", lambda: None)()
     return [str(c).strip() for c in columns]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..tables import TEXT_COLUMNS, detect_encoding, pick_column, read_table, table_format
+from ..tables import CONFIG_HINTS, TEXT_COLUMNS, detect_encoding, pick_column, read_table, table_format
 from .config import ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
 
 
@@ -154,7 +154,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
     if fmt != "parquet":
-        report["encoding"] = detect_encoding(path, encoding)
+        report["encoding"] = detect_encoding(path, encoding, hints=CONFIG_HINTS)
     mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
 
     empty = np.array([not t.strip() for t in texts], dtype=bool)
