@@ -225,3 +225,11 @@ def test_encoding_advice_names_the_commands_own_options(capsys, tmp_path, tiny_c
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", bad, "--text-column", "text",
                          "--output", tmp_path / "l.csv")
     assert_one_line_error(rc, err, "--encoding-errors replace")
+
+
+def test_quickstart_refuses_an_undecodable_unlabelled_file_before_the_first_step(capsys, tmp_path):
+    bad = tmp_path / "to_label.csv"
+    bad.write_bytes(b"review\n\xff\xfe\xfd\n")
+    rc, _, err = run_cli(capsys, "quickstart", "--unlabelled", bad, "--out", tmp_path / "qs")
+    assert_one_line_error(rc, err, "label.encoding=cp949", "label.encoding_errors=replace")
+    assert not (tmp_path / "qs").exists()  # was found at the label step, after tokenizer, pretraining, fine-tuning

@@ -151,7 +151,7 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
     --labelled file is one error line now, not after minutes of pretraining."""
     from . import build_parser
     from ..config import load_config
-    from ..errors import ConfigError, InputError, KitError
+    from ..errors import ConfigError, InputError
     from ..fileio import check_input_file
 
     if args.show < 0:
@@ -163,6 +163,7 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the outputs")
     parser = build_parser()
+    label_cfg = None
     for _, argv in steps:
         try:
             parsed = parser.parse_args(argv)
@@ -171,7 +172,7 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
         if argv[0] == "label":
             from .label import label_config
 
-            label_config(parsed)
+            label_cfg = label_config(parsed)
         else:
             cfg = load_config(_config_class(argv[0]), parsed.config, parsed.overrides)
             if argv[0] == "finetune":  # --labelled's columns and labels now, not after tokenizer and pretraining
@@ -179,10 +180,9 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
 
                 load_splits(cfg)
     unlabelled = args.unlabelled or _sample("reviews_unlabelled.csv")
-    try:
-        columns = _columns(unlabelled)
-    except KitError:
-        return  # an encoding or format label itself reports (with its own options) when it gets there
+    if label_cfg is not None and (label_cfg.encoding_errors != "strict" or label_cfg.format or label_cfg.sep):
+        return  # label.* reading options this header peek does not speak: label checks the file itself
+    columns = _columns(unlabelled, label_cfg.encoding if label_cfg else None)
     if columns is not None and args.text_column not in columns:
         raise InputError(f"{unlabelled}: no column {args.text_column!r} for --text-column; columns present: "
                          f"{', '.join(columns)}")
@@ -202,14 +202,19 @@ def _config_class(command: str):
     return FinetuneConfig
 
 
-def _columns(path: str) -> list[str] | None:
-    """The header of a csv/tsv/jsonl file to label (None for formats without a cheap header)."""
+def _columns(path: str, encoding: str | None) -> list[str] | None:
+    """The header of a csv/tsv file to label (None for other formats); an undecodable file is refused now, not
+    after minutes of pretraining."""
     from ..tables import detect_encoding, read_records, table_format
+    from ..workbook import WORKBOOK_SUFFIXES
 
+    if Path(path).suffix.lower() in WORKBOOK_SUFFIXES:  # label reads these; table_format (for tables) does not
+        return None
     fmt = table_format(path)
     if fmt not in ("csv", "tsv"):
         return None
-    encoding = detect_encoding(path, hints=("its encoding (e.g. label.encoding=cp949)", None))
+    encoding = detect_encoding(path, encoding, hints=("its encoding (e.g. label.encoding=cp949)",
+                                                      "label.encoding_errors=replace"))
     columns, records = read_records(Path(path), fmt, encoding, None)
     getattr(records, "close", lambda: None)()
     return [str(c).strip() for c in columns]
