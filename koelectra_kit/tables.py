@@ -185,12 +185,20 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         raise InputError(f"{path}: no columns found (empty table)") from None
 
 
+def column_hint(name: str, columns) -> str:
+    """" (did you mean ' review '?)" when a column differs from ``name`` only in case or surrounding spaces (an
+    Excel header typed with a trailing space looks right everywhere but in this message), else ""."""
+    near = [c for c in columns if str(c).strip().casefold() == str(name).strip().casefold() and c != name]
+    return f" (did you mean {near[0]!r}? spaces and case are part of a column's name)" if near else ""
+
+
 def require_columns(df, columns: list[str], path: str | Path) -> None:
     """An unknown column is an error that lists the columns present."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         present = ", ".join(map(str, df.columns))
-        raise InputError(f"{path}: no column {', '.join(repr(m) for m in missing)}; columns present: {present}")
+        raise InputError(f"{path}: no column {', '.join(repr(m) for m in missing)}; columns present: {present}"
+                         f"{column_hint(missing[0], df.columns)}")
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:
@@ -199,7 +207,8 @@ def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_C
     columns = list(columns)
     if given:
         if given not in columns:
-            raise InputError(f"{path}: no column {given!r}; columns present: {', '.join(map(str, columns))}")
+            raise InputError(f"{path}: no column {given!r}; columns present: {', '.join(map(str, columns))}"
+                             f"{column_hint(given, columns)}")
         return given
     lower = {str(c).strip().casefold(): c for c in columns}
     for name in candidates:

@@ -233,3 +233,19 @@ def test_quickstart_refuses_an_undecodable_unlabelled_file_before_the_first_step
     rc, _, err = run_cli(capsys, "quickstart", "--unlabelled", bad, "--out", tmp_path / "qs")
     assert_one_line_error(rc, err, "label.encoding=cp949", "label.encoding_errors=replace")
     assert not (tmp_path / "qs").exists()  # was found at the label step, after tokenizer, pretraining, fine-tuning
+
+
+def test_a_column_that_differs_in_spaces_or_case_is_suggested(capsys, tmp_path, tiny_classifier_dir):
+    """An Excel header typed ' review ' looks like 'review' in every program but this message."""
+    src = tmp_path / "in.csv"
+    src.write_text("id, review \n1,좋아요\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv")
+    assert_one_line_error(rc, err, "no column 'review'", "did you mean ' review '?")
+    src.write_text("Review,label\n좋아요,positive\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "evaluate", "--model", tiny_classifier_dir, "--data", src, "--text-column", "review")
+    assert_one_line_error(rc, err, "did you mean 'Review'?")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--text-column", "nope")
+    assert_one_line_error(rc, err, "no column 'nope'")
+    assert "did you mean" not in err and not (tmp_path / "o.csv").exists()

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..classifier import placeholder_labels
 from ..errors import InputError
+from ..tables import column_hint
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
@@ -98,7 +99,8 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
     from ..classifier import Classifier
 
     if text_column not in df.columns:
-        raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}")
+        raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}"
+                         f"{column_hint(text_column, df.columns)}")
     if batch_size < 1:
         raise InputError(f"batch_size={batch_size} must be at least 1")
     clf = classifier or Classifier.load(model, **load_kwargs)

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..fileio import check_input_file
 from ..runtime import log
-from ..tables import detect_encoding, read_records, table_format
+from ..tables import column_hint, detect_encoding, read_records, table_format
 from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
@@ -85,7 +85,8 @@ class FileLabeller:
         self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                   errors=cfg.encoding_errors)
         if cfg.text_column not in self.columns:
-            raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}")
+            raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
+                             f"{column_hint(cfg.text_column, self.columns)}")
         if self.columns.count(cfg.text_column) > 1:
             raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
                              f"{cfg.text_column!r}; rename them so the text column is unambiguous")
