@@ -178,6 +178,8 @@ def test_bad_transfer_file_is_a_one_line_error(content, msg, distill_data, finet
                "progress=false"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1].startswith("error: ") and msg in err[-1] and str(bad) in err[-1]
+    if content is None:  # named, and before the teachers' pass
+        assert err == [f"error: transfer: {bad}: file not found"]
 
 
 def test_missing_keys_and_foreign_teacher_labels_are_one_line_errors(distill_data, finetuned_dir, tiny_encoder_dir,

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
-from ..errors import ConfigError
-from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..errors import ConfigError, InputError
+from ..fileio import cache_dir, check_input_file, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import default_lr, load_model, param_groups
@@ -72,6 +72,12 @@ class DistillRecipe:
         self.work = checkpoint.work_dir(self.out)
         checkpoint.check_work_dir(self.work)
         check_model_source(cfg.student, "student")  # before the teachers' pass, not after it
+        for key in ("transfer", "exclude"):  # now, and named: "transfer: x.csv: file not found"
+            for path in getattr(cfg, key):
+                try:
+                    check_input_file(path)
+                except InputError as e:
+                    raise InputError(f"{key}: {e}") from None
         self.cache = cache_dir(cfg.cache_dir)
 
     # -- setup ---------------------------------------------------------------------------------
