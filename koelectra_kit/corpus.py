@@ -65,7 +65,7 @@ CORPORA: dict[str, dict] = {
 
 
 def _new_stats() -> dict:
-    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None, "lines": 0}
+    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None}
 
 
 def _wrong_encoding(path: Path, encoding: str, bad: int, lines: int) -> InputError:
@@ -80,9 +80,9 @@ def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
             for line in f:
                 yield line.rstrip("\r\n")
         return
+    lineno = 0
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
-            stats["lines"] = lineno
             try:
                 line = raw.decode(encoding)
             except UnicodeDecodeError:
@@ -95,8 +95,8 @@ def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
                     # file): training on U+FFFD soup would waste the run.
                     raise _wrong_encoding(path, encoding, stats["bad"], lineno)
             yield line.rstrip("\r\n")
-    if stats["bad"] * 2 > stats["lines"]:  # a short file (a binary one) ends before the check above can tell
-        raise _wrong_encoding(path, encoding, stats["bad"], stats["lines"])
+    if stats["bad"] * 2 > lineno:  # a short file (a binary one) ends before the check above can tell
+        raise _wrong_encoding(path, encoding, stats["bad"], lineno)
 
 
 def _file_encoding(path: Path, encoding: str | None) -> tuple[str, bool]:

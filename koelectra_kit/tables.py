@@ -80,7 +80,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
     spelling (``hints``) of the options that get past it."""
     path = check_file(path)
     option, replace = hints
-    flag = f", or {replace} to label the rest and flag it" if replace else ""
+    rest = f"{replace} to label the rest and flag the bad lines" if replace else None
     if encoding:
         try:
             codecs.lookup(encoding)
@@ -89,7 +89,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         bad = _first_bad_byte(path, encoding, chunk)
         if bad is not None:
             raise InputError(f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad}); pass "
-                             f"{option}{flag}")
+                             f"{option}" + (f", or {rest}" if rest else ""))
         return encoding
     with open(path, "rb") as f:
         head = f.read(4)
@@ -97,7 +97,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         bad = _first_bad_byte(path, "utf-8-sig", chunk)
         if bad is not None:
             raise InputError(f"{path}: starts with a UTF-8 BOM but line {_line_of(path, bad)} is not UTF-8; "
-                             f"fix that line{flag.replace(', or ', ', or pass ', 1)}")
+                             "fix that line" + (f", or pass {rest}" if rest else ""))
         return "utf-8-sig"
     # Excel's "Unicode Text" is UTF-16 with a BOM (which no UTF-8 or cp949 text starts with); UTF-32's BOM begins
     # with UTF-16 LE's, so it is tried first
@@ -107,7 +107,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
             bad = _first_bad_byte(path, enc, chunk)
             if bad is not None:
                 raise InputError(f"{path}: starts with a {enc.upper()} BOM but byte {bad} is not {enc.upper()}; "
-                                 f"fix the file{flag.replace(', or ', ', or pass ', 1)}")
+                                 "fix the file" + (f", or pass {rest}" if rest else ""))
             return enc
     failures = []
     for enc in CANDIDATE_ENCODINGS:
@@ -116,7 +116,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
             return enc
         failures.append(f"{enc} fails on line {_line_of(path, bad)}")
     raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8 or pass "
-                     f"{option}{flag.replace('flag it', 'flag the bad lines')}")
+                     f"{option}" + (f", or {rest}" if rest else ""))
 
 
 def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:

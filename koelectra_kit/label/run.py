@@ -137,8 +137,7 @@ class FileLabeller:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""
         st = self.state
         return {"input": st.input, "input_content": input_fingerprint(self.src, mtime=False), "rows": self.total_rows,
-                "shard": self.cfg.shard, "start": self.row_start, "stop": self.row_stop, "text_column": st.text_column,
-                "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
+                "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc}
 
     def state_path_exists(self) -> bool:
