@@ -109,8 +109,10 @@ def test_config_validation():
         cfg_for(labels="[a,a]")
     with pytest.raises(ConfigError, match="label_map"):
         cfg_for(label_map="{0: good}")
-    with pytest.raises(ConfigError, match="dev_fraction"):
-        cfg_for(dev_fraction=1.5)
+    for bad in (1.5, 0.999, 0, -0.1):  # 0.999 trained on one row per class and reported a score
+        with pytest.raises(ConfigError, match="dev_fraction"):
+            cfg_for(dev_fraction=bad)
+    assert cfg_for(dev_fraction=0.5).dev_fraction == 0.5
     with pytest.raises(ConfigError, match="unknown config key 'lr_decay'"):
         cfg_for(lr_decay=0.8)
 

@@ -343,6 +343,15 @@ def test_character_only_vocabulary_warns(sample_dir, tmp_path):
                                         vocab_size=1000, presplit="none", progress=False, cache_dir=str(tmp_path / "c")))
 
 
+def test_vocabulary_smaller_than_asked_is_a_warning_line(sample_dir, tmp_path, capsys):
+    # the 400-comment sample supports about 2,000 WordPiece tokens: asking for 100,000 got 2,0xx with no word
+    rc = main(["tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={tmp_path / 't'}",
+               f"cache_dir={tmp_path / 'c'}", "vocab_size=100000", "progress=false"])
+    size = len(json.loads((tmp_path / "t" / "tokenizer.json").read_text())["model"]["vocab"])
+    assert rc == 0 and size < 100000
+    assert f"warning: vocab_size=100000, but the corpus supports only {size} tokens" in capsys.readouterr().err
+
+
 def test_cli_train_and_encode(sample_dir, tmp_path, capsys):
     out = tmp_path / "tok"
     rc = main(["tokenizer", "train", "--config", "configs/tokenizer/tiny.yaml", f"input={sample_dir / 'comments.txt'}",

@@ -122,8 +122,11 @@ class FinetuneConfig:
                 raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not in labels {self.labels}")
         if self.rating_map is not None:
             parse_rating_map(self.rating_map)  # raises ConfigError if malformed
-        if not 0 < self.dev_fraction < 1:
-            raise ConfigError(f"dev_fraction: must be between 0 and 1, got {self.dev_fraction}")
+        if not 0 < self.dev_fraction <= 0.5:
+            # more than half of the labelled rows held out is a slip (0.9 meant "train on 90%"), not a split:
+            # at 0.999 a 3-class model trained on one row per class and reported a dev score, exit 0
+            raise ConfigError(f"dev_fraction: the share of train held out for dev must be more than 0 and at most "
+                              f"0.5, got {self.dev_fraction:g}")
         if self.max_train_rows is not None and self.max_train_rows < len(self.labels):
             raise ConfigError(f"max_train_rows: must be at least the number of labels, got {self.max_train_rows}")
         if self.epochs <= 0 or self.batch_size < 1 or self.max_length < 3:

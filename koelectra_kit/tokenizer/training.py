@@ -40,6 +40,11 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
                       model="unigram" if cfg.model == "unigram" else "wordpiece",  # characters: WordPiece, no merges
                       fallback=FALLBACK if _with_fallback(cfg) else None)
+    if cfg.model == "wordpiece" and tok.vocab_size < cfg.vocab_size:
+        # WordPiece stops when the corpus has no more pairs to merge; the model's embedding table follows the
+        # tokenizer, so nothing breaks, but the user asked for another size and should know
+        warnings.warn(f"vocab_size={cfg.vocab_size}, but the corpus supports only {tok.vocab_size} tokens: the "
+                      f"vocabulary has {tok.vocab_size} (a bigger corpus gives more)", stacklevel=2)
     tok.save(cfg.out)
     if cfg.progress:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
