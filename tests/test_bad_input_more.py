@@ -249,3 +249,38 @@ def test_a_column_that_differs_in_spaces_or_case_is_suggested(capsys, tmp_path, 
                          tmp_path / "o.csv", "--text-column", "nope")
     assert_one_line_error(rc, err, "no column 'nope'")
     assert "did you mean" not in err and not (tmp_path / "o.csv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# label: the chart and the text column (session 13)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plot, needle", [("in.csv", "ending in .png"), ("chart.txt", "ending in .png"),
+                                          ("charts.png", "is a folder")])
+def test_label_plot_path_is_checked_before_labelling(capsys, tmp_path, tiny_classifier_dir, plot, needle):
+    """--plot in.csv replaced the input with a PNG after labelling it (exit 0); a folder failed after the whole
+    file was labelled."""
+    src = tmp_path / "in.csv"
+    src.write_text("review\n좋아요\n별로\n", encoding="utf-8")
+    (tmp_path / "charts.png").mkdir()
+    before = src.read_bytes()
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--plot", tmp_path / plot, "--no-progress")
+    assert_one_line_error(rc, err, needle)
+    assert src.read_bytes() == before and not list(tmp_path.glob("*o.csv*"))
+
+
+def test_label_refuses_a_column_of_numbers(capsys, tmp_path, tiny_classifier_dir):
+    """--text-column rating labelled each rating as a review (exit 0, confident labels for "5" and "1")."""
+    src = tmp_path / "in.csv"
+    src.write_text("review,rating\n좋아요,5\n별로,1\n그냥,3.5\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--text-column", "rating", "--no-progress")
+    assert_one_line_error(rc, err, "'rating' holds only numbers", "--text-column", "review")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+    # a real text column with a few numbers among the reviews is labelled
+    src.write_text("review\n10\n최고 10점\n9\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--no-progress")
+    assert rc == 0, err

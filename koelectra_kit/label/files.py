@@ -73,7 +73,18 @@ def plan_jobs(cfg: LabelConfig) -> tuple[list[LabelConfig], bool]:
     clash = next((src for src in paths if src.resolve() in owners and owners[src.resolve()] != src), None)
     if clash is not None:
         raise InputError(f"{clash} is an input and also {owners[clash.resolve()]}'s output: it would be overwritten")
+    if cfg.plot:
+        _check_plot(Path(cfg.plot))
     return jobs, many
+
+
+def _check_plot(plot: Path) -> None:
+    """Before any labelling: the chart is drawn after the last row, and it once replaced the input file it was
+    pointed at (--plot reviews.csv) with a PNG. Inputs and outputs never end in .png, so the suffix rules that out."""
+    if plot.suffix.lower() != ".png":
+        raise InputError(f"--plot {plot}: the chart is a PNG image; give a file ending in .png")
+    if plot.is_dir():
+        raise InputError(f"--plot {plot} is a folder; give a file ending in .png")
 
 
 class FilesLabeller:
