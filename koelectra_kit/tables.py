@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -199,6 +200,20 @@ def require_columns(df, columns: list[str], path: str | Path) -> None:
         present = ", ".join(map(str, df.columns))
         raise InputError(f"{path}: no column {', '.join(repr(m) for m in missing)}; columns present: {present}"
                          f"{column_hint(missing[0], df.columns)}")
+
+
+_NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?", re.IGNORECASE)
+
+
+def check_not_numbers(values, column, columns, path) -> None:
+    """A text column holding nothing but numbers is a rating or id column picked by mistake (text_column=rating):
+    each number would be labelled, or trained on, as a review, exit 0. Three values at least, so a file of one
+    review that reads "10" still passes. ``values``: the column's values, or its first chunk when streaming."""
+    seen = [str(v).strip() for v in values if v is not None and str(v).strip()]
+    if len(seen) >= 3 and all(_NUMBER.fullmatch(v) for v in seen):
+        others = ", ".join(str(c) for c in columns if c != column)
+        raise InputError(f"{path}: column {column!r} holds only numbers (its first {len(seen):,} values), not review "
+                         f"text; name the text column (other columns: {others})")
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:

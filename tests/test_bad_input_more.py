@@ -271,14 +271,19 @@ def test_label_plot_path_is_checked_before_labelling(capsys, tmp_path, tiny_clas
     assert src.read_bytes() == before and not list(tmp_path.glob("*o.csv*"))
 
 
-def test_label_refuses_a_column_of_numbers(capsys, tmp_path, tiny_classifier_dir):
-    """--text-column rating labelled each rating as a review (exit 0, confident labels for "5" and "1")."""
+def test_a_column_of_numbers_is_not_review_text(capsys, tmp_path, tiny_classifier_dir):
+    """--text-column rating labelled each rating as a review (exit 0, confident labels for "5" and "1"); evaluate
+    (and finetune, baseline, distill: the same reader) scored them."""
     src = tmp_path / "in.csv"
     src.write_text("review,rating\n좋아요,5\n별로,1\n그냥,3.5\n", encoding="utf-8")
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
                          tmp_path / "o.csv", "--text-column", "rating", "--no-progress")
-    assert_one_line_error(rc, err, "'rating' holds only numbers", "--text-column", "review")
+    assert_one_line_error(rc, err, "'rating' holds only numbers", "name the text column", "review")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("id,label\n1,positive\n2,negative\n3,positive\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "evaluate", "--model", tiny_classifier_dir, "--data", labelled, "--text-column", "id")
+    assert_one_line_error(rc, err, "'id' holds only numbers")
     # a real text column with a few numbers among the reviews is labelled
     src.write_text("review\n10\n최고 10점\n9\n", encoding="utf-8")
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..tables import CONFIG_HINTS, TEXT_COLUMNS, detect_encoding, pick_column, read_table, table_format
+from ..tables import CONFIG_HINTS, TEXT_COLUMNS, check_not_numbers, detect_encoding, pick_column, read_table, table_format
 from .config import ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
 
 
@@ -150,6 +150,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         if dst not in labels:
             raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
     texts = _column_as_str(df, text_col)
+    check_not_numbers(texts, text_col, df.columns, path)
     raw = [v.strip() for v in _column_as_str(df, source_col)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}

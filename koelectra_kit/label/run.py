@@ -7,7 +7,6 @@ import codecs
 import gc
 import io
 import os
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..fileio import check_input_file
 from ..runtime import log
-from ..tables import column_hint, detect_encoding, read_records, table_format
+from ..tables import check_not_numbers, column_hint, detect_encoding, read_records, table_format
 from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
@@ -198,17 +197,6 @@ class FileLabeller:
             raise InputError(f"{self.src}: bytes invalid in {self.encoding} ({e.reason}); pass the right --encoding "
                              "or --encoding-errors replace; finished chunks are kept: rerun with --resume") from None
 
-    def _check_text_column(self, texts) -> None:
-        """The first chunk's text column holding nothing but numbers is a rating or id column picked by mistake
-        (--text-column score): each number would get a confident sentiment label, exit 0. Three values at least,
-        so a file of one review that reads "10" is still labelled."""
-        seen = [str(v).strip() for v in texts if v is not None and str(v).strip()]
-        if len(seen) >= 3 and all(_NUMBER.fullmatch(v) for v in seen):
-            others = [c for c in self.columns if c != self.cfg.text_column]
-            raise InputError(f"{self.src}: column {self.cfg.text_column!r} holds only numbers (its first "
-                             f"{len(seen):,} values), not review text; name the text column with --text-column "
-                             f"(other columns: {others})")
-
     def write_chunk(self, chunk: list) -> int:
         """Label ``chunk`` and append it to the partial file; the state file then says it is whole."""
         import pandas as pd
@@ -229,7 +217,7 @@ class FileLabeller:
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
         df = pd.DataFrame(rows, columns=self.columns, dtype=object)
         if state.bytes_done == 0:
-            self._check_text_column(df[cfg.text_column])
+            check_not_numbers(df[cfg.text_column], cfg.text_column, self.columns, self.src)
         reused_before = self.cache.reused if self.cache is not None else 0
         out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
             (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)
@@ -252,9 +240,6 @@ class FileLabeller:
         if self.after_chunk is not None and chunk:
             self.after_chunk(state.chunks_done)
         return len(chunk)
-
-
-_NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?", re.IGNORECASE)
 
 
 @contextmanager
