@@ -2,7 +2,7 @@
 their nsmc3 dev scores from the labelled output (issue 18: the student labels >= 2x as fast, within 1 point of
 macro-F1).
 
-    python benchmarks/bench_distill.py --teacher runs/exp/b2h/teacher-s1 --student runs/exp/b2h/student-s1
+    python benchmarks/bench_distill.py --teacher runs/exp/b2h2/teacher-s1 --student runs/exp/b2h2/student-s1
 
 Both label the same --rows reviews of nsmc3 dev in turns (teacher, student, teacher, ...; one warm-up each, which
 also loads Kiwi and the model files into the page cache); the median of the turns is reported. The teacher here is

@@ -196,11 +196,19 @@ def test_missing_keys_and_foreign_teacher_labels_are_one_line_errors(distill_dat
 
 
 def test_budget_recipe_script_smoke_run(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "experiments" / "budget_2h.py"), "--smoke",
-                           "--runs", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    script = [sys.executable, str(ROOT / "examples" / "experiments" / "budget_2h.py"), "--smoke",
+              "--runs", str(tmp_path / "runs")]
+    proc = subprocess.run(script, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
-    for stage in ("pretrain", "continue", "finetune-s1", "student-pretrain", "distill-s1", "total"):
+    for stage in ("pretrain", "finetune-s1", "student-pretrain", "student-continue", "distill-s1", "total"):
         assert f"| {stage} |" in table
+    assert "| continue |" not in table  # the teacher encoder's continued stage is off by default
     assert (tmp_path / "runs" / "student-s1" / "eval.json").exists()
+    assert "student-continued" in (tmp_path / "runs" / "student-s1" / "distill_config.yaml").read_text()
+    # a second seed with the teacher's continued stage: the shared stages are reused, the teacher is the continued one
+    proc = subprocess.run([*script, "--seed", "2", "--continue-minutes", "1"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[student-pretrain] reused" in proc.stdout and "| continue |" in proc.stdout
+    assert "continued" in (tmp_path / "runs" / "teacher-s2" / "finetune_config.yaml").read_text()
