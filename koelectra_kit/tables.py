@@ -208,12 +208,20 @@ _NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?", re.IGNORECASE)
 def check_not_numbers(values, column, columns, path) -> None:
     """A text column holding nothing but numbers is a rating or id column picked by mistake (text_column=rating):
     each number would be labelled, or trained on, as a review, exit 0. Three values at least, so a file of one
-    review that reads "10" still passes. ``values``: the column's values, or its first chunk when streaming."""
-    seen = [str(v).strip() for v in values if v is not None and str(v).strip()]
-    if len(seen) >= 3 and all(_NUMBER.fullmatch(v) for v in seen):
+    review that reads "10" still passes. ``values``: the column's values, or its first chunk when streaming; the
+    scan stops at the first text, so a real review column costs a few values, not a pass over all of them."""
+    numbers = 0
+    for v in values:
+        text = "" if v is None else str(v).strip()
+        if not text:
+            continue
+        if not _NUMBER.fullmatch(text):
+            return
+        numbers += 1
+    if numbers >= 3:
         others = ", ".join(str(c) for c in columns if c != column)
-        raise InputError(f"{path}: column {column!r} holds only numbers (its first {len(seen):,} values), not review "
-                         f"text; name the text column (other columns: {others})")
+        raise InputError(f"{path}: column {column!r} holds only numbers ({numbers:,} values), not review text; "
+                         f"name the text column (other columns: {others})")
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:
