@@ -68,8 +68,9 @@ class PretrainConfig:
     # replaced by the checkpoint's with one notice (presets stay usable), model.init is forced to normal (the
     # weights already encode positions), and a tokenizer= with another vocabulary is an error.
     init: str | None = None
-    # The generator to continue with (folder or hub id); None: the one beside init, else a fresh one of
-    # generator.size sharing init's embeddings.
+    # The generator to continue with (folder or hub id; needs init= and objective electra): published pairs ship it
+    # apart (monologg/koelectra-small-v3-generator beside ...-discriminator). Its vocabulary and embedding size must
+    # be init's (the two share one embedding table). None: the one beside init, else a fresh one of generator.size.
     init_generator: str | None = None
     cache_dir: str | None = None  # packed-data cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
     num_workers: int | None = None  # tokenization processes (None: all cores)
@@ -147,6 +148,12 @@ class PretrainConfig:
         check_repo_id(self.push_to_hub)
         if not self.corpus:
             raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv])")
+        if self.init_generator and not self.init:
+            raise ConfigError(f"init_generator={self.init_generator} needs init= (the discriminator it continues "
+                              "with, e.g. init=monologg/koelectra-small-v3-discriminator)")
+        if self.init_generator and self.objective != "electra":
+            raise ConfigError(f"init_generator= is for objective=electra; objective={self.objective} trains no "
+                              "generator")
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR for the run's outputs")
         if self.tokenizer_model not in ("wordpiece", "characters"):

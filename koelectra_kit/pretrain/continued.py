@@ -5,7 +5,10 @@ its generator when there is one) instead of random weights, with that model's to
 
 Where the weights come from (``init_sources``): a run folder of ours (``RUN/discriminator`` + ``RUN/generator``),
 ``RUN/discriminator`` (its sibling ``generator/`` is used), any ELECTRA model folder or a hub id (then a fresh
-generator of ``generator.size``, sharing the loaded embeddings as usual), or an explicit ``init_generator=``.
+generator of ``generator.size``, sharing the loaded embeddings as usual), or an explicit ``init_generator=``: the
+way published checkpoints ship, the generator in its own folder or hub repo (ElectraForMaskedLM)::
+
+    init=monologg/koelectra-small-v3-discriminator init_generator=monologg/koelectra-small-v3-generator
 
 Decisions, for a config that says something else than the checkpoint:
 - shape (``model.*`` sizes, the generator's when one is loaded): the checkpoint's wins, one notice lists what was
@@ -61,7 +64,10 @@ def init_sources(cfg: PretrainConfig) -> tuple[str, str | None]:
     return disc, None
 
 
-def _electra_config(source: str, key: str):
+def _electra_config(source: str, key: str, want: str | None = None):
+    """The ElectraConfig of ``source``; a model saved as the other half of the pair (``want``: the class the slot
+    loads, ElectraForPreTraining or ElectraForMaskedLM) is an error: its encoder would load under a fresh head and
+    train in the other role, silently (``init_generator=...-discriminator`` is an easy slip)."""
     from transformers import AutoConfig
 
     with loading(source, key), quiet_transformers():
@@ -69,16 +75,23 @@ def _electra_config(source: str, key: str):
     if getattr(config, "model_type", None) != "electra":
         raise InputError(f"{key}={source} is a {getattr(config, 'model_type', 'unknown')!r} model; continued "
                          "pretraining needs an ELECTRA discriminator (model_type electra)")
+    other = {"ElectraForPreTraining": "ElectraForMaskedLM", "ElectraForMaskedLM": "ElectraForPreTraining"}.get(want)
+    if other is not None and (getattr(config, "architectures", None) or []) == [other]:
+        role = "generator" if other == "ElectraForMaskedLM" else "discriminator"
+        raise InputError(f"{key}={source} is an ELECTRA {role} ({other}); {key}= takes the "
+                         f"{'discriminator' if role == 'generator' else 'generator'} ({want})")
     return config
 
 
 def resolve_init(cfg: PretrainConfig) -> InitSource:
     """The sources and their configs; a generator that can't share the discriminator's embeddings is an error."""
     disc, gen = init_sources(cfg)
-    config = _electra_config(disc, "init")
+    # (objective=mlm continues any encoder as a masked LM: a generator or a discriminator will do)
+    config = _electra_config(disc, "init", "ElectraForPreTraining" if cfg.objective == "electra" else None)
     gen_config = None
     if gen is not None and cfg.objective == "electra":
-        gen_config = _electra_config(gen, "init_generator" if cfg.init_generator else "init (its generator)")
+        gen_config = _electra_config(gen, "init_generator" if cfg.init_generator else "init (its generator)",
+                                     "ElectraForMaskedLM")
         for attr in ("vocab_size", "embedding_size"):
             if getattr(gen_config, attr) != getattr(config, attr):
                 raise InputError(f"generator {gen} has {attr} {getattr(gen_config, attr)} but discriminator {disc} "
@@ -146,8 +159,8 @@ def init_tokenizer(cfg: PretrainConfig):
 
 
 def load_init_model(cfg: PretrainConfig, src: InitSource, tok, attn_implementation: str = "sdpa"):
-    """The ``ElectraPretrainModel`` with the checkpoint's weights (a fresh generator when there is none); the
-    config's dropout applies (a training knob, not part of the shape). Master weights in fp32."""
+    """(the ``ElectraPretrainModel`` with the checkpoint's weights (a fresh generator when there is none), notices
+    to print); the config's dropout applies (a training knob, not part of the shape). Master weights in fp32."""
     import torch
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
@@ -169,10 +182,22 @@ def load_init_model(cfg: PretrainConfig, src: InitSource, tok, attn_implementati
 
     if cfg.objective == "mlm":  # the discriminator's encoder continues as a masked LM (its MLM head starts fresh)
         return ElectraPretrainModel(load(ElectraForMaskedLM, src.discriminator, "init", "generator_"), None,
-                                    special, cfg.temperature)
+                                    special, cfg.temperature), []
+    notes = []
     disc = load(ElectraForPreTraining, src.discriminator, "init", "discriminator_predictions")
     if src.generator is not None:
         gen = load(ElectraForMaskedLM, src.generator, "init_generator", "generator_")
+        # ElectraPretrainModel gives the generator the discriminator's embedding block (token, position, type
+        # tables, LayerNorm) and ties its output layer to it; the loaded generator keeps its encoder, its
+        # embeddings_project (E -> its hidden size) and its head's dense, LayerNorm and bias. A published pair
+        # trained by the official code shares one embedding variable, so the two copies are equal and nothing is
+        # lost; a generator trained with embeddings of its own loses them (said once, with how far apart they were).
+        own = gen.electra.embeddings.word_embeddings.weight
+        shared = disc.electra.embeddings.word_embeddings.weight
+        if not torch.equal(own, shared):
+            notes.append(f"note: generator {src.generator} has word embeddings of its own (max |difference| "
+                         f"{(own - shared).abs().max().item():.3g} from init's); it continues with init's, shared "
+                         "as ELECTRA trains them, and keeps its encoder and head")
     else:
         c = src.config
         gen = ElectraForMaskedLM(electra_config(
@@ -180,4 +205,4 @@ def load_init_model(cfg: PretrainConfig, src: InitSource, tok, attn_implementati
             max_position_embeddings=c.max_position_embeddings, hidden_dropout=m.hidden_dropout,
             attention_dropout=m.attention_dropout, initializer_range=c.initializer_range, hidden_act=c.hidden_act,
             layer_norm_eps=c.layer_norm_eps, attn_implementation=attn_implementation))
-    return ElectraPretrainModel(gen, disc, special, cfg.temperature)
+    return ElectraPretrainModel(gen, disc, special, cfg.temperature), notes

@@ -151,10 +151,12 @@ class PretrainRecipe:
         if self.init_src is not None:
             from .continued import load_init_model
 
-            self.model = load_init_model(cfg, self.init_src, tok, attn)
+            self.model, notes = load_init_model(cfg, self.init_src, tok, attn)
             if self.main:
                 gen = self.init_src.generator or f"a fresh one (generator.size {cfg.generator.size:g})"
                 log(f"continuing from {self.init_src.discriminator}; generator: {gen}")
+                for note in notes:
+                    warn(note)
         else:
             self.model = electra.build_pretrain_model(
                 tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,

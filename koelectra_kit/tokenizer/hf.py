@@ -14,7 +14,6 @@ naming the package (``saving.HF_LOAD_GUARD``). Never ``trust_remote_code``: the 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from transformers import AutoTokenizer, BatchEncoding, PreTrainedTokenizerFast
@@ -22,26 +21,11 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 
 from .config import SETTINGS_FILE
 from .core import KoTokenizer
-from .saving import HF_TOKENIZER_CLASS, SPECIAL_TOKENS_MAP
+from .saving import HF_TOKENIZER_CLASS, SPECIAL_TOKENS_MAP, model_max_length
 
 # from_pretrained keyword arguments passed on to the tokenizer; the loaders' own (cache_dir, _from_pipeline,
 # trust_remote_code, ...) are not tokenizer settings
 _PASSED_ON = ("model_max_length", "truncation_side", "model_input_names")
-
-
-def _model_max_length(folder: Path) -> int:
-    """The length the model was trained and is served with: the classifier's max_length (config.json, the rule
-    ``Classifier.load`` uses), else its position table (at most 512), else tokenizer_config.json's."""
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        kit = cfg.get("koelectra_kit") or {}
-        return int(kit.get("max_length", 0) or min(512, cfg.get("max_position_embeddings", 512)))
-    except (OSError, ValueError):
-        pass
-    try:
-        return int(json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))["model_max_length"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 512
 
 
 class KoElectraKitTokenizer(PreTrainedTokenizerFast):
@@ -85,7 +69,7 @@ class KoElectraKitTokenizer(PreTrainedTokenizerFast):
             folder = snapshot
         ko = KoTokenizer.from_pretrained(folder)
         passed = {k: kwargs[k] for k in _PASSED_ON if kwargs.get(k) is not None}
-        passed.setdefault("model_max_length", _model_max_length(folder))
+        passed.setdefault("model_max_length", model_max_length(folder))
         return cls(ko, name_or_path=name, **passed)
 
     def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False,

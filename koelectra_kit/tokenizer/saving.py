@@ -4,6 +4,11 @@ that ties checkpoints and caches to them.
 A saved directory holds tokenizer.json (+ vocab.txt for WordPiece), tokenizer_config.json and
 special_tokens_map.json for transformers, and koelectra_tokenizer.json with the normalization and pre-split
 settings and the Kiwi versions (another Kiwi model build can split differently, changing token ids).
+
+A published checkpoint's tokenizer (KoELECTRA, KcELECTRA: ``vocab.txt`` + tokenizer_config.json, BERT-style
+WordPiece with its own normalizer) is read by transformers and kept as it is: no normalization or Kiwi step of ours
+is put in front of it, since the checkpoint was trained on its own tokenization. It is saved the way transformers
+saves it, so the folders made from it load in plain transformers.
 """
 from __future__ import annotations
 
@@ -40,13 +45,39 @@ _LEGACY_CONFIG = json.dumps({
     ensure_ascii=False, indent=2).encode() + b"\n"
 
 
+# Keys transformers' from_pretrained records among a tokenizer's arguments that say how it was loaded, not what it
+# is; save_pretrained writes them back (transformers 5: is_local, and local_files_only, true only under
+# HF_HUB_OFFLINE), so one published tokenizer had one fingerprint online and another offline: token caches
+# missed, and a pretraining run started online refused to resume offline ("another tokenizer").
+_LOADER_KEYS = ("is_local", "local_files_only", "cache_dir", "revision", "token", "use_auth_token", "_commit_hash",
+                "trust_remote_code", "use_fast", "_from_auto", "name_or_path")
+# How many rows a model's embedding may have beyond its tokenizer's tokens: tables are padded up to a multiple
+# of 8..128 for speed. A larger gap is a truncated or foreign vocab.txt, whose ids mean other tokens.
+_PADDED_ROWS = 128
+
+
+def model_max_length(folder: Path) -> int:
+    """The length the model in ``folder`` was trained and is served with: the classifier's max_length (config.json,
+    the rule ``Classifier.load`` uses), else its position table (at most 512), else tokenizer_config.json's."""
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        kit = cfg.get("koelectra_kit") or {}
+        return int(kit.get("max_length", 0) or min(512, cfg.get("max_position_embeddings", 512)))
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        return int(json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))["model_max_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 512
+
+
 def save_tokenizer(tok, directory: str | Path) -> Path:
     """Write ``tok``'s files into ``directory`` (each written beside its name, then renamed); other files in the
     directory (a model's) are kept."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     if tok.hf is not None:
-        tok.hf.save_pretrained(str(d))
+        _save_published(tok, d)
         return d
     with atomic_path(d / "tokenizer.json") as tmp:
         tok.backend.save(str(tmp))
@@ -68,6 +99,44 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
         # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
         **({"fallback": tok.fallback} if tok.fallback else {})})
     return d
+
+
+def _save_published(tok, d: Path) -> None:
+    """A published checkpoint's tokenizer as transformers saves it (tokenizer.json carries its normalizer), plus
+    its vocab.txt, the file the published folder had (transformers 5 no longer writes it; slow BertTokenizer /
+    ElectraTokenizer users and older stacks read it). tokenizer_config.json loses the loader's keys, and in a
+    model folder its model_max_length is the length the model is served with: ``pipeline(..., truncation=True)``
+    then cuts a text where ``Classifier.predict`` does (a plain BERT tokenizer does not truncate unless asked)."""
+    tok.hf.save_pretrained(str(d))
+    path = d / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for key in _LOADER_KEYS:
+        config.pop(key, None)
+    if (d / "config.json").is_file():
+        config["model_max_length"] = model_max_length(d)
+    write_json_atomic(path, config)
+    vocab = tok.backend.get_vocab(with_added_tokens=False)
+    if type(tok.backend.model).__name__ == "WordPiece" and sorted(vocab.values()) == list(range(len(vocab))):
+        with atomic_path(d / "vocab.txt") as tmp:  # one token a line, line number = id
+            Path(tmp).write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])),
+                                 encoding="utf-8")
+
+
+def _check_fits_model(hf, d: Path) -> None:
+    """A published model folder's tokenizer must have the model's vocabulary: as many tokens as config.json's
+    vocab_size (up to ``_PADDED_ROWS`` fewer). A vocab.txt cut short by a copy or download (specials first, so it
+    still loads) would otherwise turn most text into [UNK] or ids of other tokens, silently; one past the table
+    crashes the model mid-run."""
+    try:
+        rows = int(json.loads((d / "config.json").read_text(encoding="utf-8"))["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # a tokenizer folder, not a model's
+    n = len(hf)
+    if n > rows or rows - n > _PADDED_ROWS:
+        source = "tokenizer.json" if (d / "tokenizer.json").is_file() else "vocab.txt"
+        raise InputError(f"the tokenizer in {d} has {n} tokens ({source}) but its model has {rows} "
+                         f"(config.json vocab_size): {'truncated or ' if n < rows else ''}not the vocabulary the "
+                         "model was trained with; copy the checkpoint's tokenizer files again")
 
 
 def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
@@ -113,12 +182,20 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
         return load_tokenizer_parts(snapshot)
     from transformers import AutoTokenizer
 
+    vocab_file = d / "vocab.txt"
+    if d.is_dir() and not (d / "tokenizer.json").exists() and vocab_file.is_file() \
+            and not vocab_file.read_text(encoding="utf-8", errors="replace").strip():
+        raise InputError(f"{vocab_file} is empty: copy the checkpoint's tokenizer files again")
     try:
         hf = AutoTokenizer.from_pretrained(str(name_or_dir), use_fast=True)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot load a tokenizer from {name_or_dir}: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # noqa: BLE001 - the Rust loader raises plain Exception ("WordPiece error: Missing [UNK]")
+        text = str(e).strip()
+        raise InputError(f"cannot load a tokenizer from {name_or_dir}: "
+                         f"{text.splitlines()[0] if text else type(e).__name__}") from None
     if not getattr(hf, "is_fast", False):
         raise InputError(f"{name_or_dir}: only fast (tokenizer.json) Hugging Face tokenizers are supported")
+    if d.is_dir():
+        _check_fits_model(hf, d)
     return {"backend": hf.backend_tokenizer, "normalize": None, "presplit": "none", "model": "hf", "hf_tokenizer": hf}
 
 
