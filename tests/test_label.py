@@ -1,5 +1,6 @@
 """Batch labelling: every row and column kept, encodings, empty/malformed rows, resume, atomic output, API."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -156,6 +157,16 @@ def test_cli_end_to_end_with_plot(tmp_path, tiny_classifier_dir, sample_dir, cap
     printed = capsys.readouterr().out
     assert "labelled 60 rows" in printed and "rows/s" in printed and "empty 1" in printed
     assert (tmp_path / "d.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("chunk_rows", [1000, 7])
+def test_progress_bar_ends_at_the_rows_labelled(tmp_path, tiny_classifier, sample_dir, capsys, chunk_rows):
+    """The bar counted whole chunks only: a file smaller than a chunk (the quickstart's 60 rows) ended at 0rows, a
+    bigger one without its last, short chunk."""
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
+                   classifier=tiny_classifier, progress=True, chunk_rows=chunk_rows)
+    counts = [int(n) for n in re.findall(r"labelling: (\d+)rows", capsys.readouterr().err)]
+    assert s.rows == 60 and counts and counts[-1] == s.rows, counts
 
 
 def test_quantized_predictor_agrees(tiny_classifier_dir, sample_dir):

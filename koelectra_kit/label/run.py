@@ -177,6 +177,7 @@ class FileLabeller:
                     chunk = []
             if chunk or state.bytes_done == 0:
                 new_rows += self.write_chunk(chunk)
+                bar.update(len(chunk))  # the last, short chunk: a file smaller than chunk_rows is nothing else
             if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
                 write_job(self.dst, self.shard_job())
             os.replace(self.partial, self.dst)
