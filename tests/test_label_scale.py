@@ -204,6 +204,65 @@ def test_shards_merge_into_the_unsharded_bytes(tmp_path, tiny_classifier, ext, n
     assert shards == n and merged.read_bytes() == ref.read_bytes()
 
 
+@pytest.fixture(scope="module")
+def wider_classifier_dir(tmp_path_factory, sample_tokenizer):
+    """A 128-wide, 2-layer classifier: in bf16 its scores move with the batch (the 32-wide fixture's hardly do), and
+    its head is scaled up so the probabilities spread as a trained model's do (a random head gives ~1/3 each)."""
+    import torch
+    from transformers import ElectraConfig, ElectraForSequenceClassification
+
+    labels = ["negative", "neutral", "positive"]
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=sample_tokenizer.vocab_size, hidden_size=128, embedding_size=128,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=256, max_position_embeddings=64,
+                        pad_token_id=0, num_labels=3, id2label=dict(enumerate(labels)),
+                        label2id={l: i for i, l in enumerate(labels)})
+    cfg.koelectra_kit = {"task": "text-classification", "max_length": 64, "labels": labels}
+    model = ElectraForSequenceClassification(cfg).eval()
+    with torch.no_grad():
+        model.classifier.out_proj.weight.mul_(30)
+    out = tmp_path_factory.mktemp("wide") / "clf"
+    model.save_pretrained(out)
+    sample_tokenizer.save(out)
+    return out
+
+
+# What README says label-merge gives (section "One file, N workers"). A text's scores depend slightly on the batch it
+# is scored in (another padded length, other neighbours), and a shard's batches are not one run's: its chunks start
+# at its own first row, and a text repeated across a shard boundary is scored again instead of copied from its first
+# occurrence. So: one run's rows, order, input fields and statuses exactly; each probability within bf16's shift
+# (the 3rd or 4th decimal) or fp32's (a tie at the 4th decimal's rounding, one unit at most); a label changed only
+# where the two likeliest classes are that close.
+MERGE_SHIFT = {"bf16": 0.01, "fp32": 0.0001}
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_merged_shards_are_one_runs_rows_with_probabilities_within_the_stated_shift(
+        tmp_path, wider_classifier_dir, sample_dir, precision):
+    from koelectra_kit.classifier import Classifier
+
+    clf = Classifier.load(wider_classifier_dir, device="cpu", precision=precision)
+    texts = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
+    src = tmp_path / "in.csv"
+    pd.DataFrame({"id": range(len(texts) * 2), "review": texts * 2}).to_csv(src, index=False)  # repeats too
+    kw = dict(classifier=clf, progress=False, chunk_rows=64, batch_size=16)
+    label_file(None, src, tmp_path / "one.csv", "review", **kw)
+    for k in (1, 2, 3):
+        label_file(None, src, tmp_path / "out.csv", "review", shard=f"{k}/3", **kw)
+    merge_shards(tmp_path / "out.csv")
+    one, merged = _read(tmp_path / "one.csv"), _read(tmp_path / "out.csv")
+    assert list(merged.columns) == list(one.columns) and len(merged) == len(one) == 2 * len(texts)
+    probs = [c for c in one.columns if c.startswith("prob_")]
+    scores = [*probs, "confidence"]
+    assert merged.drop(columns=[*scores, "label"]).equals(one.drop(columns=[*scores, "label"]))
+    shift = (merged[scores].astype(float) - one[scores].astype(float)).abs().to_numpy().max()
+    assert shift <= MERGE_SHIFT[precision] + 1e-9, shift  # + float noise of the 4-decimal strings' difference
+    top2 = one[probs].astype(float).apply(lambda r: r.nlargest(2).to_numpy(), axis=1, result_type="expand")
+    clear = (top2[0] - top2[1]) > 2 * MERGE_SHIFT[precision]
+    assert clear.mean() > 0.5  # the label check below checks something
+    assert (merged["label"][clear] == one["label"][clear]).all()
+
+
 @pytest.mark.parametrize("ext", [".csv", ".jsonl"])
 def test_a_shard_cut_short_after_labelling_is_not_merged(tmp_path, tiny_classifier, capsys, ext):
     """A shard truncated after the run (a copy from another machine that stopped half-way) would merge into an

@@ -4,7 +4,11 @@
 becomes) into ``OUTPUT.shard-K-of-N.EXT``. The split depends on R and N only, so any scheduler (a SLURM array, a
 Kubernetes indexed job, xargs -P) can start the N commands independently, each resumable with ``--resume``.
 ``koelectra-kit label-merge OUTPUT`` checks that shards 1..N are all complete and come from one job, and
-concatenates them, the header once, into exactly the bytes an unsharded run writes (tested). The job: each
+concatenates them, the header once, into an unsharded run's rows, columns and statuses. Not always its bytes: a
+text's scores depend slightly on the batch it is scored in, and a shard's batches are not one run's (its chunks
+start at its first row; a repeat across a shard boundary is scored again, not copied), so in bf16 a probability can
+differ by less than 0.01, in fp32 by a tie at the 4th decimal's rounding (README, tests/test_label_scale.py). The
+same batches whatever the boundaries would mean scoring a text alone (batch 1, no padding): far slower. The job: each
 finished shard leaves ``SHARD.job.json`` (input content, row count, text column, model, tokenizer, output
 encoding); shards of another input or model that happen to share an output name are refused, not joined.
 """
