@@ -5,8 +5,9 @@
 Same config, files, columns, label mapping, dev split and subsample as ``finetune`` (it calls the
 same ``load_splits``), and the same ``eval.json`` / table / ``confusion.png`` format, so every report
 can put the two side by side. Character n-grams need no tokenizer, which suits noisy Korean text
-(spacing errors, ㅋㅋㅋ, typos). No model file is written: it retrains in about a minute on 150k rows,
-and a pickled scikit-learn model is not something users should be asked to load.
+(spacing errors, ㅋㅋㅋ, typos). With ``out`` the folder is also a classifier (``tfidf.TfidfClassifier``: JSON
+and safetensors, never a pickle) that ``label``, ``evaluate``, the app, ``distill`` and ensembles load like a
+fine-tuned model: on a few thousand labels it is often the better labeller (docs/RESULTS.md §5).
 """
 from __future__ import annotations
 
@@ -16,45 +17,76 @@ from pathlib import Path
 from .finetune.config import FinetuneConfig
 from .finetune.data import format_data_report, load_splits
 from .finetune.output import check_not_input, check_report_dir
-from .references import fit_tfidf, format_references, majority_reference, tfidf_predict
+from .references import format_references, majority_reference
 from .runtime import log
+
+WRITES = ("eval.json", "data_report.json", "baseline_config.yaml", "confusion.png", "classifier.json",
+          "tfidf.safetensors", "README.md")
 
 
 def run_baseline(cfg: FinetuneConfig) -> dict:
-    """Fit on train, score dev; write eval.json, data_report.json, confusion.png to ``cfg.out`` if set."""
+    """Fit on train, score dev; with ``cfg.out`` write the classifier folder (the model, eval.json,
+    data_report.json, confusion.png, README.md), built beside it and swapped in whole."""
     from .config import dump_yaml
-    from .fileio import write_json_atomic, write_text_atomic
+    from .fileio import staged_dir, write_json_atomic, write_text_atomic
     from .metrics import classification_report, format_report
+    from .tfidf import TfidfClassifier
 
     out = Path(cfg.out) if cfg.out else None
     if out:
         check_report_dir(out)
-        check_not_input(out, {"train": cfg.train, "dev": cfg.dev},
-                        writes=("eval.json", "data_report.json", "baseline_config.yaml", "confusion.png"))
+        check_not_input(out, {"train": cfg.train, "dev": cfg.dev}, writes=WRITES)
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
+    labels = list(cfg.labels)
     t0 = time.perf_counter()
-    vec, clf, name = fit_tfidf(splits.train.texts, splits.train.y, cfg.baseline,
-                               class_weight="balanced" if cfg.class_weights == "balanced" else None)
+    clf = TfidfClassifier.fit(splits.train.texts, splits.train.y, labels, cfg.baseline,
+                              class_weight="balanced" if cfg.class_weights == "balanced" else None)
     train_s = time.perf_counter() - t0
-    report = classification_report(splits.dev.y, tfidf_predict(vec, clf, splits.dev.texts), list(cfg.labels))
-    n_features = len(vec.vocabulary_)
+    probs = clf.predict(splits.dev.texts).probs
+    report = classification_report(splits.dev.y, probs.argmax(1), labels, scores=probs)
+    name = clf.settings["name"]
+    n_features = len(clf.vectorizer.vocabulary_)
     result = {"model": name, "dev": report,
               "train": {"rows": len(splits.train.y), "features": n_features, "train_time_s": round(train_s, 2)}}
     print(format_report(report, title=f"dev ({name})"))
-    majority = majority_reference(splits.train.y, splits.dev.y, list(cfg.labels))
+    majority = majority_reference(splits.train.y, splits.dev.y, labels)
     result["references"] = {"majority": majority}
     print(format_references(report, result["references"]))
     log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {n_features} features")
     if out:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "eval.json", result)
-        write_json_atomic(out / "data_report.json", splits.report)
-        write_text_atomic(out / "baseline_config.yaml", dump_yaml(cfg))
-        if cfg.plots:
-            from .plots import plot_confusion
+        with staged_dir(out) as staging:
+            clf.save(staging)
+            write_json_atomic(staging / "eval.json", result)
+            write_json_atomic(staging / "data_report.json", splits.report)
+            write_text_atomic(staging / "baseline_config.yaml", dump_yaml(cfg))
+            write_text_atomic(staging / "README.md", tfidf_card(name, labels, report, len(splits.train.y), n_features))
+            if cfg.plots:
+                from .plots import plot_confusion
 
-            plot_confusion(report, out / "confusion.png", title=f"{name}\naccuracy {report['accuracy']:.3f}  "
-                                                               f"macro-F1 {report['macro_f1']:.3f}")
-        log(f"wrote {out}/ (eval.json, data_report.json{', confusion.png' if cfg.plots else ''})")
+                plot_confusion(report, staging / "confusion.png", title=f"{name}\naccuracy {report['accuracy']:.3f}  "
+                                                                       f"macro-F1 {report['macro_f1']:.3f}")
+        log(f"wrote {out}/: a classifier folder (classifier.json, tfidf.safetensors) with eval.json, data_report.json"
+            f"{', confusion.png' if cfg.plots else ''}; label with `koelectra-kit label --model {out} ...`")
     return result
+
+
+def tfidf_card(name: str, labels: list[str], report: dict, rows: int, features: int) -> str:
+    """README.md of a TF-IDF classifier folder."""
+    return f"""# koelectra-kit TF-IDF classifier
+
+{name}, fitted on {rows:,} labelled rows ({features:,} n-gram features). Labels: {', '.join(labels)}.
+Dev: accuracy {report['accuracy']:.4f}, macro-F1 {report['macro_f1']:.4f}.
+
+A koelectra-kit folder (`classifier.json` with the n-gram vocabulary, `tfidf.safetensors` with idf and the
+logistic regression's coefficients; no pickle), read by every command that takes a classifier:
+
+```bash
+koelectra-kit label --model THIS_FOLDER --input reviews.csv --output labelled.csv
+```
+
+```python
+from koelectra_kit.classifier import Classifier
+Classifier.load("THIS_FOLDER").predict(["배송 빠르고 좋아요"]).labels
+```
+"""

@@ -22,13 +22,13 @@ import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .errors import InputError
 from .modelio import check_model_source, loading
+from .predictions import Predictions
 from .runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
 
 
@@ -182,17 +182,6 @@ def _int8_torch(model):
     return model
 
 
-@dataclass
-class Predictions:
-    labels: list[str]
-    probs: np.ndarray  # [n, k] softmax, columns in ``Classifier.labels`` order
-    truncated: list[bool] = field(default_factory=list)
-
-    @property
-    def confidence(self) -> np.ndarray:
-        return self.probs.max(axis=1) if len(self.probs) else np.zeros(0, dtype=np.float32)
-
-
 class Classifier:
     backend, quantized = "torch", False  # set by load: the engine the model runs on, int8 or not
 
@@ -207,6 +196,19 @@ class Classifier:
         (local dir or hub id). ``backend``: torch, onnx (onnxruntime on the exported graph, see onnx_backend) or
         auto (onnx when quantizing and onnxruntime is installed, else torch). ``quantize``: int8 weights and
         dynamic activations, CPU only: onnxruntime's quantizer (onnx) or torchao (torch)."""
+        kind = toolkit_kind(name_or_dir)
+        if kind:  # the toolkit's own folders (classifier.json): imported here, they import this module
+            if quantize or backend == "onnx":
+                raise InputError(f"{name_or_dir} is a {kind} folder: --quantize and backend=onnx apply to fine-tuned "
+                                 "encoders only")
+            if kind == "tfidf":
+                from .tfidf import TfidfClassifier
+
+                return TfidfClassifier.load(name_or_dir)
+            from .ensemble import EnsembleClassifier
+
+            return EnsembleClassifier.load(name_or_dir, device=device, precision=precision, threads=threads,
+                                           max_length=max_length)
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
@@ -299,6 +301,17 @@ class Classifier:
         return (f"Classifier({self.source!r}, labels={self.labels}, max_length={self.max_length}, "
                 f"device={self.device}, dtype={self.dtype}, backend={getattr(self, 'backend', 'torch')}"
                 f"{', int8' if getattr(self, 'quantized', False) else ''})")
+
+
+def toolkit_kind(name_or_dir) -> str | None:
+    """"tfidf" or "ensemble" for a folder with the toolkit's ``classifier.json``; None for anything else (a
+    transformers model folder or a hub id)."""
+    from .tfidf import MANIFEST, read_manifest
+
+    path = Path(os.path.expanduser(str(name_or_dir)))
+    if path.is_dir() and (path / MANIFEST).is_file():
+        return read_manifest(path)["type"]
+    return None
 
 
 def model_info(model_dir: str | Path) -> dict:

@@ -48,6 +48,15 @@ def classification_report(y_true, y_pred, labels: list[str], scores=None) -> dic
     }
 
 
+def macro_f1(y_true, y_pred, k: int) -> float:
+    """Macro-F1 over ``k`` classes (an absent class scores 0, as in ``classification_report``), in numpy: fast
+    enough to score hundreds of ensemble weightings of one dev set."""
+    cm = np.bincount(np.asarray(y_true) * k + np.asarray(y_pred), minlength=k * k).reshape(k, k).astype(np.float64)
+    tp = np.diag(cm)
+    denom = cm.sum(0) + cm.sum(1)  # 2TP + FP + FN
+    return float(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0).mean())
+
+
 # Names that mean the three sentiments (any case); the binary figure needs exactly one label of each.
 SENTIMENT_NAMES = {"positive": ("positive", "긍정"), "negative": ("negative", "부정"),
                    "neutral": ("neutral", "중립")}

@@ -30,9 +30,13 @@ def teacher_labels(spec: str) -> list[str] | None:
         return None
     from transformers import AutoConfig
 
-    from ..classifier import placeholder_labels
+    from ..classifier import placeholder_labels, toolkit_kind
     from ..modelio import check_model_source, loading
 
+    if toolkit_kind(spec):  # a TF-IDF or ensemble folder: its labels are in its classifier.json
+        from ..tfidf import read_manifest
+
+        return [str(x) for x in read_manifest(Path(spec)).get("labels") or []]
     name = check_model_source(spec, "teacher")
     with loading(name, "teacher"):
         config = AutoConfig.from_pretrained(name, trust_remote_code=False)
@@ -70,11 +74,22 @@ def teacher_fingerprint(spec: str, train_texts: list[str], y_train: np.ndarray, 
     folder = Path(spec)
     if not folder.is_dir():
         return "hub-" + hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()  # a hub id: its name
+    _folder_digest(folder, h)
+    return h.hexdigest()
+
+
+def _folder_digest(folder: Path, h) -> None:
+    """A model folder's files into ``h``; an ensemble's members too (its own folder holds only their paths)."""
+    from ..tfidf import MANIFEST, read_manifest
+
     for f in sorted(folder.iterdir()):
         if f.is_file() and (f.suffix in (".json", ".safetensors", ".bin", ".txt")) and f.name != "eval.json":
             h.update(f.name.encode() + b"\0")
             _file_digest(f, h)
-    return h.hexdigest()
+    if (folder / MANIFEST).is_file() and read_manifest(folder).get("type") == "ensemble":
+        for member in read_manifest(folder).get("members", []):
+            if isinstance(member, dict) and (folder / str(member.get("path"))).is_dir():
+                _folder_digest((folder / member["path"]).resolve(), h)
 
 
 def texts_digest(texts: list[str]) -> str:
@@ -91,9 +106,10 @@ class TeacherPredictor:
     def __init__(self, spec: str, labels: list[str], train, cfg):
         self.spec, self.labels = spec, labels
         if spec == TFIDF:
-            from ..references import fit_tfidf
+            from ..tfidf import TfidfClassifier
 
-            self.vec, self.model, self.name = fit_tfidf(train.texts, train.y, cfg.baseline)
+            self.clf = TfidfClassifier.fit(train.texts, train.y, labels, cfg.baseline)
+            self.cols, self.batch_size = list(range(len(labels))), cfg.teacher_batch_size
         else:
             from ..classifier import Classifier
 
@@ -102,10 +118,6 @@ class TeacherPredictor:
             self.batch_size = cfg.teacher_batch_size
 
     def predict(self, texts: list[str]) -> np.ndarray:
-        if self.spec == TFIDF:
-            probs = np.zeros((len(texts), len(self.labels)), dtype=np.float32)
-            probs[:, self.model.classes_] = self.model.predict_proba(self.vec.transform(texts))
-            return probs
         return self.clf.predict(texts, batch_size=self.batch_size).probs[:, self.cols].astype(np.float32)
 
 

@@ -75,7 +75,11 @@ class FinetuneConfig:
     # --- training (ELECTRA paper: lr 3e-4 Small / 1e-4 Base / 5e-5 Large, layer decay 0.8,
     # warm-up 10%, batch 32, 3 epochs, Adam eps 1e-6)
     max_length: int = 128  # tokens incl. [CLS]/[SEP]; longer texts are truncated (count reported)
-    epochs: float = 3.0  # may be fractional (0.5 = half an epoch)
+    # None (auto): 3 epochs, or more where that is fewer than min_steps optimizer steps (a small set: 1,000 rows
+    # are 94 steps in 3 epochs, far too few), with early stopping then on. A number: exactly that many epochs
+    # (may be fractional, 0.5 = half an epoch), no floor.
+    epochs: float | None = None
+    min_steps: int = 1000  # auto epochs: at least this many optimizer steps (docs/RESULTS.md §5 measured it)
     batch_size: int = 32
     lr: float | None = None  # peak lr of the top layer; None = by width: <=256: 3e-4, <=768: 1e-4, else 5e-5
     layer_decay: float = 0.8  # layer l of L gets lr * decay^(L+1-l); embeddings decay^(L+1); head 1
@@ -85,7 +89,9 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0  # clip the global grad norm to this (0 = off)
     class_weights: Literal["none", "balanced"] = "none"  # balanced: loss weight n/(k*n_c) per class
     eval_every: int = 0  # steps between dev evaluations; 0 = auto: 4 per epoch, fewer if dev is big next to train. Always at the end.
-    patience: int = 0  # stop after this many evaluations without a better dev macro-F1 (0 = never)
+    # stop after this many evaluations without a better dev macro-F1 (0 = never). None (auto): 5 when min_steps
+    # raised the schedule (its evaluations are then 20 in all, eval_every auto), else 0.
+    patience: int | None = None
     seed: int = 42
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast (AVX512-BF16/AMX CPUs, recent GPUs)
     device: str = "auto"  # auto | cpu | cuda | cuda:1
@@ -101,6 +107,11 @@ class FinetuneConfig:
     # Score the majority class and the TF-IDF baseline on the same split and report them beside the model
     # (seconds on small data, ~1 minute on 150k rows), warning when the model is not above them.
     references: bool = True
+    # tfidf: also write OUT/tfidf (TF-IDF + logistic regression on the same rows) and OUT/ensemble (encoder + TF-IDF
+    # probabilities averaged, weights chosen on dev), and name the best of the three on dev. OUT itself stays a plain
+    # transformers folder. none: the encoder only.
+    ensemble: Literal["none", "tfidf"] = "tfidf"
+    ensemble_grid_step: float = 0.1  # the ensemble's weights are multiples of this (chosen on dev macro-F1)
     # --- sharing: a model card (README.md) is always written; the hub only when asked
     push_to_hub: str | None = None  # owner/name: upload the finished folder after it is saved (needs a hub token)
     hub_private: bool = False  # a new hub repo is created private
@@ -129,15 +140,17 @@ class FinetuneConfig:
                               f"0.5, got {self.dev_fraction:g}")
         if self.max_train_rows is not None and self.max_train_rows < len(self.labels):
             raise ConfigError(f"max_train_rows: must be at least the number of labels, got {self.max_train_rows}")
-        if self.epochs <= 0 or self.batch_size < 1 or self.max_length < 3:
-            raise ConfigError("epochs must be > 0, batch_size >= 1 and max_length >= 3")
+        if (self.epochs is not None and self.epochs <= 0) or self.batch_size < 1 or self.max_length < 3:
+            raise ConfigError("epochs must be > 0 (or null: auto), batch_size >= 1 and max_length >= 3")
+        if self.min_steps < 1:
+            raise ConfigError(f"min_steps: must be at least 1, got {self.min_steps}")
         if self.lr is not None and self.lr <= 0:
             raise ConfigError(f"lr: must be positive, got {self.lr}")
         if not 0 < self.layer_decay <= 1:
             raise ConfigError(f"layer_decay: must be in (0, 1] (1 = off), got {self.layer_decay}")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
-        if self.eval_every < 0 or self.patience < 0 or self.log_every < 1:
+        if self.eval_every < 0 or (self.patience is not None and self.patience < 0) or self.log_every < 1:
             raise ConfigError("eval_every and patience must be >= 0, log_every >= 1")
         if self.eval_batch_size < 1:
             raise ConfigError(f"eval_batch_size: must be at least 1, got {self.eval_batch_size}")
@@ -146,6 +159,10 @@ class FinetuneConfig:
         for key in ("weight_decay", "max_grad_norm"):  # a negative max_grad_norm would flip every gradient
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0 (0 = off), got {getattr(self, key)}")
+        if not (0 < self.ensemble_grid_step <= 0.5) or abs(round(1 / self.ensemble_grid_step)
+                                                           * self.ensemble_grid_step - 1) > 1e-9:
+            raise ConfigError(f"ensemble_grid_step: must divide 1 into whole steps, at most 0.5 (0.05, 0.1, ...), "
+                              f"got {self.ensemble_grid_step:g}")
         b = self.baseline
         if not 1 <= b.ngram_min <= b.ngram_max:
             raise ConfigError(f"baseline: need 1 <= ngram_min <= ngram_max, got {b.ngram_min}, {b.ngram_max}")

@@ -31,6 +31,20 @@ from .output import check_not_input, check_out_dir
 from .tokens import encode_texts
 
 
+# The auto schedule of a small set (epochs: null, min_steps raised it): about 20 dev evaluations over the run, early
+# stopping after 5 in a row without a better macro-F1 (a quarter of the run).
+AUTO_EPOCHS, AUTO_EVALS, AUTO_PATIENCE = 3.0, 20, 5
+
+
+def schedule_epochs(epochs: float | None, min_steps: int, steps_per_epoch: int) -> tuple[float, bool]:
+    """(epochs to run, whether min_steps raised them). Given epochs are run as given; auto is 3 epochs or
+    ``min_steps`` optimizer steps, whichever is more."""
+    if epochs is not None:
+        return float(epochs), False
+    floor = min_steps / max(steps_per_epoch, 1)
+    return (floor, True) if floor > AUTO_EPOCHS else (AUTO_EPOCHS, False)
+
+
 def train_step(model, optimizer, input_ids, attention_mask, labels, *, device, dtype, class_weights=None,
                max_grad_norm: float = 1.0, scaler=None) -> float:
     """One optimization step on one batch; returns the loss. (Split out of the loop only so
@@ -129,6 +143,7 @@ class FinetuneRecipe:
         self.labels = list(cfg.labels)
         self.state = RunState()
         self.staging: Path | None = None
+        self.candidates: dict | None = None  # with ensemble=tfidf: the three folders' dev scores and the best
         self.metrics: MetricsLog | None = None
         self.bar = None
         get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
@@ -178,7 +193,9 @@ class FinetuneRecipe:
         self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups],
                                            lr=self.lr, eps=cfg.adam_eps, betas=(0.9, 0.999))
         self.steps_per_epoch = math.ceil(len(self.train_ids) / cfg.batch_size)
-        total = self.total_steps = max(1, math.ceil(cfg.epochs * self.steps_per_epoch))
+        self.epochs, floored = schedule_epochs(cfg.epochs, cfg.min_steps, self.steps_per_epoch)
+        total = self.total_steps = max(1, math.ceil(self.epochs * self.steps_per_epoch))
+        self.patience = cfg.patience if cfg.patience is not None else (AUTO_PATIENCE if floored else 0)
         warmup = int(cfg.warmup_ratio * total)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -186,7 +203,8 @@ class FinetuneRecipe:
         # auto: up to 4 dev evaluations per epoch, fewer when dev is large next to train, so that
         # evaluation (forward only, ~1/3 of a training step per row) stays within ~10% of training time
         evals_per_epoch = min(4, max(1, int(0.3 * len(self.train_ids) / max(len(self.dev_ids), 1))))
-        self.eval_every = cfg.eval_every or max(1, self.steps_per_epoch // evals_per_epoch)
+        auto_every = total // AUTO_EVALS if floored else self.steps_per_epoch // evals_per_epoch
+        self.eval_every = cfg.eval_every or max(1, auto_every)
         self.class_weights = None
         if cfg.class_weights == "balanced":
             counts = np.bincount(self.splits.train.y, minlength=len(self.labels))
@@ -200,8 +218,10 @@ class FinetuneRecipe:
         log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
             f"({self.precision_name}); lr {self.lr:g} (top), layer decay "
             f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in groups):.2g}; "
-            f"{total} steps ({cfg.epochs:g} epochs of {self.steps_per_epoch}), warm-up {warmup}, "
-            f"dev every {self.eval_every} steps")
+            f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
+            f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
+            f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
+                                                    "macro-F1" if self.patience else ""))
 
     @property
     def precision_name(self) -> str:
@@ -276,7 +296,7 @@ class FinetuneRecipe:
                         window = Window()
                     if st.step % self.eval_every == 0 or st.step == self.total_steps:
                         self.evaluate()
-                        if cfg.patience and st.since_best >= cfg.patience:
+                        if self.patience and st.since_best >= self.patience:
                             st.stopped = "early_stopping"
                             break
                     if st.step >= self.total_steps:
@@ -318,12 +338,23 @@ class FinetuneRecipe:
                       "device": str(self.device), "precision": self.precision_name,
                       "threads": torch.get_num_threads(), "lr": self.lr, "parameters": self.n_params},
         }
-        if cfg.references:
-            from ..references import reference_scores
+        if cfg.ensemble == "tfidf":  # OUT/tfidf and OUT/ensemble beside the encoder; the best of the three named
+            from .companions import write_companions
 
-            result["references"] = reference_scores(self.splits.train.texts, self.splits.train.y,
-                                                    self.splits.dev.texts, self.splits.dev.y, self.labels,
-                                                    cfg.baseline)
+            self.candidates = result["candidates"] = write_companions(staging, self.splits, self.labels,
+                                                                      st.best.logits, cfg)
+        if cfg.references:
+            from ..references import majority_reference, reference_scores
+
+            if self.candidates:  # the TF-IDF just fitted is the reference: not fitted a second time
+                tf = self.candidates["scores"]["tfidf"]
+                result["references"] = {
+                    "majority": majority_reference(self.splits.train.y, self.splits.dev.y, self.labels),
+                    "tfidf": {"name": "TF-IDF + logistic regression", **tf}}
+            else:
+                result["references"] = reference_scores(self.splits.train.texts, self.splits.train.y,
+                                                        self.splits.dev.texts, self.splits.dev.y, self.labels,
+                                                        cfg.baseline)
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
@@ -367,6 +398,10 @@ class FinetuneRecipe:
             from ..references import format_references
 
             print(format_references(self.report, result["references"]))
+        if self.candidates:
+            from .companions import format_candidates
+
+            log(format_candidates(self.candidates, self.out))
         log(f"train {st.train_time:.1f}s ({result['train']['examples_per_s']:.0f} examples/s), "
             f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
             f"{', confusion.png, curves.png' if self.cfg.plots else ''}, README.md)")

@@ -34,6 +34,8 @@ def model_digest(clf) -> str:
     agree, a retrained model does not."""
     import torch
 
+    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with
+        return clf.digest()
     # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
     # file; a torch run hashes as before backends existed, so its records still resume
     backend = getattr(clf, "backend", "torch")

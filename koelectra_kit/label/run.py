@@ -114,7 +114,9 @@ class FileLabeller:
         self.state = LabelState(input=str(self.src.resolve()), input_fingerprint=input_fingerprint(self.src),
                                 text_column=cfg.text_column, labels=list(self.clf.labels),
                                 model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
-                                tokenizer_fingerprint=tokenizer_fingerprint(self.clf.tok), shard=cfg.shard)
+                                tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
+                                                       else "none"),  # TF-IDF/ensemble: in the digest
+                                shard=cfg.shard)
         saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
         if saved is not None:
             self.state.check_same_job(saved, self.partial)

@@ -1,0 +1,82 @@
+"""``finetune ensemble=tfidf``: the TF-IDF model and the encoder + TF-IDF ensemble, written beside the encoder in
+the same run, and which of the three scored best on dev.
+
+    OUT/             the fine-tuned encoder (a plain transformers folder, as without this option)
+    OUT/tfidf/       TF-IDF + logistic regression on the same training rows (``baseline``'s classifier folder)
+    OUT/ensemble/    their probabilities averaged with weights chosen on dev (members ``..`` and ``../tfidf``)
+
+On a few thousand labels TF-IDF is often the better model and the ensemble better still (docs/RESULTS.md §5), so
+a user gets all three and a line naming the best. The TF-IDF fit is the one the report's reference row needs
+anyway: nothing is fitted twice.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+NAMES = {"encoder": ".", "tfidf": "tfidf", "ensemble": "ensemble"}
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def write_companions(staging: Path, splits, labels: list[str], encoder_logits: np.ndarray, cfg) -> dict:
+    """Fit TF-IDF on ``splits.train``, choose the ensemble's weights on ``splits.dev`` with the encoder's best dev
+    logits, write ``staging/tfidf`` and ``staging/ensemble``; returns eval.json's ``candidates`` block."""
+    from ..baseline import tfidf_card
+    from ..config import dump_yaml
+    from ..ensemble import choose_weights, ensemble_card, write_ensemble
+    from ..fileio import write_json_atomic, write_text_atomic
+    from ..metrics import classification_report
+    from ..tfidf import TfidfClassifier
+
+    y_dev = splits.dev.y
+    tfidf = TfidfClassifier.fit(splits.train.texts, splits.train.y, labels, cfg.baseline,
+                                class_weight="balanced" if cfg.class_weights == "balanced" else None)
+    p_tfidf = tfidf.predict(splits.dev.texts).probs.astype(np.float64)
+    p_enc = softmax(encoder_logits)
+    reports = {"encoder": classification_report(y_dev, p_enc.argmax(1), labels, scores=p_enc),
+               "tfidf": classification_report(y_dev, p_tfidf.argmax(1), labels, scores=p_tfidf)}
+    weights, grid, reports["ensemble"] = choose_weights([p_enc, p_tfidf], y_dev, labels, cfg.ensemble_grid_step)
+
+    tfidf_dir = staging / "tfidf"
+    tfidf.save(tfidf_dir)
+    tf_name = tfidf.settings["name"]
+    write_json_atomic(tfidf_dir / "eval.json", {"model": tf_name, "dev": reports["tfidf"],
+                                                "train": {"rows": len(splits.train.y)}})
+    write_text_atomic(tfidf_dir / "baseline_config.yaml", dump_yaml(cfg))
+    write_text_atomic(tfidf_dir / "README.md", tfidf_card(tf_name, labels, reports["tfidf"], len(splits.train.y),
+                                                          len(tfidf.vectorizer.vocabulary_)))
+    ens_dir = staging / "ensemble"
+    ens_dir.mkdir()
+    write_ensemble(ens_dir, ["..", "../tfidf"], weights, labels)
+    write_json_atomic(ens_dir / "eval.json", {
+        "model": "ensemble", "members": {"encoder": {"source": "..", "weight": float(weights[0])},
+                                         "tfidf": {"source": "../tfidf", "weight": float(weights[1])}},
+        "dev": reports["ensemble"], "member_dev": {"encoder": reports["encoder"], "tfidf": reports["tfidf"]},
+        "weight_search": {"method": "grid", "step": cfg.ensemble_grid_step, "criterion": "dev macro-F1",
+                          "points": grid}})
+    write_text_atomic(ens_dir / "README.md", ensemble_card(labels, ["encoder (..)", "tfidf (../tfidf)"], weights,
+                                                           reports["ensemble"],
+                                                           {"encoder (..)": reports["encoder"],
+                                                            "tfidf (../tfidf)": reports["tfidf"]}))
+    best = max(reports, key=lambda k: (reports[k]["macro_f1"], k == "encoder"))  # a tie keeps the plain encoder
+    return {"best": best, "folder": NAMES[best], "weights": {"encoder": float(weights[0]), "tfidf": float(weights[1])},
+            "scores": {k: {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"],
+                           **({"binary_accuracy": r["binary"]["accuracy"]} if r.get("binary") else {})}
+                       for k, r in reports.items()},
+            "tfidf_name": tf_name}
+
+
+def format_candidates(c: dict, out: Path) -> str:
+    """Which folder to label with: the three dev scores and the best one's path."""
+    s = c["scores"]
+    folder = out if c["folder"] == "." else out / c["folder"]
+    w = c["weights"]
+    return (f"dev macro-F1: encoder {s['encoder']['macro_f1']:.4f}, TF-IDF {s['tfidf']['macro_f1']:.4f}, "
+            f"ensemble {s['ensemble']['macro_f1']:.4f} (weights {w['encoder']:.1f}/{w['tfidf']:.1f}); best on dev: "
+            f"{c['best']} -> koelectra-kit label --model {folder} ...")
