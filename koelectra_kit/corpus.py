@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from . import runtime
+from . import hfdata, runtime
 from .errors import InputError
 from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
 
@@ -110,7 +110,11 @@ def _file_encoding(path: Path, encoding: str | None) -> tuple[str, bool]:
 
 
 def iter_texts(path: str | Path, text_column: str | int | None = None, encoding: str | None = None) -> Iterator[str]:
-    """Every text of the file, in order (empty ones included: callers count and skip them)."""
+    """Every text of the file, in order (empty ones included: callers count and skip them). A dataset (``hf:...``,
+    a ``save_to_disk`` or Parquet folder) is read by ``hfdata``, streamed, with the same column rule."""
+    if hfdata.is_dataset_source(path):
+        yield from hfdata.iter_texts(path, text_column)
+        return
     path = Path(path)
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")

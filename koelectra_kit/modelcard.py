@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from .fileio import write_text_atomic
+from .hfdata import card_name
 
 LIBRARY = "transformers"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -39,10 +40,11 @@ def tokenizer_description(tok) -> str:
     """What the tokenizer does, in a paragraph: the user of the card must know it is not plain WordPiece."""
     model = {"wordpiece": "WordPiece", "characters": "a character vocabulary (WordPiece over single characters)",
              "unigram": "a sentencepiece unigram model with byte fallback"}.get(tok.model, tok.model)
-    presplit = ("Kiwi morpheme pre-split (pieces glued to the previous one carry `##`)" if tok.presplit == "kiwi"
-                else "no morpheme pre-split")
+    presplit = {"kiwi": "Kiwi morpheme pre-split (pieces glued to the previous one carry `##`)",
+                "kiwi_word": "Kiwi morpheme pre-split of each word on its own (pieces glued to the previous one carry "
+                             "`##`)"}.get(tok.presplit, "no morpheme pre-split")
     versions = {}
-    if tok.presplit == "kiwi":  # the versions the saved koelectra_tokenizer.json beside the card records
+    if tok.presplit in ("kiwi", "kiwi_word"):  # the versions the saved koelectra_tokenizer.json records
         from .tokenizer import kiwi_versions
 
         versions = kiwi_versions()
@@ -109,7 +111,7 @@ def classifier_card(cfg, result: dict, labels: list[str], tok, data_report: dict
 
     report, train = result["dev"], result["train"]
     name = cfg.push_to_hub or Path(cfg.out).name
-    datasets = list(cfg.card_datasets) or [Path(p).stem for p in (cfg.train, cfg.dev) if p]
+    datasets = list(cfg.card_datasets) or list(dict.fromkeys(card_name(p) for p in (cfg.train, cfg.dev) if p))
     data = ModelCardData(
         language="ko", license=cfg.card_license, library_name=LIBRARY, pipeline_tag="text-classification",
         tags=["koelectra-kit", "electra", "korean", "sentiment-analysis"], datasets=datasets,
@@ -179,7 +181,7 @@ def encoder_card(run: dict, metrics: dict | None, tok, n_params: int | None = No
 
     name = run.get("push_to_hub") or Path(run.get("out") or "discriminator").name
     corpus = [str(p) for p in run.get("corpus") or []]
-    datasets = list(run.get("card_datasets") or []) or [Path(p).stem for p in corpus]
+    datasets = list(run.get("card_datasets") or []) or list(dict.fromkeys(card_name(p) for p in corpus))
     data = ModelCardData(language="ko", license=run.get("card_license", "apache-2.0"), library_name=LIBRARY,
                          pipeline_tag="feature-extraction", datasets=datasets or None, model_name=name,
                          tags=["koelectra-kit", "electra", "korean", "pretraining"])

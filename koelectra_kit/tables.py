@@ -7,7 +7,8 @@ Text"), with a clear error for anything else. Two ways to read one:
   so a file of any size is read in flat memory and one bad line costs one row, not the file.
 
 Both apply the same format, encoding and quoting rules: CSV follows RFC 4180; TSV is unquoted (a quote is
-text), the way NLP corpora write it.
+text), the way NLP corpora write it. Hugging Face datasets (``hf:...``, ``save_to_disk`` and Parquet folders) are
+read by ``hfdata``, which builds on this module (``Record``, ``pick_column``, ``TEXT_COLUMNS``).
 """
 from __future__ import annotations
 

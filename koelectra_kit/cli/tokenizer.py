@@ -11,6 +11,7 @@ examples:
   koelectra-kit tokenizer train --config configs/tokenizer/default.yaml input=comments.txt out=runs/tok
   koelectra-kit tokenizer train input=[a.txt,b.csv] text_column=comment vocab_size=16000 out=runs/tok16k
   koelectra-kit tokenizer train input=a.txt presplit=none model=unigram out=runs/spm   # sentencepiece
+  koelectra-kit tokenizer train input=hf:OWNER/NAME:train text_column=comment out=runs/tok   # a hub dataset
 
 Writes OUT/: tokenizer.json (Hugging Face tokenizers; input = pre-split text), vocab.txt,
 tokenizer_config.json, special_tokens_map.json, koelectra_tokenizer.json (normalization, pre-split,
@@ -39,9 +40,13 @@ def register(subparsers) -> None:
 
 def run_train(args) -> int:
     from ..config import load_config
+    from ..hfdata import corpus_paths
     from ..tokenizer import TokenizerConfig, train_tokenizer
 
     cfg = load_config(TokenizerConfig, args.config, args.overrides)
+    cfg.validate()  # before a dataset's texts are written out
+    # a dataset (hf:OWNER/NAME[:SPLIT], a save_to_disk or Parquet folder) becomes its texts' file in the cache
+    cfg.input = [str(p) for p in corpus_paths(cfg.input, cfg.text_column, cfg.cache_dir)]
     train_tokenizer(cfg)
     return 0
 

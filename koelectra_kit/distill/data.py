@@ -1,6 +1,7 @@
-"""The transfer set: unlabelled texts from any text files or table columns (``corpus.iter_texts``, the one
-reader), empty lines and repeats dropped, texts that appear in the ``exclude`` files (or the dev split) dropped
-by normalized exact match, then an optional seeded subset. Every drop is counted in the report."""
+"""The transfer set: unlabelled texts from any text files, table columns or datasets (``hf:...``, a ``save_to_disk``
+or Parquet folder; ``corpus.iter_texts``, the one reader), empty lines and repeats dropped, texts that appear in the
+``exclude`` files (or the dev split) dropped by normalized exact match, then an optional seeded subset. Every drop
+is counted in the report."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..corpus import iter_texts
 from ..errors import InputError
-from ..fileio import check_input_file
+from ..hfdata import check_input
 from ..normalize import normalize
 
 
@@ -26,8 +27,8 @@ def match_key(text: str) -> str:
 
 
 def read_texts(path: str, text_column: str | None, what: str) -> list[str]:
-    """The non-empty texts of one file (stripped), or a one-line error for a missing/empty/textless file."""
-    p = check_input_file(path)
+    """The non-empty texts of one file or dataset (stripped), or a one-line error for a missing/empty/textless one."""
+    p = check_input(path)
     try:
         texts = [t.strip() for t in iter_texts(p, text_column)]
     except UnicodeDecodeError as e:

@@ -19,12 +19,13 @@ import numpy as np
 from ..classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
-from ..fileio import cache_dir, check_input_file, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import default_lr, load_model, param_groups
 from ..finetune.output import check_not_input, check_out_dir
 from ..finetune.tokens import encode_texts
+from ..hfdata import check_input
 from ..metrics import classification_report, format_report
 from ..modelio import check_model_source
 from ..runtime import autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed, warn
@@ -75,7 +76,7 @@ class DistillRecipe:
         for key in ("transfer", "exclude"):  # now, and named: "transfer: x.csv: file not found"
             for path in getattr(cfg, key):
                 try:
-                    check_input_file(path)
+                    check_input(path)  # a file, or a dataset (hf:..., a save_to_disk or Parquet folder)
                 except InputError as e:
                     raise InputError(f"{key}: {e}") from None
         self.cache = cache_dir(cfg.cache_dir)

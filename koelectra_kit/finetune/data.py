@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError
+from ..hfdata import is_dataset_source, read_dataframe
 from ..tables import CONFIG_HINTS, TEXT_COLUMNS, check_not_numbers, detect_encoding, pick_column, read_table, table_format
 from .config import ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
 
@@ -143,8 +144,11 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     """Read one labelled table. Empty texts are dropped (counted, with examples); a label or rating
     that maps to no label is an error with counts and examples, or dropped and reported with
     ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
-    df = read_table(path, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
-    fmt = table_format(path, fmt)
+    if is_dataset_source(path):  # hf:..., a save_to_disk or Parquet folder: no format or encoding to apply
+        df, fmt = read_dataframe(path), "dataset"
+    else:
+        df = read_table(path, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
+        fmt = table_format(path, fmt)
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
     for src, dst in (label_map or {}).items():
         if dst not in labels:
@@ -154,7 +158,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     raw = [v.strip() for v in _column_as_str(df, source_col)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
-    if fmt != "parquet":
+    if fmt not in ("parquet", "dataset"):
         report["encoding"] = detect_encoding(path, encoding, hints=CONFIG_HINTS)
     mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
 
@@ -231,7 +235,8 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
     """Train and dev rows as configured (dev file, or a stratified split of train; optional
     stratified subsample of train), with a report of every choice and every dropped row."""
     if not cfg.train:
-        raise ConfigError("train= is required (a labelled .csv/.tsv/.jsonl/.parquet file)")
+        raise ConfigError("train= is required (a labelled .csv/.tsv/.jsonl/.parquet file, a dataset folder or "
+                          "hf:OWNER/NAME:SPLIT)")
     kw = dict(text_column=cfg.text_column, label_column=cfg.label_column, rating_column=cfg.rating_column,
               rating_map=cfg.rating_map, label_map=cfg.label_map,
               drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)

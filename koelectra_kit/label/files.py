@@ -1,7 +1,8 @@
 """One run, many files: ``--input a.csv b.csv`` or ``--input 'data/*.csv'`` becomes one ``FileLabeller`` job per
 file, each with its own output (a file in the ``--output`` folder, or INPUT_STEM + ``--output-suffix`` beside the
-input; ``--shard K/N`` renames it OUTPUT.shard-K-of-N.EXT). Every job's paths are checked before the first is
-labelled, the model is loaded once and the prediction cache is shared, so a text repeated across files is
+input; ``--shard K/N`` renames it OUTPUT.shard-K-of-N.EXT). A dataset input (``hf:...``, a ``save_to_disk`` or
+Parquet folder) is labelled alone, into the ``--output`` file named. Every job's paths are checked before the first
+is labelled, the model is loaded once and the prediction cache is shared, so a text repeated across files is
 analysed once."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
+from ..hfdata import is_dataset_source
 from ..runtime import log
 from .config import WRITABLE, LabelConfig
 from .dedupe import PredictionCache
@@ -27,7 +29,9 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
     A match ending in ``skip_suffix`` is an earlier run's output (``'data/*.csv'`` with ``.labelled.csv``): left out."""
     paths, many = [], len(inputs) > 1
     for item in inputs:
-        if GLOB_CHARS & set(item) and not Path(item).exists():
+        if is_dataset_source(item):  # hf:..., a dataset folder: one input, never a pattern (hf:x/y:train[:10%])
+            paths.append(Path(item))
+        elif GLOB_CHARS & set(item) and not Path(item).exists():
             matches = sorted(glob.glob(item, recursive=True))
             files = [m for m in matches if Path(m).is_file() and not (skip_suffix and m.endswith(skip_suffix))]
             if not files:
@@ -41,6 +45,11 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
 
 
 def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
+    if is_dataset_source(src):  # no file to name the output after, or to write beside
+        if cfg.output_suffix or many or cfg.output.endswith(("/", os.sep)):
+            raise InputError(f"{src} is a dataset: label it in a run of its own, into a file you name "
+                             "(--output FILE.csv, .tsv or .jsonl)")
+        return Path(cfg.output)
     if cfg.output_suffix:
         return src.with_name(src.stem + cfg.output_suffix)
     if many or cfg.output.endswith(("/", os.sep)):

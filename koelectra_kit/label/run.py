@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import gc
+import hashlib
 import io
 import os
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..fileio import check_input_file
+from ..hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
 from ..tables import check_not_numbers, column_hint, detect_encoding, read_records, table_format
 from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
@@ -43,12 +45,15 @@ class FileLabeller:
     # -- setup, in order
     def check_paths(self) -> None:
         cfg = self.cfg
-        self.src = check_input_file(cfg.input)
         self.dst = Path(cfg.output)
-        if self.dst.exists() and self.dst.resolve() == self.src.resolve():
-            raise InputError("--output must differ from --input (the input is never overwritten)")
-        workbook = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
-        self.in_fmt = "xlsx" if workbook else table_format(self.src, cfg.format)
+        if is_dataset_source(cfg.input):  # hf:..., a save_to_disk or Parquet folder: rows from hfdata (open_input)
+            self.src, self.in_fmt = parse_source(cfg.input), "dataset"
+        else:
+            self.src = check_input_file(cfg.input)
+            if self.dst.exists() and self.dst.resolve() == self.src.resolve():
+                raise InputError("--output must differ from --input (the input is never overwritten)")
+            workbook = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
+            self.in_fmt = "xlsx" if workbook else table_format(self.src, cfg.format)
         if self.dst.suffix.lower() in EXCEL_SUFFIXES:
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a workbook can't be streamed and resumed); "
                              "Excel opens the .csv this writes (UTF-8 with a BOM)")
@@ -76,14 +81,18 @@ class FileLabeller:
             self.converted = self.dst.with_name(f".{self.dst.name}.sheet.csv")
             xlsx_to_csv(self.src, self.converted, str(self.src))
             self.read_path, self.read_fmt, self.encoding = self.converted, "csv", "utf-8"
-        elif self.in_fmt == "parquet":
+        elif self.in_fmt in ("parquet", "dataset"):
             self.encoding = "utf-8"
         elif cfg.encoding_errors == "replace":
             self.encoding = cfg.encoding or _guess_encoding(self.src)
         else:
             self.encoding = detect_encoding(self.src, cfg.encoding)
-        self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
-                                                  errors=cfg.encoding_errors)
+        if self.in_fmt == "dataset":  # a table's load (cached by datasets for hf:...): its row count and files known
+            self.rows = open_rows(self.src)
+            self.columns, self.records = self.rows.columns, self.rows.records
+        else:
+            self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
+                                                      errors=cfg.encoding_errors)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}")
@@ -95,8 +104,9 @@ class FileLabeller:
         if cfg.shard:
             # a row range needs the row count: one extra pass of the reader (parsing only, no model)
             k, n = cfg.shard_parts()
-            total = sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
-                                                errors=cfg.encoding_errors)[1])
+            total = self.rows.num_rows if self.in_fmt == "dataset" else \
+                sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
+                                            errors=cfg.encoding_errors)[1])
             self.row_start, self.row_stop = row_range(total, k, n)
             self.total_rows = total
 
@@ -111,7 +121,7 @@ class FileLabeller:
         from ..tokenizer import tokenizer_fingerprint
 
         cfg = self.cfg
-        self.state = LabelState(input=str(self.src.resolve()), input_fingerprint=input_fingerprint(self.src),
+        self.state = LabelState(input=self._input_name(), input_fingerprint=self._input_fingerprint(),
                                 text_column=cfg.text_column, labels=list(self.clf.labels),
                                 model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
                                 tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
@@ -138,9 +148,20 @@ class FileLabeller:
     def shard_job(self) -> dict:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""
         st = self.state
-        return {"input": st.input, "input_content": input_fingerprint(self.src, mtime=False), "rows": self.total_rows,
+        return {"input": st.input, "input_content": self._input_fingerprint(mtime=False), "rows": self.total_rows,
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc}
+
+    def _input_name(self) -> str:
+        return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())
+
+    def _input_fingerprint(self, mtime: bool = True) -> str:
+        """The input file's fingerprint; a dataset's is its data files' together (the Arrow or Parquet files a
+        resume or a shard reads the same rows from)."""
+        if self.in_fmt != "dataset":
+            return input_fingerprint(self.src, mtime)
+        parts = [input_fingerprint(f, mtime) for f in self.rows.files] or [self.src.identity]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
     def state_path_exists(self) -> bool:
         """True once a chunk is whole on disk (what an interrupted run can resume from)."""

@@ -16,14 +16,16 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import InputError
-from ..fileio import cache_dir, check_input_file, write_json_atomic
+from ..fileio import cache_dir, write_json_atomic
+from ..hfdata import DatasetSource, check_input
 from ..runtime import log
 from .config import PretrainConfig
 
 
-def check_corpus(paths: list[str]) -> list[Path]:
-    """Every corpus file exists, is a file and is not empty (one-line ``InputError`` otherwise)."""
-    return [check_input_file(p) for p in paths]
+def check_corpus(paths: list[str]) -> list[Path | DatasetSource]:
+    """Every corpus file exists, is a file and is not empty, every dataset (``hf:``, a ``save_to_disk`` or Parquet
+    folder) is one (one-line ``InputError`` otherwise). ``hfdata.corpus_paths`` turns a dataset into a file later."""
+    return [check_input(p) for p in paths]
 
 
 def check_tokenizer_dir(path: str) -> None:
@@ -31,9 +33,10 @@ def check_tokenizer_dir(path: str) -> None:
         raise InputError(f"tokenizer dir not found: {path} (train one with `koelectra-kit tokenizer`)")
 
 
-def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
-    """The given tokenizer, or one trained on the corpus into ``out/tokenizer`` (reused by a rerun/resume); with
-    ``init=``, the checkpoint's own (``continued.init_tokenizer``)."""
+def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Path] | None = None):
+    """The given tokenizer, or one trained on the corpus (``corpus``: its files, else ``cfg.corpus``) into
+    ``out/tokenizer`` (reused by a rerun/resume); with ``init=``, the checkpoint's own
+    (``continued.init_tokenizer``)."""
     from ..tokenizer import KoTokenizer, TokenizerConfig, train_tokenizer
 
     if cfg.init:
@@ -49,8 +52,9 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx):
             kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
             log(f"training a {kind} tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
-            train_tokenizer(TokenizerConfig(input=list(cfg.corpus), out=str(tok_dir), vocab_size=cfg.vocab_size,
-                                            model=cfg.tokenizer_model, progress=cfg.progress, **kwargs))
+            train_tokenizer(TokenizerConfig(input=[str(p) for p in corpus or cfg.corpus], out=str(tok_dir),
+                                            vocab_size=cfg.vocab_size, model=cfg.tokenizer_model,
+                                            progress=cfg.progress, **kwargs))
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)
 

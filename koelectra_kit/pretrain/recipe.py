@@ -18,6 +18,7 @@ from typing import Callable
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
 from ..fileio import write_json_atomic, write_text_atomic
+from ..hfdata import corpus_paths
 from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
@@ -136,7 +137,9 @@ class PretrainRecipe:
 
     def setup_data(self) -> None:
         """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it)."""
-        self.tok = prepare_tokenizer(self.cfg, self.out, self.dist)
+        # a dataset's texts as a file (written once into the cache), which the tokenizer's and the packed caches key on
+        self.corpus = corpus_paths(self.corpus, self.cfg.text_column, self.cfg.cache_dir)
+        self.tok = prepare_tokenizer(self.cfg, self.out, self.dist, self.corpus)
         self.tok_fp = tokenizer_fingerprint(self.tok)
         self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, self.corpus, self.dist)
 
