@@ -40,10 +40,11 @@ def tokenizer_description(tok) -> str:
     """What the tokenizer does, in a paragraph: the user of the card must know it is not plain WordPiece."""
     model = {"wordpiece": "WordPiece", "characters": "a character vocabulary (WordPiece over single characters)",
              "unigram": "a sentencepiece unigram model with byte fallback"}.get(tok.model, tok.model)
-    presplit = ("Kiwi morpheme pre-split (pieces glued to the previous one carry `##`)" if tok.presplit == "kiwi"
-                else "no morpheme pre-split")
+    presplit = {"kiwi": "Kiwi morpheme pre-split (pieces glued to the previous one carry `##`)",
+                "kiwi_word": "Kiwi morpheme pre-split of each word on its own (pieces glued to the previous one carry "
+                             "`##`)"}.get(tok.presplit, "no morpheme pre-split")
     versions = {}
-    if tok.presplit == "kiwi":  # the versions the saved koelectra_tokenizer.json beside the card records
+    if tok.presplit in ("kiwi", "kiwi_word"):  # the versions the saved koelectra_tokenizer.json records
         from .tokenizer import kiwi_versions
 
         versions = kiwi_versions()

@@ -1,34 +1,45 @@
 """Corpus passes that run Kiwi once: the pre-split text of a corpus file, and its token ids, cached on disk.
 
 ``presplit_file`` writes the pre-split text (one line per text, pieces joined by spaces) under a key of (file
-content, normalization, Kiwi versions); the second pass over the same corpus (tokenizer training, then
-pretraining) reads it and does no Kiwi work. ``iter_corpus_ids`` caches the ids of that text for one exact
+content, normalization, pre-split mode, Kiwi versions); the second pass over the same corpus (tokenizer training,
+then pretraining) reads it and does no Kiwi work. ``cached_ids`` caches the ids of that text for one exact
 tokenizer model beside it, so a third pass does neither Kiwi nor WordPiece work, only a memory-mapped read.
+
+A corpus is pre-split in pieces of ``PIECE_BYTES`` of its text, by one process per core (each with a one-thread
+Kiwi and, for ``kiwi_word``, its own word cache: the Python side of the work, normalization and joining pieces,
+then runs on every core too, not only Kiwi's threads). Each finished piece is a file of its own in a folder beside
+the cache, so a killed run continues from the pieces it had finished; the pieces are joined in order once all are
+done, so the cache is byte for byte what one uninterrupted pass writes (tests/test_presplit_word.py kills one).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .. import runtime
 from ..config import to_dict
 from ..corpus import iter_texts
 from ..errors import InputError
-from ..fileio import atomic_path, cache_dir as resolve_cache_dir, check_input_file
+from ..fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
 from ..normalize import NormalizeConfig, Normalizer
-from . import kiwi
-from .config import FORMAT
-
-if TYPE_CHECKING:
-    from .core import KoTokenizer
+from . import kiwi, wordsplit
+from .config import FORMAT, KIWI_PRESPLITS, WORD_CACHE
 
 # Part of the pre-split cache key: raise it when ``corpus.iter_texts`` reads a file differently, so a cache made
 # by the old reader is not reused (2: tables through ``tables.read_records``, malformed records skipped; 3: a short
 # file of mostly undecodable lines, a binary one, refused).
 READER = 3
+# Text (UTF-8 bytes) per piece of the pre-split: a kill loses at most the pieces in flight (two per process), and
+# a piece's texts held in memory stay small (~16 MB of text is ~50 MB of Python strings).
+PIECE_BYTES = 16 << 20
+CHUNK = 2048  # texts a kiwi_word process sends through its cache (and the misses to Kiwi) at a time
 
 
 def file_digest(path: Path) -> str:
@@ -41,74 +52,195 @@ def file_digest(path: Path) -> str:
 
 def presplit_file(path: str | Path, *, text_column: str | None, normalize: NormalizeConfig, presplit: str,
                   num_workers: int | None = None, cache_dir: str | Path | None = None, progress: bool = False,
-                  max_lines: int = 0) -> Path:
+                  max_lines: int = 0, word_cache: int = WORD_CACHE, piece_bytes: int = PIECE_BYTES) -> Path:
     """The corpus file as pre-split text (one line per non-empty text, pieces joined by spaces), from the cache
-    when this file and these settings were seen before. Written atomically, so a killed pass leaves no cache."""
+    when this file and these settings were seen before. Built in pieces (see the module docstring) by
+    ``num_workers`` processes (None: all cores); the cache appears only once complete."""
     from tqdm.auto import tqdm
 
     path = Path(path)
     key_src = json.dumps({"file": file_digest(path), "column": text_column, "normalize": to_dict(normalize),
-                          "presplit": presplit, "kiwi": kiwi.kiwi_versions() if presplit == "kiwi" else None,
+                          "presplit": presplit, "kiwi": kiwi.kiwi_versions() if presplit in KIWI_PRESPLITS else None,
                           "max_lines": max_lines, "format": FORMAT, "reader": READER}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     target = resolve_cache_dir(cache_dir) / "presplit" / f"{path.stem[:40]}-{key}.txt"
     if target.exists():
         return target
-    norm = Normalizer(normalize)
-    stats = {"texts": 0, "empty": 0}
-    bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=f"pre-splitting {path.name}",
-               disable=not progress, leave=False)
-
-    def texts():  # the normalized non-empty texts, the first max_lines of them
-        done = 0
-        for raw in iter_texts(path, text_column):
-            bar.update(len(raw.encode("utf-8", "replace")) + 1)
-            t = norm(raw)
-            if not t:
-                stats["empty"] += 1
-                continue
-            yield t
-            done += 1
-            if max_lines and done >= max_lines:
-                return
-
+    # the piece size is in the folder's name: pieces cut another way cannot be mixed with these
+    parts = target.parent / f".{target.stem}.parts-{piece_bytes}"
+    parts.mkdir(parents=True, exist_ok=True)
+    for stale in parts.glob(".*.tmp"):  # a piece being written when an earlier run was killed
+        stale.unlink(missing_ok=True)
+    done = {int(f.stem): json.loads(f.read_text()) for f in parts.glob("[0-9]*.json")}
+    size = path.stat().st_size
+    resumed = sum(d["bytes"] for d in done.values())
+    bar = tqdm(total=size, initial=min(resumed, size), unit="B", unit_scale=True, disable=not progress,
+               desc=f"pre-splitting {path.name}", leave=False)
+    if progress and done:
+        runtime.log(f"pre-split {path.name}: continuing after {len(done)} finished piece(s) "
+                    f"({resumed / 1e6:,.0f} MB) in {parts}")
+    job = PieceJob(normalize, presplit, word_cache, parts)
+    processes = kiwi.resolve_workers(num_workers)
     t0 = time.perf_counter()
-    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        if presplit == "kiwi":
-            for text, spans in kiwi.presplit_pairs(texts(), num_workers):
-                f.write(" ".join(kiwi.mark_pieces(text, spans)))
-                f.write("\n")
-                stats["texts"] += 1
-        else:
-            for t in texts():
-                f.write(t)
-                f.write("\n")
-                stats["texts"] += 1
+    pieces = _pieces(iter_texts(path, text_column), piece_bytes)
+    if processes > 1 and not max_lines and size > piece_bytes:
+        n = _split_in_processes(job, pieces, done, processes, bar)
+    else:  # one process: Kiwi's own threads (num_workers of them) take the cores
+        n = _split_here(job, pieces, done, num_workers, max_lines, bar)
     bar.close()
+    stats = {k: sum(done[i][k] for i in range(n)) for k in ("texts", "empty")}
+    if max_lines:
+        stats["texts"] = min(stats["texts"], max_lines)
     if stats["texts"] == 0:
-        target.unlink(missing_ok=True)
+        shutil.rmtree(parts, ignore_errors=True)
         raise InputError(f"{path}: no text in it ({stats['empty']} empty lines)")
+    _join(parts, n, target, max_lines)
+    shutil.rmtree(parts, ignore_errors=True)
     if progress:
-        runtime.log(f"pre-split {path.name}: {stats['texts']:,} texts ({stats['empty']:,} empty skipped) in "
-                    f"{time.perf_counter() - t0:.1f}s -> {target}")
+        s = time.perf_counter() - t0
+        runtime.log(f"pre-split {path.name}: {stats['texts']:,} texts ({stats['empty']:,} empty skipped) in {s:.1f}s "
+                    f"({(size - resumed) / 1e6 / max(s, 1e-9):.2f} MB/s, {processes} process(es)) -> {target}")
     return target
 
 
-def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num_workers: int | None = None,
-                    cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
-    """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming.
-    Kiwi runs once per (file, settings): the pre-split text is cached (see ``presplit_file``), and so are the
-    ids for this tokenizer (``cached_ids``): a second pass reads them memory-mapped. A foreign Hugging Face
-    tokenizer encodes the texts as they are (it has its own normalization and no pre-split)."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    for p in [check_input_file(x) for x in paths]:
-        if tok.hf is not None:
-            yield from encode_lines(tok.backend, iter_texts(p, text_column), chunk)
-            continue
-        cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
-                               num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress)
-        yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)
+def _pieces(texts: Iterable[str], piece_bytes: int) -> Iterator[tuple[int, list[str], int]]:
+    """(index, texts, their UTF-8 bytes with newlines) for consecutive runs of about ``piece_bytes``: the same cuts
+    on every run over the same file, so a rerun knows which pieces an earlier one finished. At least one piece."""
+    buf: list[str] = []
+    n = i = 0
+    for raw in texts:
+        buf.append(raw)
+        n += len(raw.encode("utf-8", "replace")) + 1
+        if n >= piece_bytes:
+            yield i, buf, n
+            buf, n, i = [], 0, i + 1
+    if buf or i == 0:
+        yield i, buf, n
+
+
+class PieceJob:
+    """What a process needs to pre-split one piece and write it into the parts folder (picklable, so a worker
+    process gets it with each piece)."""
+
+    def __init__(self, normalize: NormalizeConfig, presplit: str, word_cache: int, parts: Path):
+        self.normalize, self.presplit, self.word_cache, self.parts = normalize, presplit, word_cache, parts
+
+    def lines(self, texts: list[str], num_workers: int | None, stats: dict,
+              tick: Callable[[int], None] | None = None) -> Iterator[str]:
+        """The pre-split line of each non-empty normalized text, in order; ``stats`` counts texts and empties."""
+        norm = Normalizer(self.normalize)
+
+        def normalized():
+            for raw in texts:
+                if tick is not None:
+                    tick(len(raw.encode("utf-8", "replace")) + 1)
+                t = norm(raw)
+                if t:
+                    stats["texts"] += 1
+                    yield t
+                else:
+                    stats["empty"] += 1
+
+        if self.presplit == "kiwi":
+            for text, spans in kiwi.presplit_pairs(normalized(), num_workers):
+                yield " ".join(kiwi.mark_pieces(text, spans))
+        elif self.presplit == "kiwi_word":
+            chunk: list[str] = []
+            for t in normalized():
+                chunk.append(t)
+                if len(chunk) == CHUNK:
+                    yield from map(" ".join, wordsplit.pieces(chunk, num_workers, self.word_cache))
+                    chunk = []
+            yield from map(" ".join, wordsplit.pieces(chunk, num_workers, self.word_cache))
+        else:
+            yield from normalized()
+
+    def run(self, index: int, texts: list[str], nbytes: int, num_workers: int | None = 1,
+            tick: Callable[[int], None] | None = None) -> dict:
+        """Pre-split one piece into parts/NNNNNN.txt, then its counts into NNNNNN.json (the mark of a finished
+        piece), each written beside its name and renamed."""
+        stats = {"texts": 0, "empty": 0, "bytes": nbytes}
+        with atomic_path(self.parts / f"{index:06d}.txt") as tmp, open(tmp, "w", encoding="utf-8") as f:
+            for line in self.lines(texts, num_workers, stats, tick):
+                f.write(line)
+                f.write("\n")
+        write_json_atomic(self.parts / f"{index:06d}.json", stats)
+        return stats
+
+
+def _split_here(job: PieceJob, pieces, done: dict, num_workers: int | None, max_lines: int, bar) -> int:
+    """Every piece not finished yet, in this process, in order; with ``max_lines``, only until that many texts.
+    Returns the number of pieces the cache is made of."""
+    n = total = 0
+    for i, texts, nbytes in pieces:
+        if i not in done:
+            done[i] = job.run(i, texts, nbytes, num_workers, tick=bar.update)
+        n, total = i + 1, total + done[i]["texts"]
+        if max_lines and total >= max_lines:
+            break
+    return n
+
+
+def _split_in_processes(job: PieceJob, pieces, done: dict, processes: int, bar) -> int:
+    """Every piece not finished yet, ``processes`` at a time in worker processes (two pieces in flight each, so
+    none waits while this one reads the file). Returns the number of pieces."""
+    import multiprocessing as mp
+
+    # fork where there is one (no re-import of the caller's script; Kiwi and the word cache reset themselves in a
+    # forked child, see kiwi.py and wordsplit.py); spawn elsewhere
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    n = 0
+    with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+        pending: dict = {}
+
+        def finish(futures) -> None:
+            for fut in futures:
+                i, nbytes = pending.pop(fut)
+                done[i] = fut.result()  # a worker's error is raised here
+                bar.update(nbytes)
+
+        try:
+            for i, texts, nbytes in pieces:
+                n = i + 1
+                if i in done:
+                    continue
+                while len(pending) >= 2 * processes:
+                    finish(wait(pending, return_when=FIRST_COMPLETED)[0])
+                pending[pool.submit(job.run, i, texts, nbytes)] = (i, nbytes)
+            while pending:
+                finish(wait(pending, return_when=FIRST_COMPLETED)[0])
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return n
+
+
+def _worker_start(parent: int) -> None:
+    """A worker process ends when the process that started it is gone (killed): it would otherwise wait for the
+    next piece forever, holding its Kiwi (~0.5 GB)."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="koelectra-presplit-watch").start()
+
+
+def _join(parts: Path, n: int, target: Path, max_lines: int) -> None:
+    """The pieces, in order, as the cache file (the first ``max_lines`` lines when set), written beside it and
+    renamed."""
+    with atomic_path(target) as tmp, open(tmp, "wb") as out:
+        left = max_lines or -1
+        for i in range(n):
+            with open(parts / f"{i:06d}.txt", "rb") as f:
+                if left < 0:
+                    shutil.copyfileobj(f, out, 1 << 20)
+                    continue
+                for line in f:
+                    if left == 0:
+                        break
+                    out.write(line)
+                    left -= 1
 
 
 def encode_lines(backend, lines: Iterable[str], chunk: int, rewrite=None) -> Iterator[list[int]]:

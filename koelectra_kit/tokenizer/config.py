@@ -10,6 +10,12 @@ from ..normalize import NormalizeConfig
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
 SETTINGS_FILE = "koelectra_tokenizer.json"
 FORMAT = 1  # of SETTINGS_FILE and of the pre-split cache key: raise it when either changes meaning
+# The pre-split modes a tokenizer folder may record ("presplit" in SETTINGS_FILE), and those that run Kiwi.
+# kiwi: each text analysed whole (every tokenizer saved before kiwi_word). kiwi_word: each whitespace-separated word
+# analysed on its own, so its pieces depend on the word alone and are cached (see wordsplit.py).
+PRESPLITS = ("kiwi", "kiwi_word", "none")
+KIWI_PRESPLITS = ("kiwi", "kiwi_word")
+WORD_CACHE = 200_000  # default words the kiwi_word cache keeps per process (~175 B each, see wordsplit.py)
 
 
 @dataclass
@@ -25,7 +31,9 @@ class TokenizerConfig:
     # unigram: sentencepiece (byte fallback). characters: a WordPiece vocabulary of the alphabet and its "##"
     # forms only (no merged pieces; vocab_size unused): the cpu-30min preset's, which learns fastest on 2 cores
     model: Literal["wordpiece", "unigram", "characters"] = "wordpiece"
-    presplit: Literal["kiwi", "none"] = "kiwi"  # none: subwords straight on the normalized text
+    # kiwi: Kiwi analyses each text whole. kiwi_word: each space-separated word on its own, memoized (faster on
+    # text that repeats its words; pieces can differ where Kiwi used a neighbouring word). none: subwords on the text
+    presplit: Literal["kiwi", "kiwi_word", "none"] = "kiwi"
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
     # An upper bound: the alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95%
@@ -37,8 +45,9 @@ class TokenizerConfig:
     # none: WordPiece's own way, the whole pre-split piece holding the character becomes one [UNK].
     fallback: Literal["jamo_bytes", "none"] = "jamo_bytes"
     max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
-    num_workers: int | None = None  # Kiwi threads (None: all cores)
+    num_workers: int | None = None  # Kiwi threads, and processes of the corpus pre-split (None: all cores)
     cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    word_cache: int = WORD_CACHE  # kiwi_word: words whose pieces each process keeps (LRU; 0: no cache)
     progress: bool = True
 
     def validate(self) -> None:
@@ -57,7 +66,9 @@ class TokenizerConfig:
             raise ConfigError(f"max_lines must be >= 0 (0: the whole corpus; N: its first N texts), got {self.max_lines}")
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
-        if self.model == "unigram" and self.presplit == "kiwi":
+        if self.word_cache < 0:
+            raise ConfigError(f"word_cache must be >= 0 (0: no cache), got {self.word_cache}")
+        if self.model == "unigram" and self.presplit in KIWI_PRESPLITS:
             raise ConfigError("model=unigram works on the plain text: set presplit=none (Kiwi pre-split "
                               "pieces are for WordPiece)")
 

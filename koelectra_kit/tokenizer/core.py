@@ -12,11 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ..corpus import iter_texts
 from ..errors import ConfigError
+from ..fileio import check_input_file
 from ..normalize import NormalizeConfig, Normalizer
-from . import cache, kiwi, saving
+from . import kiwi, saving, wordsplit
+from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds
-from .config import SPECIAL_TOKENS, Encoding
+from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, Encoding
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, Fallback
 
 
@@ -29,10 +32,11 @@ class KoTokenizer:
 
     def __init__(self, backend, *, normalize: NormalizeConfig | None = None, presplit: str = "kiwi",
                  model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None,
-                 fallback: str | None = None):
+                 fallback: str | None = None, word_cache: int = WORD_CACHE):
         self.backend = backend  # tokenizers.Tokenizer
         self.normalize_cfg = normalize
-        self.presplit = presplit
+        self.presplit = presplit  # kiwi | kiwi_word | none (config.PRESPLITS)
+        self.word_cache = word_cache  # kiwi_word: words this process's cache keeps (0: every word to Kiwi)
         self.model = model
         self.hf = hf_tokenizer  # set for a foreign HF tokenizer dir (its own normalization / special tokens)
         self.num_workers = num_workers
@@ -65,7 +69,8 @@ class KoTokenizer:
         if value is not None:
             if value != FALLBACK:
                 raise ConfigError(f"unknown fallback {value!r} (known: {FALLBACK!r}, 'none')")
-            if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece":
+            if self.hf is not None or self.presplit not in KIWI_PRESPLITS \
+                    or type(self.backend.model).__name__ != "WordPiece":
                 raise ConfigError("the fallback is for Kiwi pre-split WordPiece vocabularies (unigram has its own "
                                   "byte fallback)")
             self._fb = Fallback(self.backend.get_vocab(), self.backend.model.max_input_chars_per_word)
@@ -76,8 +81,8 @@ class KoTokenizer:
         word (c) and those that may continue one (##c), as ``CharIds``. WordPiece then emits one token per
         character whatever the pre-split, so Kiwi's split cannot change the ids of a text made of those
         characters alone (see ``needs_kiwi``). None for any other tokenizer."""
-        if self.hf is not None or self.presplit != "kiwi" or type(self.backend.model).__name__ != "WordPiece" \
-                or self.backend.normalizer is not None:
+        if self.hf is not None or self.presplit not in KIWI_PRESPLITS \
+                or type(self.backend.model).__name__ != "WordPiece" or self.backend.normalizer is not None:
             return None
         vocab = self.backend.get_vocab()
         words = set(vocab) - set(SPECIAL_TOKENS) - BYTE_TOKENS  # (only the fallback's words)
@@ -124,17 +129,21 @@ class KoTokenizer:
         starts with "##" reads as a glued piece to WordPiece), no word long enough to hit WordPiece's length
         limit. Skipping Kiwi, the slowest step by far (~4k reviews/s on 2 cores), makes encoding several times
         faster; test_tokenizer checks the ids match."""
-        if self.presplit != "kiwi":
+        if self.presplit not in KIWI_PRESPLITS:
             return False
         # exactly the texts whose ids CharIds can give without WordPiece (one rule for both, in charids.py)
         return self._chars is None or self._chars.ids(text) is None
 
     def _pieces(self, normalized: list[str]) -> list[list[str]]:
-        if self.presplit != "kiwi":
+        if self.presplit not in KIWI_PRESPLITS:
             return [[t] if t else [] for t in normalized]
         pieces = [None if self.needs_kiwi(t) else (t.split(" ") if t else []) for t in normalized]
         rest = [i for i, p in enumerate(pieces) if p is None]  # all of them unless a character vocabulary
-        if rest:  # (no Kiwi call at all otherwise: the first one loads its model, ~2 s)
+        if rest and self.presplit == "kiwi_word":  # each word alone, through this process's cache
+            for i, p in zip(rest, wordsplit.pieces([normalized[i] for i in rest], self.num_workers,
+                                                   self.word_cache)):
+                pieces[i] = p
+        elif rest:  # (no Kiwi call at all otherwise: the first one loads its model, ~2 s)
             for i, sp in zip(rest, self._spans((normalized[i] for i in rest), len(rest))):
                 pieces[i] = kiwi.mark_pieces(normalized[i], sp)
         return pieces
@@ -172,13 +181,15 @@ class KoTokenizer:
         else:
             def norm(t):
                 return self._norm(t), None
-        if self.presplit != "kiwi" or self.hf is not None:
+        if self.presplit not in KIWI_PRESPLITS or self.hf is not None:
             normed = [norm(t) for t in texts]
             encs = self.backend.encode_batch([x for x, _ in normed], add_special_tokens=False)
             for enc, (x, m) in zip(encs, normed):
                 yield enc, x, None, m, None
             return
-        if self._chars is not None:  # a character vocabulary: Kiwi only for the texts that need it
+        if self._chars is not None or self.presplit == "kiwi_word":
+            # a character vocabulary: Kiwi only for the texts that need it; kiwi_word: only for the words its cache
+            # lacks, in one call. Kiwi is done before WordPiece starts, so WordPiece may use every core.
             normed = [norm(t) for t in texts]
             words = [self._words(x, p) for (x, _), p in zip(normed, self._pieces([x for x, _ in normed]))]
             encs = self.backend.encode_batch([w for w, _ in words], is_pretokenized=True, add_special_tokens=False)
@@ -327,9 +338,9 @@ class KoTokenizer:
     def iter_corpus_ids(self, paths, text_column: str | None = None, num_workers: int | None = None,
                         cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
         """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming, with
-        Kiwi's pre-split and the ids cached on disk (see ``cache.iter_corpus_ids``)."""
-        return cache.iter_corpus_ids(self, paths, text_column=text_column, num_workers=num_workers,
-                                     cache_dir=cache_dir, progress=progress, chunk=chunk)
+        Kiwi's pre-split and the ids cached on disk (see ``iter_corpus_ids``)."""
+        return iter_corpus_ids(self, paths, text_column=text_column, num_workers=num_workers, cache_dir=cache_dir,
+                               progress=progress, chunk=chunk)
 
     # -- save / load
     def save(self, directory: str | Path) -> Path:
@@ -339,7 +350,28 @@ class KoTokenizer:
         return saving.save_tokenizer(self, directory)
 
     @classmethod
-    def from_pretrained(cls, name_or_dir: str | Path, num_workers: int | None = None) -> KoTokenizer:
+    def from_pretrained(cls, name_or_dir: str | Path, num_workers: int | None = None,
+                        word_cache: int = WORD_CACHE) -> KoTokenizer:
         """A directory saved by ``save`` (or any model dir carrying one), a plain Hugging Face tokenizer
-        directory, or a hub model id (downloads with transformers on a machine with internet)."""
-        return cls(**saving.load_tokenizer_parts(name_or_dir), num_workers=num_workers)
+        directory, or a hub model id (downloads with transformers on a machine with internet). ``word_cache``: for
+        a ``kiwi_word`` tokenizer, the words whose pieces this process keeps (a setting of the process, not of
+        the saved tokenizer: the ids do not depend on it)."""
+        return cls(**saving.load_tokenizer_parts(name_or_dir), num_workers=num_workers, word_cache=word_cache)
+
+
+def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num_workers: int | None = None,
+                    cache_dir: str | None = None, progress: bool = False, chunk: int = 4096) -> Iterator[list[int]]:
+    """Token ids (no special tokens) of every non-empty text of the corpus files, in order, streaming.
+    Kiwi runs once per (file, settings): the pre-split text is cached (see ``cache.presplit_file``), and so are the
+    ids for this tokenizer (``cache.cached_ids``): a second pass reads them memory-mapped. A foreign Hugging Face
+    tokenizer encodes the texts as they are (it has its own normalization and no pre-split)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    for p in [check_input_file(x) for x in paths]:
+        if tok.hf is not None:
+            yield from encode_lines(tok.backend, iter_texts(p, text_column), chunk)
+            continue
+        cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
+                               num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress,
+                               word_cache=tok.word_cache)
+        yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)

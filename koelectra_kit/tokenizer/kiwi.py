@@ -32,13 +32,19 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kiwi_instance(num_workers: int | None = None):
-    """One shared Kiwi per worker count (loading the model takes ~2 s and ~0.5 GB). num_workers None: all cores,
-    or OMP_NUM_THREADS when set."""
+def resolve_workers(num_workers: int | None) -> int:
+    """num_workers, or for None all cores, or OMP_NUM_THREADS when set."""
     if num_workers is None:
         # OMP_NUM_THREADS is how a user (or a job runner packing jobs onto cores) caps a process's threads
         env = os.environ.get("OMP_NUM_THREADS", "")
         num_workers = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+    return num_workers
+
+
+def kiwi_instance(num_workers: int | None = None):
+    """One shared Kiwi per worker count (loading the model takes ~2 s and ~0.5 GB). num_workers None: all cores,
+    or OMP_NUM_THREADS when set."""
+    num_workers = resolve_workers(num_workers)
     if num_workers not in _KIWI:
         from kiwipiepy import Kiwi
 
@@ -46,6 +52,15 @@ def kiwi_instance(num_workers: int | None = None):
             warnings.simplefilter("ignore", DeprecationWarning)
             _KIWI[num_workers] = Kiwi(num_workers=num_workers)  # 1: one worker thread (0 could not stream)
     return _KIWI[num_workers]
+
+
+def loaded_kiwi(num_workers: int | None = None):
+    """The shared Kiwi for ``num_workers`` if loaded, else any Kiwi this process has loaded, else a new one for
+    ``num_workers``: a caller with a few words to analyse need not load a second model (~0.5 GB, ~2 s) for them."""
+    for n in (num_workers, *_KIWI):
+        if n in _KIWI:
+            return _KIWI[n]
+    return kiwi_instance(num_workers)
 
 
 def kiwi_versions() -> dict:
@@ -108,7 +123,7 @@ def mark_pieces(text: str, spans: list[tuple[int, int]]) -> list[str]:
     return [text[s:e] if s == 0 or text[s - 1] == " " else "##" + text[s:e] for s, e in spans]
 
 
-def _protect_placeholders(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def protect_placeholders(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Placeholders ([URL], [EMAIL], [USER]) stay one piece (Kiwi would cut them into '[', 'URL', ']')."""
     found = []
     for ph in PLACEHOLDERS.values():
@@ -139,7 +154,7 @@ def presplit_pairs(normalized: Iterable[str], num_workers: int | None = None, ki
         text = queue.popleft()
         spans = pieces_from_tokens(text, tokens)
         if "[" in text:
-            spans = _protect_placeholders(text, spans)
+            spans = protect_placeholders(text, spans)
         yield text, spans
 
 

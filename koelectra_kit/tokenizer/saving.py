@@ -21,7 +21,7 @@ from ..config import from_dict, to_dict
 from ..errors import ConfigError, InputError
 from ..fileio import atomic_path, write_json_atomic
 from ..normalize import NormalizeConfig
-from .config import FORMAT, SETTINGS_FILE
+from .config import FORMAT, KIWI_PRESPLITS, PRESPLITS, SETTINGS_FILE
 from .kiwi import kiwi_versions
 
 SPECIAL_TOKENS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
@@ -95,7 +95,8 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
                           "Kiwi-pre-split text (KoTokenizer.presplit_batch)"})
     write_json_atomic(d / SETTINGS_FILE, {
         "format": FORMAT, "model": tok.model, "presplit": tok.presplit,
-        "normalize": to_dict(tok.normalize_cfg), **({"kiwi": kiwi_versions()} if tok.presplit == "kiwi" else {}),
+        "normalize": to_dict(tok.normalize_cfg),
+        **({"kiwi": kiwi_versions()} if tok.presplit in KIWI_PRESPLITS else {}),
         # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
         **({"fallback": tok.fallback} if tok.fallback else {})})
     return d
@@ -156,7 +157,11 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
         if not isinstance(s, dict) or not isinstance(s.get("normalize", {}), dict):
             raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} is not a settings mapping "
                              "(save the tokenizer again)")
-        if s.get("presplit") == "kiwi":
+        presplit = s.get("presplit", "kiwi")
+        if presplit not in PRESPLITS:  # e.g. a mode of a newer koelectra-kit: encoding without it gives wrong ids
+            raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} says presplit {presplit!r}, which "
+                             f"this koelectra-kit does not know ({', '.join(PRESPLITS)}); upgrade koelectra-kit")
+        if s.get("presplit") in KIWI_PRESPLITS:  # (absent: an early folder, loaded as kiwi without the check)
             saved, now = s.get("kiwi", {}), kiwi_versions()
             if saved != now:
                 # stacklevel 4: the caller of KoTokenizer.from_pretrained
@@ -167,7 +172,7 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
             norm = from_dict(NormalizeConfig, s.get("normalize", {}))
         except ConfigError as e:
             raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} normalize: {e}") from None
-        return {"backend": backend, "normalize": norm, "presplit": s.get("presplit", "kiwi"),
+        return {"backend": backend, "normalize": norm, "presplit": presplit,
                 "model": s.get("model", "wordpiece"), "fallback": s.get("fallback")}  # absent: saved before it
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
             and not (d / "tokenizer_config.json").exists():

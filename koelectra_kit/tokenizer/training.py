@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..fileio import check_input_file
 from ..normalize import PLACEHOLDERS
 from .cache import presplit_file
-from .config import SPECIAL_TOKENS, TokenizerConfig
+from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, TokenizerConfig
 from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
@@ -30,7 +30,8 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     t0 = time.perf_counter()
     files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,
                            num_workers=cfg.num_workers, cache_dir=cfg.cache_dir, progress=cfg.progress,
-                           max_lines=cfg.max_lines) for p in [check_input_file(x) for x in cfg.input]]
+                           max_lines=cfg.max_lines, word_cache=cfg.word_cache)
+             for p in [check_input_file(x) for x in cfg.input]]
     backend = _train_unigram(files, cfg) if cfg.model == "unigram" else _train_wordpiece(files, cfg)
     placeholders = [ph for key, ph in PLACEHOLDERS.items() if getattr(cfg.normalize, key) == "placeholder"]
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
@@ -39,7 +40,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     backend.post_processor = _post_processor(backend)
     tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
                       model="unigram" if cfg.model == "unigram" else "wordpiece",  # characters: WordPiece, no merges
-                      fallback=FALLBACK if _with_fallback(cfg) else None)
+                      fallback=FALLBACK if _with_fallback(cfg) else None, word_cache=cfg.word_cache)
     if cfg.model == "wordpiece" and tok.vocab_size < cfg.vocab_size:
         # WordPiece stops when the corpus has no more pairs to merge; the model's embedding table follows the
         # tokenizer, so nothing breaks, but the user asked for another size and should know
@@ -68,7 +69,7 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
 
     # max_input_chars_per_word: a longer word becomes one [UNK]; URLs and ㅋ-runs can be long.
     backend = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=200))
-    backend.pre_tokenizer = (pre_tokenizers.WhitespaceSplit() if cfg.presplit == "kiwi"
+    backend.pre_tokenizer = (pre_tokenizers.WhitespaceSplit() if cfg.presplit in KIWI_PRESPLITS
                              else pre_tokenizers.BertPreTokenizer())
     backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)
     chars = cfg.model == "characters"
@@ -137,7 +138,7 @@ def _spm_train(spm, d, files, cfg):
 
 
 def _with_fallback(cfg: TokenizerConfig) -> bool:
-    return cfg.fallback == FALLBACK and cfg.model != "unigram" and cfg.presplit == "kiwi"
+    return cfg.fallback == FALLBACK and cfg.model != "unigram" and cfg.presplit in KIWI_PRESPLITS
 
 
 def _fallback_room(backend, merged: bool) -> tuple[list[str], set[str]]:
