@@ -1,6 +1,7 @@
 """Tokenizer pipeline throughput and quality, all figures from one run on one machine, with the fallback for
 characters outside the alphabet on (this tokenizer as trained) and off (the same tokenizer the old way: the
-pre-split piece holding an unknown character becomes one [UNK]).
+pre-split piece holding an unknown character becomes one [UNK]), and in the two Kiwi pre-split modes: kiwi (each
+text analysed whole) and kiwi_word (each word alone, through the per-process word cache), on the same texts.
 
     python benchmarks/bench_tokenizer.py                      # trains the 16k vocabulary first (minutes)
     python benchmarks/bench_tokenizer.py --tokenizer runs/tok16k [--lines 10000]
@@ -11,8 +12,13 @@ Trains (unless --tokenizer) a --train-vocab WordPiece vocabulary on the first --
 the training ones): chars/s of Kiwi tokenize alone (1 and all cores), plain WordPiece encode (Rust, no Kiwi), the
 whole pipeline (normalize + pre-split + WordPiece + offsets, 1 and all cores) with the fallback on and off and
 its ratio to Kiwi alone with the same cores; a cold corpus pass vs the cached second pass; round-trip exactness
-decode(encode(x)) == normalize(x), [UNK] rate, tokens per character, on and off. The load average is printed
-before and after: other work on the machine slows whichever timing it lands on.
+decode(encode(x)) == normalize(x), [UNK] rate, tokens per character, on and off.
+
+kiwi_word: the same vocabulary with the word-level pre-split (so the pre-split alone differs). Its pipeline is
+timed with the word cache emptied before every timed pass (cold: every distinct word of the texts goes to Kiwi once)
+and once more with the cache as that pass left it (warm); texts/s and the ratio to Kiwi alone on all cores, from
+the same interleaved rounds; the share of texts whose pieces equal the kiwi mode's; round trip and [UNK] count.
+The load average is printed before and after: other work on the machine slows whichever timing it lands on.
 """
 from __future__ import annotations
 
@@ -80,7 +86,7 @@ def main() -> None:
         sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")
 
     from koelectra_kit.corpus import iter_texts
-    from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer
+    from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer, wordsplit
 
     cores = os.cpu_count() or 1
     print(f"start: {load()}", flush=True)
@@ -95,6 +101,9 @@ def main() -> None:
                                                                vocab_size=args.train_vocab, progress=False)))
         print(f"  trained in {s:.0f}s (pre-split cached for later passes)")
     fallback = tok.fallback
+    # the same vocabulary, pre-split word by word (the kiwi_word mode), so only the pre-split differs
+    word = KoTokenizer(tok.backend, normalize=tok.normalize_cfg, presplit="kiwi_word", model=tok.model,
+                       fallback=fallback)
     texts = [t for t in iter_texts(args.corpus) if t.strip()]
     if args.lines:
         texts = texts[:args.lines]
@@ -115,15 +124,28 @@ def main() -> None:
         tok.fallback = fallback
         return s
 
+    def word_pipeline(workers):
+        """(cold, warm) seconds: the word cache emptied first, then the same texts again."""
+        word.num_workers = workers
+        wordsplit.word_cache(word.word_cache).clear()
+        _, cold = timed(lambda: [word.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
+        _, warm = timed(lambda: [word.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
+        return cold, warm
+
     # Interleaved repeats, best of each: a noisy neighbour slows whichever variant it lands on, never speeds
     # one up, so the minimum is the cleanest figure and the ratios compare like with like.
     variants = [(w, fb) for w in (1, cores) for fb in (fallback, None)]
-    best = {k: float("inf") for k in ["kiwi1", "kiwin", *variants]}
+    words = [("word cold", w) for w in (1, cores)] + [("word warm", w) for w in (1, cores)]
+    best = {k: float("inf") for k in ["kiwi1", "kiwin", *variants, *words]}
     for _ in range(args.repeats):
         best["kiwi1"] = min(best["kiwi1"], kiwi_alone(1))
         best["kiwin"] = min(best["kiwin"], kiwi_alone(cores))
         for v in variants:
             best[v] = min(best[v], pipeline(*v))
+        for w in (1, cores):
+            cold, warm = word_pipeline(w)
+            best["word cold", w] = min(best["word cold", w], cold)
+            best["word warm", w] = min(best["word warm", w], warm)
     presplit = tok.presplit_batch(texts)
     _, wp = timed(lambda: tok.backend.encode_batch(presplit, add_special_tokens=False))
     rows = [("Kiwi tokenize alone, 1 core", chars / best["kiwi1"]),
@@ -131,12 +153,22 @@ def main() -> None:
             ("WordPiece encode only (pre-split text, Rust)", chars / wp)]
     for w, fb in variants:
         rows.append((f"whole pipeline, {w} core{'s' if w > 1 else ''}, fallback {fb}", chars / best[w, fb]))
-    print(f"\n{'stage (normalize+Kiwi+WordPiece+offsets for the pipeline)':<62}{'chars/s':>12}")
+    for kind, w in words:
+        name = f"kiwi_word pipeline, {kind.split()[1]} cache, {w} core{'s' if w > 1 else ''}"
+        rows.append((name, chars / best[kind, w]))
+    print(f"\n{'stage (normalize+Kiwi+WordPiece+offsets for the pipeline)':<62}{'chars/s':>12}{'texts/s':>10}")
     for name, v in rows:
-        print(f"{name:<62}{v:>12,.0f}")
+        print(f"{name:<62}{v:>12,.0f}{v * len(texts) / chars:>10,.0f}")
     for fb in (fallback, None):
         print(f"pipeline / Kiwi alone, fallback {fb}: 1 core {best['kiwi1'] / best[1, fb]:.2f}x, {cores} cores "
               f"{best['kiwin'] / best[cores, fb]:.2f}x   (target >= 0.75; fallback on not below off)")
+    for kind in ("word cold", "word warm"):
+        target = "   (target >= 2x Kiwi alone)" if kind == "word cold" else ""
+        print(f"kiwi_word pipeline ({kind.split()[1]} cache) / Kiwi alone: 1 core {best['kiwi1'] / best[kind, 1]:.2f}"
+              f"x, {cores} cores {best['kiwin'] / best[kind, cores]:.2f}x; / kiwi-mode pipeline, {cores} cores "
+              f"{best[cores, fallback] / best[kind, cores]:.2f}x{target}")
+    same = sum(a == b for a, b in zip(tok.presplit_batch(texts), word.presplit_batch(texts)))
+    print(f"texts whose pieces are the kiwi mode's: {same / len(texts):.2%} ({same:,} of {len(texts):,})")
 
     # corpus pass: cold (Kiwi) vs cached second pass
     cache = work / "cache"
@@ -147,6 +179,11 @@ def main() -> None:
     assert ids_a == ids_b
     print(f"corpus pass: cold {cold:.2f}s (Kiwi + WordPiece), cached {warm:.3f}s (memory-mapped ids) -> "
           f"{cold / warm:.0f}x faster   (target >= 20x)")
+    wordsplit.word_cache(word.word_cache).clear()
+    (_, wcold) = timed(lambda: list(word.iter_corpus_ids([sub], cache_dir=str(cache), num_workers=cores)))
+    mb = sub.stat().st_size / 1e6
+    print(f"corpus pass, cold: kiwi {mb / cold:.2f} MB/s, kiwi_word {mb / wcold:.2f} MB/s ({cold / wcold:.2f}x) on "
+          f"{mb:.1f} MB (one piece: a small file is pre-split in this process)")
 
     # quality, the same tokenizer with the fallback on and off
     tok.fallback = None
@@ -159,6 +196,9 @@ def main() -> None:
     print(f"{'texts with an [UNK]':<44}{new[3]:>22,}{old[3]:>16,}")
     print(f"{'tokens per character':<44}{new[2] / chars:>22.3f}{old[2] / chars:>16.3f}")
     print(f"texts the fallback changed: {sum(a != b for a, b in zip(new[4], old[4])):,} of {len(texts):,}")
+    wq = quality(word, texts, norm)
+    print(f"kiwi_word (fallback {fallback}): round trip {wq[0]:.2%}, [UNK] tokens {round(wq[1] * wq[2]):,} "
+          f"({wq[3]:,} texts), tokens per character {wq[2] / chars:.3f}   (target 100.00%, 0)")
     print(f"\nend: {load()} (figures from a machine with load above ~2.5 on {cores} cores are provisional)")
     shutil.rmtree(work, ignore_errors=True)
 
