@@ -83,10 +83,10 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     processes = kiwi.resolve_workers(num_workers)
     t0 = time.perf_counter()
     pieces = _pieces(iter_texts(path, text_column), piece_bytes)
-    if processes > 1 and not max_lines and size > piece_bytes:
+    if processes > 1 and not max_lines and size > piece_bytes and not _is_daemon():
         n = _split_in_processes(job, pieces, done, processes, bar)
     else:  # one process: Kiwi's own threads (num_workers of them) take the cores
-        n = _split_here(job, pieces, done, num_workers, max_lines, bar)
+        n, processes = _split_here(job, pieces, done, num_workers, max_lines, bar), 1
     bar.close()
     stats = {k: sum(done[i][k] for i in range(n)) for k in ("texts", "empty")}
     if max_lines:
@@ -99,7 +99,8 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     if progress:
         s = time.perf_counter() - t0
         runtime.log(f"pre-split {path.name}: {stats['texts']:,} texts ({stats['empty']:,} empty skipped) in {s:.1f}s "
-                    f"({(size - resumed) / 1e6 / max(s, 1e-9):.2f} MB/s, {processes} process(es)) -> {target}")
+                    f"({(size - resumed) / 1e6 / max(s, 1e-9):.2f} MB/s, {processes} process{'es' if processes > 1 else ''}) "
+                    f"-> {target}")
     return target
 
 
@@ -213,6 +214,13 @@ def _split_in_processes(job: PieceJob, pieces, done: dict, processes: int, bar) 
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return n
+
+
+def _is_daemon() -> bool:
+    """A daemonic process (a multiprocessing pool's worker) may not start processes of its own."""
+    import multiprocessing as mp
+
+    return mp.current_process().daemon
 
 
 def _worker_start(parent: int) -> None:
