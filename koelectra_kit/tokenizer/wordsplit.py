@@ -151,18 +151,6 @@ def text_pieces(text: str, found: dict[str, tuple[int, ...]]) -> list[str]:
     return out
 
 
-def text_spans(text: str, found: dict[str, tuple[int, ...]]) -> list[tuple[int, int]]:
-    """The same pieces as (start, end) spans in the text (for ``kiwi.mark_pieces`` and offsets)."""
-    out: list[tuple[int, int]] = []
-    for m in _WORD.finditer(text):
-        s, e = m.span()
-        for c in found[m.group()]:
-            out.append((s, m.start() + c))
-            s = m.start() + c
-        out.append((s, e))
-    return out
-
-
 def pieces(normalized: list[str], num_workers: int | None = None, capacity: int = 0) -> list[list[str]]:
     """The pieces of each (already normalized) text: every word's from the cache or one batched Kiwi call."""
     found = cuts_of((w for t in normalized for w in t.split()), num_workers, capacity)
