@@ -6,10 +6,11 @@ page cannot drift from the code.
 
 Why a build-time hook and not a script that commits the page plus a staleness test: other people add and rename
 config keys all the time; with a committed page each such change would also need a regenerate step, and a test
-that fails on a correct change until someone remembers it. Here the build reads the code itself, and
-``mkdocs build --strict`` (run by tests/test_docs.py) fails when a command has no entry in COMMAND_CONFIGS below or
-a field cannot be documented. docs/reference.md in the repository is the page's frame; GitHub shows the frame,
-the site shows the tables. ``python docs/hooks/config_reference.py`` prints the generated Markdown.
+that fails on a correct change until someone remembers it. Here the build reads the code itself (a new command
+is found through its config's STAGE), and ``mkdocs build --strict`` (run by tests/test_docs.py) fails when a
+config-driven command's config cannot be found or a field has no default. docs/reference.md in the repository is
+the page's frame: GitHub shows the frame, the site shows the tables. ``python docs/hooks/config_reference.py``
+prints the generated Markdown.
 """
 from __future__ import annotations
 
@@ -23,25 +24,19 @@ import json
 import re
 import textwrap
 import tokenize
+from pathlib import Path
 
 MARKER = "<!-- config-reference -->"
 PAGE = "reference.md"
 
-# command -> (module, class) of the config it loads; None: flags only (no config file, no key=value)
+# A command's config is found by the house convention: the dataclass whose ``STAGE`` ClassVar is the command's
+# name (``STAGE = "label"``: the presets folder ``--config NAME`` looks in), so a new command is documented with no
+# edit here. The exceptions: command -> (module, class) of the config it loads, or None for flags only.
 COMMAND_CONFIGS: dict[str, tuple[str, str] | None] = {
-    "tokenizer train": ("koelectra_kit.tokenizer.config", "TokenizerConfig"),
-    "tokenizer encode": None,
-    "pretrain": ("koelectra_kit.pretrain.config", "PretrainConfig"),
-    "finetune": ("koelectra_kit.finetune.config", "FinetuneConfig"),
-    "evaluate": ("koelectra_kit.evaluate", "EvaluateConfig"),
+    "tokenizer train": ("koelectra_kit.tokenizer.config", "TokenizerConfig"),  # STAGE "tokenizer"
     "baseline": ("koelectra_kit.finetune.config", "FinetuneConfig"),  # reads the fine-tuning config (baseline.*)
-    "ensemble": ("koelectra_kit.ensemble", "EnsembleConfig"),
-    "distill": ("koelectra_kit.distill.config", "DistillConfig"),
-    "label": ("koelectra_kit.label.config", "LabelConfig"),
-    "label-merge": None,
-    "quickstart": None,  # STAGE.key=value overrides: the keys of tokenizer train, pretrain, finetune and label
     "app": ("koelectra_kit.app.settings", "AppSettings"),  # set from the flags only (no --config)
-    "export": None,
+    "quickstart": None,  # STAGE.key=value overrides: the keys of tokenizer train, pretrain, finetune and label
 }
 NOTES = {
     "baseline": "`baseline` reads the fine-tuning config: the same keys as [`finetune`](#koelectra-kit-finetune) (columns, labels, "
@@ -192,6 +187,38 @@ def flag_table(parser: argparse.ArgumentParser, keys: set[str]) -> list[str]:
     return ["| flag | config key | default | what it does |", "|---|---|---|---|", *rows, ""]
 
 
+def stage_classes() -> dict[str, tuple[str, str]]:
+    """STAGE -> (module, class) of every dataclass in the package that declares ``STAGE: ClassVar[str] = "..."``
+    (read from the source, so nothing is imported but the configs used)."""
+    import koelectra_kit
+
+    root = Path(koelectra_kit.__file__).parent
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(("koelectra_kit", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+        for cls in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for stmt in cls.body:
+                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == "STAGE"
+                        and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)):
+                    out[stmt.value.value] = (module, cls.name)
+    return out
+
+
+def config_of(name: str, parser: argparse.ArgumentParser, stages: dict) -> tuple[str, str] | None:
+    """The config a command loads: COMMAND_CONFIGS, else the class whose STAGE is its name, else none (a command
+    with flags only); a command that takes key=value overrides must have one."""
+    if name in COMMAND_CONFIGS:
+        return COMMAND_CONFIGS[name]
+    if name in stages:
+        return stages[name]
+    if any(a.dest == "overrides" for a in parser._actions):
+        raise KeyError(f"docs/hooks/config_reference.py: command {name!r} takes key=value overrides but no config "
+                       f"class declares STAGE = {name!r}; declare it, or add the command to COMMAND_CONFIGS")
+    return None
+
+
 def commands(parser: argparse.ArgumentParser, prefix: str = ""):
     """(``tokenizer train``, its parser) for every command and subcommand, in the CLI's order."""
     for action in parser._actions:
@@ -209,13 +236,9 @@ def render() -> str:
     from koelectra_kit.cli.quickstart import STAGES
 
     out = []
-    seen = []
+    stages = stage_classes()
     for name, parser in commands(build_parser()):
-        if name not in COMMAND_CONFIGS:
-            raise KeyError(f"docs/hooks/config_reference.py: command {name!r} has no entry in COMMAND_CONFIGS; add "
-                           "its config class (or None for a command with flags only)")
-        seen.append(name)
-        spec = COMMAND_CONFIGS[name]
+        spec = config_of(name, parser, stages)
         out += [f"## `koelectra-kit {name}`", ""]
         if parser.description:
             out += [" ".join(parser.description.split()), ""]
@@ -226,9 +249,6 @@ def render() -> str:
         out += ["**Flags**", ""] + flag_table(parser, keys)
         if cls and name != "baseline":
             out += ["**Config keys**", ""] + config_tables(cls)
-    missing = sorted(set(COMMAND_CONFIGS) - set(seen))
-    if missing:
-        raise KeyError(f"docs/hooks/config_reference.py: COMMAND_CONFIGS names commands the CLI lacks: {missing}")
     return "\n".join(out)
 
 
