@@ -1,0 +1,319 @@
+"""`koelectra-kit suggest` and `suggest_rows`: the pool rows to label next, least confident first (checked against
+probabilities computed here), each text once, near-duplicates and labelled texts skipped, random seeded; with an
+encoder, a TF-IDF folder and a fixed stand-in model; bad input is one error line and no file."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.predictions import Predictions
+from koelectra_kit.suggest import NearDuplicates, jaccard, shingles, suggest_rows
+from tests.test_bad_input import assert_one_line_error, run_cli
+
+LABELS = ["negative", "neutral", "positive"]
+
+
+class Fixed:
+    """A stand-in classifier: each text's probabilities from a table (confident 'negative' for the rest); it
+    records what it was asked to predict."""
+
+    labels = LABELS
+
+    def __init__(self, table: dict):
+        self.table, self.asked = table, []
+
+    def predict(self, texts, batch_size: int = 128, **_):
+        texts = list(texts)
+        self.asked += texts
+        probs = np.array([self.table.get(t, [0.9, 0.05, 0.05]) for t in texts], dtype=np.float32).reshape(-1, 3)
+        return Predictions([LABELS[i] for i in probs.argmax(1)], probs, [False] * len(texts))
+
+
+@pytest.fixture(scope="module")
+def pool_texts(sample_dir) -> list[str]:
+    texts = pd.read_csv(sample_dir / "reviews_unlabelled.csv", dtype=str, keep_default_na=False).review.tolist()
+    return [t for t in texts if t.strip()]  # the sample's one empty review left out: every text here is a candidate
+
+
+@pytest.fixture(scope="module")
+def tfidf_dir(tmp_path_factory, sample_dir):
+    out = tmp_path_factory.mktemp("suggest-tfidf") / "tfidf"
+    assert main(["baseline", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "baseline.min_df=1",
+                 "plots=false"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tfidf(tfidf_dir):
+    from koelectra_kit.classifier import Classifier
+
+    return Classifier.load(tfidf_dir)
+
+
+def _margin(probs: np.ndarray) -> np.ndarray:
+    top = np.sort(probs.astype(np.float64), axis=1)
+    return top[:, -1] - top[:, -2]
+
+
+def _entropy(probs: np.ndarray) -> np.ndarray:
+    p = probs.astype(np.float64)
+    return -(p * np.log(np.clip(p, 1e-12, 1))).sum(1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# suggest_rows
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["tfidf", "tiny_classifier"])
+def test_margin_picks_the_smallest_top1_minus_top2_first(request, model, pool_texts):
+    clf = request.getfixturevalue(model)
+    margin = _margin(clf.predict(pool_texts).probs)
+    got = suggest_rows(clf, pool_texts, n=10, threshold=1.0)
+    assert got.skipped == {"empty": 0, "labelled": 0, "duplicate": 0, "near_duplicate": 0}
+    assert len(got.indices) == 10 == len(set(got.indices.tolist()))
+    np.testing.assert_allclose(got.scores, margin[got.indices], atol=1e-5)
+    assert np.all(np.diff(got.scores) >= -1e-6)  # least confident first
+    rest = np.setdiff1d(np.arange(len(pool_texts)), got.indices)
+    assert margin[rest].min() >= got.scores.max() - 1e-5  # no row left out was less confident
+    if model == "tfidf":  # deterministic to the last bit: exactly the stable argsort
+        assert got.indices.tolist() == np.argsort(margin, kind="stable")[:10].tolist()
+    np.testing.assert_allclose(got.probs, clf.predict(pool_texts).probs[got.indices], atol=1e-5)
+    assert got.guesses == [clf.labels[i] for i in got.probs.argmax(1)]
+
+
+def test_entropy_picks_the_largest_entropy_first(tfidf, pool_texts):
+    entropy = _entropy(tfidf.predict(pool_texts).probs)
+    got = suggest_rows(tfidf, pool_texts, n=12, strategy="entropy", threshold=1.0)
+    np.testing.assert_allclose(got.scores, entropy[got.indices], atol=1e-6)
+    assert np.all(np.diff(got.scores) <= 1e-9)
+    rest = np.setdiff1d(np.arange(len(pool_texts)), got.indices)
+    assert entropy[rest].max() <= got.scores.min() + 1e-9
+
+
+def test_margin_and_entropy_disagree_where_the_docstring_says():
+    # a coin toss between two labels vs mass spread over three: margin asks about the first, entropy the second
+    clf = Fixed({"둘 중 하나": [0.45, 0.45, 0.10], "셋에 퍼짐": [0.40, 0.30, 0.30]})
+    texts = ["둘 중 하나", "셋에 퍼짐"]
+    assert suggest_rows(clf, texts, n=1).indices.tolist() == [0]
+    assert suggest_rows(clf, texts, n=1, strategy="entropy").indices.tolist() == [1]
+
+
+def test_a_text_is_picked_once_and_near_duplicates_are_passed_over():
+    unsure = [0.34, 0.33, 0.33]
+    texts = ["배송 빠르고 좋아요ㅋㅋㅋ",  # 0
+             "배송  빠르고   좋아요ㅋㅋㅋㅋㅋ",  # 1: the same after normalization (spaces, ㅋ runs cut to 2)
+             "배송 빠르고 좋아요ㅋㅋ!!",  # 2: a near-duplicate of 0 (3-gram Jaccard 0.8)
+             "완전 별로에요 환불각",  # 3
+             "",  # 4: empty
+             "그럭저럭 쓸만함"]  # 5
+    clf = Fixed({t: unsure for t in texts[:3]} | {texts[3]: [0.5, 0.3, 0.2], texts[5]: [0.2, 0.2, 0.6]})
+    assert jaccard(shingles("배송 빠르고 좋아요ㅋㅋ"), shingles("배송 빠르고 좋아요ㅋㅋ!!")) == pytest.approx(0.8)
+    got = suggest_rows(clf, texts, n=10)
+    assert got.indices.tolist() == [0, 3, 5]
+    assert got.copies.tolist() == [2, 1, 1]
+    assert got.skipped == {"empty": 1, "labelled": 0, "duplicate": 1, "near_duplicate": 1}
+    assert "" not in clf.asked and texts[1] not in clf.asked  # the repeat and the empty text are not predicted
+    # at threshold 1.0 the near-duplicate is a text of its own; the exact repeat never is
+    assert suggest_rows(clf, texts, n=10, threshold=1.0).indices.tolist() == [0, 2, 3, 5]
+
+
+def test_labelled_texts_are_skipped_after_normalization():
+    texts = ["재밋어요 강추!!", "노잼ㅠㅠ 시간아까움", "가격대비 괜찮네여"]
+    clf = Fixed({t: [0.34, 0.33, 0.33] for t in texts})
+    got = suggest_rows(clf, texts, n=3, exclude=["  재밋어요   강추!!!!  ", "다른 리뷰"])
+    assert got.indices.tolist() == [1, 2] and got.skipped["labelled"] == 1
+    assert texts[0] not in clf.asked
+
+
+def test_random_is_seeded_and_reproducible(tfidf, pool_texts):
+    a = suggest_rows(tfidf, pool_texts, n=15, strategy="random", seed=3)
+    b = suggest_rows(tfidf, pool_texts, n=15, strategy="random", seed=3)
+    c = suggest_rows(tfidf, pool_texts, n=15, strategy="random", seed=4)
+    assert a.indices.tolist() == b.indices.tolist() != c.indices.tolist()
+    assert len(set(a.indices.tolist())) == 15
+    np.testing.assert_allclose(a.scores, _margin(tfidf.predict(pool_texts).probs)[a.indices], atol=1e-6)
+    margin_order = suggest_rows(tfidf, pool_texts, n=15).indices.tolist()
+    assert a.indices.tolist() != margin_order
+
+
+def test_prefix_filter_finds_exactly_what_comparing_with_every_set_finds():
+    rng = random.Random(0)
+    alphabet = "가나다라마바"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(400)]
+    sets = [shingles(t) for t in texts]
+    for threshold in (0.2, 0.5, 0.7, 0.9, 1.0):
+        near, picked = NearDuplicates(threshold), []
+        for s in sets:
+            brute = any(jaccard(s, p) >= threshold - 1e-12 for p in picked)
+            assert near.near(s) == brute, (threshold, s)
+            if not brute:
+                near.add(s)
+                picked.append(s)
+
+
+@pytest.mark.parametrize("n", [0, -1, True, 2.5])
+def test_n_below_one_or_not_a_count_is_refused(n):
+    from koelectra_kit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="n="):
+        suggest_rows(Fixed({}), ["좋아요"], n=n)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# koelectra-kit suggest
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _pool_csv(path, pool_texts, encoding="utf-8-sig"):
+    rows = [{"id": i + 1, "review": t} for i, t in enumerate(pool_texts)]
+    pd.DataFrame(rows).to_csv(path, index=False, encoding=encoding)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["csv-utf8-bom", "csv-cp949", "jsonl", "tsv"])
+def test_cli_writes_the_rows_with_the_models_guess_and_their_pool_position(capsys, tmp_path, tfidf_dir, tfidf,
+                                                                           pool_texts, kind):
+    if kind == "csv-cp949":  # cp949 has no emoji
+        pool_texts = [t.encode("cp949", errors="ignore").decode("cp949") for t in pool_texts]
+    if kind == "tsv":  # a record a line
+        pool_texts = [t.replace("\n", " ") for t in pool_texts]
+    frame = pd.DataFrame({"id": range(1, len(pool_texts) + 1), "review": pool_texts, "date": "2026-08-01"})
+    pool = tmp_path / {"jsonl": "pool.jsonl", "tsv": "pool.tsv"}.get(kind, "pool.csv")
+    if kind == "jsonl":
+        frame.to_json(pool, orient="records", lines=True, force_ascii=False)
+    elif kind == "tsv":  # unquoted, as NLP corpora write it (a quote is text)
+        lines = ["\t".join(map(str, row)) for row in frame.itertuples(index=False)]
+        pool.write_text("id\treview\tdate\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    else:
+        frame.to_csv(pool, index=False, encoding="cp949" if kind == "csv-cp949" else "utf-8-sig")
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=8")
+    assert rc == 0, err
+    assert "wrote 8 rows to label next" in stdout and "top-1 minus top-2" in stdout
+    got = pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    assert list(got.columns) == ["rank", "row", "id", "review", "date", "label", "confidence",
+                                 *[f"prob_{lab}" for lab in LABELS], "margin", "entropy", "copies"]
+    assert got["rank"].tolist() == [str(i) for i in range(1, 9)]
+    rows = got["row"].astype(int).to_numpy()
+    assert got.review.tolist() == [pool_texts[i] for i in rows]  # row joins back to the pool
+    assert got.id.tolist() == [str(i + 1) for i in rows]
+    probs = tfidf.predict(pool_texts).probs
+    np.testing.assert_allclose(got[[f"prob_{lab}" for lab in LABELS]].astype(float), probs[rows], atol=1e-4)
+    assert got.label.tolist() == [LABELS[i] for i in probs[rows].argmax(1)]
+    margin = got.margin.astype(float).to_numpy()
+    np.testing.assert_allclose(margin, _margin(probs)[rows], atol=1e-4)
+    assert np.all(np.diff(margin) >= 0)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+def test_cli_with_an_encoder_and_a_labelled_file(capsys, tmp_path, tiny_classifier_dir, pool_texts):
+    repeat = "  " + pool_texts[25].replace(" ", "   ")  # the same text once normalized
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts + [repeat, "", pool_texts[1]])
+    done = pool_texts[:20]
+    labels = tmp_path / "labels.csv"
+    pd.DataFrame({"review": [f"  {t}  " for t in done], "label": "positive"}).to_csv(labels, index=False)
+    out = tmp_path / "next.jsonl"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tiny_classifier_dir}", f"pool={pool}", f"out={out}",
+                              "n=100", f"labelled={labels}", "precision=fp32", "dedupe_threshold=1.0")
+    assert rc == 0, err
+    got = pd.read_json(out, lines=True, dtype=False)
+    picked = set(got.review)
+    assert not picked & set(done)  # labelled rows (spaced differently) are never suggested
+    assert len(got) == len(pool_texts) - 20 and len(picked) == len(got)  # the rest, each text once
+    assert got.loc[got.review == pool_texts[25], "copies"].tolist() == [2]
+    assert "passed over: already labelled 21, repeated text 1, empty 1" in stdout
+    assert f"only {len(pool_texts) - 20} distinct unlabelled texts left" in stdout
+
+
+def test_cli_malformed_and_empty_rows_are_never_suggested_and_rows_count_them(capsys, tmp_path, tfidf_dir):
+    pool = tmp_path / "pool.csv"
+    pool.write_text('id,review\n1,배송 빠르고 좋아요\n2,"닫히지 않은 따옴표\n3,\n4,별로에요 다신 안삼\n', encoding="utf-8")
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=5")
+    assert rc == 0, err
+    got = pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    assert sorted(zip(got.row, got.id)) == [("0", "1"), ("3", "4")]  # rows as label writes them: malformed included
+    assert "passed over: empty 1, malformed line 1" in stdout
+
+
+def test_cli_pool_column_named_like_an_output_column_gets_prefixed_columns(capsys, tmp_path, tfidf_dir):
+    pool = tmp_path / "pool.csv"
+    pd.DataFrame({"review": ["좋아요 최고", "별로에요"], "label": ["?", "?"]}).to_csv(pool, index=False)
+    out = tmp_path / "next.csv"
+    assert run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}")[0] == 0
+    cols = pd.read_csv(out, encoding="utf-8-sig").columns.tolist()
+    assert cols[:4] == ["suggest_rank", "suggest_row", "review", "label"] and "suggest_label" in cols
+
+
+BAD = {
+    "pool without a text column": (lambda p: p.write_text("id,score\n1,5\n2,3\n"), [], "no text column"),
+    "unknown text column": (None, ["text_column=nope"], "no column 'nope'"),
+    "n below one": (None, ["n=0"], "n=0: ask for at least 1 row"),
+    "n not a number": (None, ["n=many"], "n: expected an integer"),
+    "unknown strategy": (None, ["strategy=confidence"], "strategy: expected one of"),
+    "threshold out of range": (None, ["dedupe_threshold=1.5"], "dedupe_threshold=1.5"),
+    "labelled without a text column": (None, ["labelled=LABELS"], "labels.csv: no text column"),
+    "labelled missing": (None, ["labelled=MISSING"], "file not found"),
+    "header only": (lambda p: p.write_text("review\n"), [], "no rows under it"),
+    "numbers for text": (lambda p: p.write_text("review\n1\n2\n3\n"), [], "holds only numbers"),
+    "out is the pool": (None, ["out=POOL", "overwrite=true"], "is also the pool file"),
+    "out not a table": (None, ["out=OUTDIR/next.xlsx"], "out="),
+    "model missing": (None, ["model=MISSINGMODEL"], "nomodel"),
+    "unknown key": (None, ["stratgy=margin"], "did you mean strategy"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_error_line_and_writes_nothing(capsys, tmp_path, tfidf_dir, pool_texts, case):
+    write_pool, extra, needle = BAD[case]
+    pool = tmp_path / "pool.csv"
+    if write_pool:
+        write_pool(pool)
+    else:
+        _pool_csv(pool, pool_texts[:10])
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\n1,positive\n")
+    subst = {"LABELS": str(labels), "MISSINGMODEL": str(tmp_path / "nomodel"), "MISSING": str(tmp_path / "none.csv"),
+             "POOL": str(pool), "OUTDIR": str(tmp_path)}
+    extra = [k + "=" + next((subst[w] + v[len(w):] for w in subst if v.startswith(w)), v)
+             for k, v in (e.split("=", 1) for e in extra)]
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = tmp_path / "next.csv"
+    args = {"model": str(tfidf_dir), "pool": str(pool), "out": str(out)} | dict(e.split("=", 1) for e in extra)
+    rc, _, err = run_cli(capsys, "suggest", *(f"{k}={v}" for k, v in args.items()))
+    assert_one_line_error(rc, err, needle)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing changed
+
+
+def test_an_existing_out_is_kept_unless_overwrite(capsys, tmp_path, tfidf_dir, pool_texts):
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts)
+    out = tmp_path / "next.csv"
+    out.write_text("rank,row,review,my_label\n1,0,x,positive\n")
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}")
+    assert_one_line_error(rc, err, "exists; pass overwrite=true")
+    assert out.read_text().endswith("positive\n")
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=3",
+                         "overwrite=true")
+    assert rc == 0, err
+    assert len(pd.read_csv(out, encoding="utf-8-sig")) == 3
+
+
+def test_help_lists_the_command(capsys):
+    assert main(["--help"]) == 0
+    assert "suggest" in capsys.readouterr().out
+    assert main(["suggest", "--help"]) == 0
+    assert "strategy (margin | entropy | random" in capsys.readouterr().out
+
+
+def test_combinations_of_strategy_and_threshold_never_repeat_a_text(tfidf, pool_texts):
+    texts = pool_texts + pool_texts[:10] + [t + "!!" for t in pool_texts[10:20]]
+    for strategy, threshold in itertools.product(["margin", "entropy", "random"], [0.5, 0.7, 1.0]):
+        got = suggest_rows(tfidf, texts, n=len(texts), strategy=strategy, threshold=threshold)
+        keys = [shingles(texts[i]) for i in got.indices]
+        assert all(jaccard(a, b) < threshold for a, b in itertools.combinations(keys, 2)), (strategy, threshold)
