@@ -8,7 +8,8 @@ does not. Files are labelled by the same ``FileLabeller`` as ``koelectra-kit lab
 
 Modules: ``settings`` (the options), ``uploads`` (bytes in -> a file the labeller reads), ``jobs`` (one background
 labelling job per upload), ``results`` (rows to review, downloads in the input's format), ``server`` (the
-routes), ``static/`` (the page: plain HTML, CSS and JS, no build step, works offline).
+routes), ``guard`` (only the analyst drives it: Host, Origin, token), ``static/`` (the page: plain HTML, CSS and JS,
+no build step, works offline).
 """
 from .settings import AppSettings
 

@@ -12,6 +12,8 @@
 The upload is the raw body, not a multipart form: the server streams it to disk and stops reading at the size
 limit (a form is parsed whole into a spooled file before any handler sees it), and python-multipart is not needed.
 Every error answers ``{"error": "one line"}`` with a 4xx/5xx status; nothing a request does stops the server.
+Every request first passes ``guard.Guard`` (its Host, its Origin, the token off loopback): only the analyst drives
+the app.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from ..errors import InputError, KitError
+from .guard import Guard, host_names
 from .jobs import Busy, JobStore, NotFound, SharedClassifier
 from .settings import AppSettings
 from .uploads import TooLarge, inspect, receive, upload_kind
@@ -66,7 +69,8 @@ def create_app(settings: AppSettings, classifier=None):
         store.close()  # uvicorn's shutdown (Ctrl-C included): uploads and results go with the app
 
     app = FastAPI(title="koelectra-kit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.store, app.state.settings = store, settings
+    app.state.store, app.state.settings, app.state.token = store, settings, settings.run_token()
+    app.add_middleware(Guard, hosts=host_names(settings.host), token=app.state.token)  # only the analyst: guard.py
 
     @app.exception_handler(KitError)
     async def kit_error(_request, exc: KitError):
@@ -173,14 +177,23 @@ def serve(settings: AppSettings, classifier=None) -> None:
     app = None
     try:
         app = create_app(settings, classifier)
-        host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        print(f"koelectra-kit app: open http://{host}:{sock.getsockname()[1]} (Ctrl-C stops it and deletes the "
-              "uploads)")
+        print(f"koelectra-kit app: open {app_url(settings.host, sock.getsockname()[1], app.state.token)} (Ctrl-C "
+              "stops it and deletes the uploads)")
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     finally:
         sock.close()
         if app is not None:  # a second Ctrl-C makes uvicorn skip the app's shutdown, and with it the cleanup
             app.state.store.close()
+
+
+def app_url(host: str, port: int, token: str | None) -> str:
+    """The address to open: a wildcard bind (0.0.0.0, ::) as this computer's name, the token as Jupyter's URL has it."""
+    import socket
+
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}/" + (f"?token={token}" if token else "")
 
 
 def bind_socket(host: str, port: int):

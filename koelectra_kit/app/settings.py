@@ -24,6 +24,9 @@ class AppSettings:
     review_rows: int = 20  # least confident rows shown for review
     preview_rows: int = 5  # first rows shown under the column dropdown
     workdir: str | None = None  # a fresh folder is made in it for uploads and results (None: the system's temp)
+    # what a request must carry (guard.py): None = a random per-run token when host is not a loopback address and
+    # none on loopback; a string = that token, whatever the host
+    token: str | None = None
 
     def validate(self) -> None:
         if not self.model:
@@ -38,8 +41,18 @@ class AppSettings:
         if self.batch_size > MAX_BATCH:  # label's cap: a mistyped 100000 would end in an OOM kill mid-job
             raise ConfigError(f"batch_size={self.batch_size}: at most {MAX_BATCH} texts per model call, as label "
                               "(128-512 is the usual best)")
+        if self.token is not None and len(self.token) < 8:
+            raise ConfigError("token: at least 8 characters (leave it out for a random one off loopback)")
         if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
             raise ConfigError(f"workdir={self.workdir} is a file; give a folder for uploads and results")
+
+    def run_token(self) -> str | None:
+        """The token this run requires: the one given, a fresh random one off loopback, else None."""
+        from .guard import is_loopback, new_token
+
+        if self.token is not None:
+            return self.token
+        return None if is_loopback(self.host) else new_token()
 
     def chunk_rows_for(self, rows: int) -> int:
         """Rows per chunk: ~50 progress steps, but never under 5,000 rows (the classifier sorts a chunk's texts

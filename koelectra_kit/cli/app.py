@@ -10,7 +10,10 @@ examples:
   koelectra-kit app --model runs/sentiment --port 8080 --max-upload-mb 500
 
 Needs the app extra: pip install 'koelectra-kit[app]'. Binds to 127.0.0.1 (this computer only) unless --host
-says otherwise. Uploads and results live in a temporary folder: an upload is deleted once its result is
+says otherwise. Only the analyst drives it: a request must name the app by its bound address (127.0.0.1,
+localhost, [::1] on loopback; the --host given otherwise), a cross-site page may not POST or DELETE, and with a
+--host that is not loopback every request needs the per-run token printed in the URL (?token=...; the page keeps
+it in a cookie). Uploads and results live in a temporary folder: an upload is deleted once its result is
 downloaded, everything when the app stops (Ctrl-C)."""
 
 
@@ -49,9 +52,11 @@ def run(args) -> int:
                            batch_size=args.batch_size, device=args.device, precision=args.precision,
                            workdir=args.workdir)
     settings.validate()
-    if settings.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: serving on {settings.host}: anyone who can reach this machine can upload files and "
-              "download results (there is no login)")
+    from ..app.guard import is_loopback
+
+    if not is_loopback(settings.host):
+        print(f"warning: serving on {settings.host}: whoever has the address below, token included, can upload files "
+              "and download results; share it only with the people who may")
     print(f"loading {settings.model} ...")
     try:
         serve(settings)
