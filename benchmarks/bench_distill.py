@@ -36,6 +36,36 @@ def scores(path: Path, gold: list[str]) -> tuple[float, float, float]:
     return report["accuracy"], report["macro_f1"], report["binary"]["accuracy"]
 
 
+def race(models: dict[str, object], rows: int, rounds: int, base: str) -> None:
+    """Label the same ``rows`` reviews of nsmc3 dev with each model folder in turns; print rows/s (the median of
+    ``rounds`` turns), the ratio against ``base`` measured in the same run, and each one's dev scores."""
+    import pandas as pd
+    import torch
+
+    from koelectra_kit.label import label_file
+
+    dev = pd.read_csv(require(NSMC_DEV), sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False).iloc[:rows]
+    tmp = Path(tempfile.mkdtemp())
+    src = tmp / "reviews.csv"
+    dev[["id", "document", "label"]].to_csv(src, index=False)
+    outs = {name: tmp / f"{name}.csv" for name in models}
+
+    def job(name):
+        return lambda: label_file(str(models[name]), src, outs[name], "document", progress=False, overwrite=True)
+
+    times = interleaved({name: job(name) for name in models}, rounds=rounds)
+    n = len(dev)
+    print(f"{n:,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"median of {rounds} turns each")
+    print(f"{'labeller':<12}{'rows/s':>10}{'vs ' + base:>12}{'accuracy':>10}{'macro-F1':>10}{'binary acc':>12}")
+    t_base = median(times[base])
+    gold = dev["label"].tolist()
+    for name, path in models.items():
+        acc, f1, binary = scores(outs[name], gold)
+        t = median(times[name])
+        print(f"{name:<12}{n / t:>10,.0f}{t_base / t:>11.2f}x{acc:>10.4f}{f1:>10.4f}{binary:>12.4f}   {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--teacher", required=True, help="the teacher's fine-tuned classifier folder")
@@ -43,32 +73,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10000, help="reviews of nsmc3 dev to label (at most its 10,000)")
     ap.add_argument("--rounds", type=int, default=3, help="timed turns of each")
     args = ap.parse_args()
-    import pandas as pd
-    import torch
-
-    from koelectra_kit.label import label_file
-
-    dev = pd.read_csv(require(NSMC_DEV), sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False).iloc[:args.rows]
-    tmp = Path(tempfile.mkdtemp())
-    src = tmp / "reviews.csv"
-    dev[["id", "document", "label"]].to_csv(src, index=False)
-    models = {"teacher": args.teacher, "student": args.student}
-    outs = {name: tmp / f"{name}.csv" for name in models}
-
-    def job(name):
-        return lambda: label_file(models[name], src, outs[name], "document", progress=False, overwrite=True)
-
-    times = interleaved({name: job(name) for name in models}, rounds=args.rounds)
-    n = len(dev)
-    print(f"{n:,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"median of {args.rounds} turns each")
-    print(f"{'labeller':<12}{'rows/s':>10}{'vs teacher':>12}{'accuracy':>10}{'macro-F1':>10}{'binary acc':>12}")
-    base = median(times["teacher"])
-    gold = dev["label"].tolist()
-    for name, path in models.items():
-        acc, f1, binary = scores(outs[name], gold)
-        t = median(times[name])
-        print(f"{name:<12}{n / t:>10,.0f}{base / t:>11.2f}x{acc:>10.4f}{f1:>10.4f}{binary:>12.4f}   {path}")
+    race({"teacher": args.teacher, "student": args.student}, args.rows, args.rounds, "teacher")
 
 
 if __name__ == "__main__":

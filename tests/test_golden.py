@@ -49,7 +49,7 @@ def test_seeded_tiny_pretraining_gives_the_same_metrics_rows(tmp_path, sample_di
         assert g.keys() == w.keys()
         for k, v in w.items():
             if isinstance(v, float):
-                assert g[k] == pytest.approx(v, abs=1e-6), (g["step"], k)
+                assert g[k] == pytest.approx(v, rel=1e-4, abs=1e-5), (g["step"], k)  # float sums differ by CPU (AVX2 vs AVX-512); a change of the maths moves them far more
             else:
                 assert g[k] == v, (g["step"], k)
 

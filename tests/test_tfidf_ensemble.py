@@ -191,7 +191,7 @@ def test_app_serves_a_tfidf_folder(tfidf_dir):
     from fastapi.testclient import TestClient
 
     app = create_app(AppSettings(model=str(tfidf_dir)))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:  # the guard answers its own host only
         r = client.post("/api/predict", json={"text": "배송 빠르고 좋아요 최고"})
         assert r.status_code == 200 and r.json()["label"] in LABELS
         assert client.get("/api/info").json()["labels"] == LABELS
@@ -251,3 +251,11 @@ def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir,
 
     assert macro_f1(np.array([LABELS.index(x) for x in dev.label]), got.probs.argmax(1), 3) == pytest.approx(f1)
     assert Classifier.load(out / "tfidf").labels == LABELS
+
+
+def test_onnx_export_of_a_tfidf_or_ensemble_folder_is_one_line(tfidf_dir, ensemble_dir, capsys):
+    for folder in (tfidf_dir, ensemble_dir):
+        assert main(["export", "--model", str(folder), "--onnx"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and "folder: --onnx exports fine-tuned encoders" in err
+        assert not (folder / "onnx").exists()

@@ -51,6 +51,13 @@ def run(args) -> int:
         raise InputError(f"--opset {args.opset}: the model's attention needs ONNX opset {MIN_OPSET} or later "
                          "(leave it out for the default 17)")
     if args.onnx:
+        from ..classifier import toolkit_kind
+
+        kind = toolkit_kind(args.model)
+        if kind:  # (a --push-to-hub of such a folder is fine: it is files)
+            raise InputError(f"--model {args.model} is {'an' if kind == 'ensemble' else 'a'} {kind} folder: --onnx exports fine-tuned encoders; "
+                             f"{'its encoder member' if kind == 'ensemble' else 'label reads it as it is'} "
+                             f"{'can be exported on its own' if kind == 'ensemble' else '(no export needed)'}")
         out = Path(args.out) if args.out else Path(args.model) / "onnx"
         for line in export_classifier(args.model, out, int8=args.int8, opset=args.opset):
             print(line)

@@ -117,6 +117,25 @@ def plan(args) -> list[tuple[str, list[str]]]:
     return [(f"{i}/{len(steps)} {title}", argv) for i, (title, argv) in enumerate(steps, 1)]
 
 
+def _best_model(argv: list[str]) -> list[str]:
+    """The label step labels with the folder fine-tuning found best on dev: the encoder, its TF-IDF companion or
+    their ensemble (``finetune ensemble=tfidf``, the default; eval.json's ``candidates``)."""
+    import json
+
+    i = argv.index("--model") + 1
+    clf = Path(argv[i])
+    try:
+        candidates = json.loads((clf / "eval.json").read_text(encoding="utf-8")).get("candidates") or {}
+    except (OSError, ValueError):
+        return argv
+    folder = candidates.get("folder")
+    if folder and folder != "." and (clf / folder).is_dir():
+        print(f"(best on dev: {candidates['best']}, macro-F1 {candidates['scores'][candidates['best']]['macro_f1']:.4f}"
+              f" vs the encoder's {candidates['scores']['encoder']['macro_f1']:.4f}: labelling with {clf / folder})")
+        return [*argv[:i], str(clf / folder), *argv[i + 1:]]
+    return argv
+
+
 def _own_preset(stage: str, preset: str) -> str | None:
     """Only a preset of exactly this name (no fallback to the stage default)."""
     from ..config import preset_path
@@ -135,6 +154,8 @@ def run(args) -> int:
     check_plan(args, steps)
     t_all = time.perf_counter()
     for title, argv in steps:
+        if argv[0] == "label":
+            argv = _best_model(argv)
         print(f"\n=== {title}\n$ koelectra-kit {shlex.join(argv)}", flush=True)
         t0 = time.perf_counter()
         rc = main(argv)
@@ -235,5 +256,5 @@ def _show(args, seconds: float) -> None:
     print(f"\nfinished in {seconds:.0f}s. Outputs:\n"
           f"  pretraining run      {out / 'pretrain'}/ (metrics.jsonl, curves.png)\n"
           f"  discriminator (HF)   {out / 'pretrain' / 'discriminator'}/\n"
-          f"  sentiment classifier {out / 'sentiment'}/ (eval.json, confusion.png)\n"
+          f"  sentiment classifier {out / 'sentiment'}/ (eval.json, confusion.png; tfidf/ and ensemble/ beside it)\n"
           f"  labelled CSV         {labelled_csv}")

@@ -79,9 +79,14 @@ class FinetuneConfig:
     # are 94 steps in 3 epochs, far too few), with early stopping then on. A number: exactly that many epochs
     # (may be fractional, 0.5 = half an epoch), no floor.
     epochs: float | None = None
-    min_steps: int = 1000  # auto epochs: at least this many optimizer steps (docs/RESULTS.md §5 measured it)
+    min_steps: int = 2000  # auto epochs: at least this many optimizer steps (docs/RESULTS.md §5 measured it)
     batch_size: int = 32
     lr: float | None = None  # peak lr of the top layer; None = by width: <=256: 3e-4, <=768: 1e-4, else 5e-5
+    # Dropout of the fine-tuned encoder (hidden states and attention; the head's is transformers' default): the
+    # paper's 0.1. The cpu presets pretrain without it (every token counts there), and fine-tuning inherited that:
+    # 1,000 labels overfitted within 5 epochs (0.383 dev macro-F1 vs 0.430 with 0.1, docs/RESULTS.md §5). null: the
+    # checkpoint's own.
+    dropout: float | None = 0.1
     layer_decay: float = 0.8  # layer l of L gets lr * decay^(L+1-l); embeddings decay^(L+1); head 1
     warmup_ratio: float = 0.1  # linear warm-up over this share of steps, then linear decay to 0
     weight_decay: float = 0.01  # AdamW, not on biases/LayerNorm (the paper used 0; 0.01 is HF's usual)
@@ -146,6 +151,8 @@ class FinetuneConfig:
             raise ConfigError(f"min_steps: must be at least 1, got {self.min_steps}")
         if self.lr is not None and self.lr <= 0:
             raise ConfigError(f"lr: must be positive, got {self.lr}")
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout: must be in [0, 1) (or null: the checkpoint's), got {self.dropout:g}")
         if not 0 < self.layer_decay <= 1:
             raise ConfigError(f"layer_decay: must be in (0, 1] (1 = off), got {self.layer_decay}")
         if not 0 <= self.warmup_ratio < 1:

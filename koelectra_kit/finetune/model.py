@@ -76,6 +76,10 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
                 name, num_labels=len(labels), id2label=dict(enumerate(labels)),
                 label2id={lab: i for i, lab in enumerate(labels)},
                 problem_type="single_label_classification", trust_remote_code=False)
+            if cfg.dropout is not None:  # names every BERT-family config has; others keep their own
+                for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+                    if hasattr(config, key):
+                        setattr(config, key, cfg.dropout)
             if cfg.init == "random":
                 model = AutoModelForSequenceClassification.from_config(config, trust_remote_code=False)
                 info = {"missing_keys": [], "mismatched_keys": []}
