@@ -72,7 +72,9 @@ def report(results: dict, commands: dict, args) -> str:
         cells = [fmt(mean(d, "tfidf", "macro_f1")), fmt(mean(d, "encoder", "macro_f1")),
                  fmt(mean(d, "ensemble", "macro_f1")), fmt(mean(d, "best_scores", "macro_f1"))]
         cells += [fmt(mean(r.get(a, []), "encoder", "macro_f1")) for a in ("random", "epochs3", "epochs10", "epochs20")]
-        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
+        seeds = sorted({row["seed"] for rows in r.values() for row in rows})
+        note = "" if not seeds or seeds == sorted(args.seeds) else f" (seed {', '.join(map(str, seeds))} only)"
+        lines.append(f"| {size:,}{note} | " + " | ".join(cells) + " |")
     lines += ["", "## Accuracy and binary accuracy (positive/negative rows, the published NSMC protocol)", "",
               "| labelled rows | TF-IDF acc | encoder acc | ensemble acc | TF-IDF binary | encoder binary | "
               "ensemble binary |", "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -84,7 +86,8 @@ def report(results: dict, commands: dict, args) -> str:
               "TF-IDF | ensemble (weights enc/TF-IDF) | best | minutes |", "|---:|---|---:|---:|---|---|---:|---:|---|---:|"]
     for size in args.sizes:
         for arm in args.arms:
-            for seed, row in zip(args.seeds, results.get(size, {}).get(arm, [])):
+            for row in results.get(size, {}).get(arm, []):
+                seed = row["seed"]
                 ens = (f"{row['ensemble']['macro_f1']:.4f} ({row['weights']['encoder']:.1f}/{row['weights']['tfidf']:.1f})"
                        if "ensemble" in row else "-")
                 lines.append(f"| {size:,} | {arm} | {seed} | {row['encoder']['macro_f1']:.4f} | {row['epochs']:g} "
@@ -101,6 +104,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 3000, 10000, FULL])
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     ap.add_argument("--out", help="write the markdown report here")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: the table of the runs that finished (a missing run is left out, and said)")
     args = ap.parse_args()
     check_data()
     runs, encoder = Path(args.runs), Path(args.encoder)
@@ -112,11 +117,15 @@ def main() -> None:
                 where[(size, arm, seed)] = out
                 if not (out / "eval.json").exists():
                     jobs.append((argv_for(encoder, out, size, seed, arm), runs / f"n{size}-{arm}-s{seed}.log"))
-    run_many(jobs, args.parallel)
+    if not args.report_only:
+        run_many(jobs, args.parallel)
     results: dict = {}
     commands = {}
     for (size, arm, seed), out in where.items():
-        results.setdefault(size, {}).setdefault(arm, []).append(collect(out, arm))
+        if not (out / "eval.json").exists():
+            print(f"(not run: {out.name})", file=sys.stderr)
+            continue
+        results.setdefault(size, {}).setdefault(arm, []).append({**collect(out, arm), "seed": seed})
         commands[(size, list(ARMS).index(arm), seed)] = show(argv_for(encoder, out, size, seed, arm))
     text = report(results, {k: commands[k] for k in commands}, args)
     print(text)
