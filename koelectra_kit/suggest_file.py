@@ -1,0 +1,261 @@
+"""``koelectra-kit suggest`` as a command: a pool file in (label's readers, formats and column rules), the rows
+``suggest.suggest_rows`` picks written out whole (``out``: .csv .tsv .jsonl) with the model's guess beside each.
+The scores and the choice itself live in ``suggest.py``."""
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+from .suggest import Suggestions, check_options, entropies, margins, suggest_rows
+
+# -- koelectra-kit suggest ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SuggestConfig:
+    """``koelectra-kit suggest``: a classifier, a pool of unlabelled rows, the file of rows to label next."""
+
+    STAGE: ClassVar[str] = "suggest"
+
+    model: str = ""  # classifier folder: fine-tuned (finetune), TF-IDF (baseline out=) or ensemble, or a hub id
+    pool: str = ""  # unlabelled table (.csv .tsv .jsonl .parquet .xlsx) or dataset (hf:..., a folder), as label reads
+    out: str = ""  # the suggestions: .csv (UTF-8 with a BOM, for Excel), .tsv or .jsonl; written whole or not at all
+    n: int = 100  # rows to suggest (fewer when the pool runs out of distinct, unlabelled texts)
+    strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
+    text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
+    # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped
+    labelled: list[str] = field(default_factory=list)
+    labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
+    # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
+    dedupe_threshold: float = 0.7
+    seed: int = 0  # strategy=random's order
+    format: str | None = None  # the pool's format: csv|tsv|jsonl|parquet; None = from the extension
+    encoding: str | None = None  # the pool's encoding; None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR, UTF-16)
+    batch_size: int = 128  # texts per model call
+    device: str = "auto"  # auto | cpu | cuda | cuda:1
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # false: an existing out is refused (you may have typed labels into it); true: replaced whole
+    overwrite: bool = False
+    allow_generic_labels: bool = False  # accept a model whose labels are LABEL_0, LABEL_1 (no trained head), as label
+
+    def validate(self) -> None:
+        from .label.config import FORMATS, MAX_BATCH, WRITABLE
+
+        for key in ("model", "pool", "out"):
+            if not getattr(self, key):
+                raise ConfigError(f"{key} is required: {key}=...")
+        check_options(self.n, self.strategy, self.dedupe_threshold)
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise ConfigError(f"batch_size={self.batch_size}: between 1 and {MAX_BATCH} texts per model call")
+        if self.format is not None and self.format not in FORMATS:
+            raise ConfigError(f"format={self.format!r}: use one of {', '.join(FORMATS)}")
+        if not self.out.lower().endswith(WRITABLE):
+            raise ConfigError(f"out={self.out}: write {', '.join(WRITABLE)} (a .csv opens in Excel)")
+        if self.encoding is not None:
+            import codecs
+
+            try:
+                codecs.lookup(self.encoding)
+            except LookupError:
+                raise ConfigError(f"encoding={self.encoding!r} is not an encoding (try utf-8, cp949)") from None
+
+
+@dataclass
+class SuggestSummary:
+    out: str
+    strategy: str
+    rows: int  # the pool's rows
+    picked: int
+    asked: int
+    skipped: dict
+    malformed: int
+    guesses: dict  # the model's label -> rows among the picked
+
+    def lines(self) -> list[str]:
+        why = {"margin": "least confident first: smallest top-1 minus top-2 probability",
+               "entropy": "least confident first: largest entropy", "random": "in a seeded random order"}
+        s = self.skipped
+        counts = {"already labelled": s.get("labelled", 0), "repeated text": s.get("duplicate", 0),
+                  "near-duplicate of a picked row": s.get("near_duplicate", 0),
+                  "empty": s.get("empty", 0) - self.malformed, "malformed line": self.malformed}
+        passed = ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"
+        out = [f"wrote {self.picked:,} rows to label next to {self.out} ({why[self.strategy]})",
+               f"pool: {self.rows:,} rows; passed over: {passed}",
+               "the model's guesses: " + (", ".join(f"{k} {v:,}" for k, v in self.guesses.items()) or "none")]
+        if self.picked < self.asked:
+            out.append(f"note: {self.asked:,} asked, only {self.picked:,} distinct unlabelled texts left in the pool")
+        return out
+
+
+def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
+    """Read the pool (and the labelled files), load the model (or use ``classifier``), pick, write ``cfg.out``.
+    Every input is checked before the model loads; nothing is written unless all of it succeeds."""
+    from .label import check_trained_head
+
+    cfg.validate()
+    out = _check_out(cfg)
+    with _opened(cfg.pool, cfg.format, cfg.encoding) as reopen:
+        columns, column, texts, malformed = read_texts(reopen, cfg.text_column, cfg.pool, "text_column")
+        if not texts:
+            raise InputError(f"{cfg.pool} has a header row but no rows under it: nothing to suggest")
+        exclude = []
+        for path in cfg.labelled:
+            with _opened(path, None, None) as again:
+                exclude += read_texts(again, cfg.labelled_text_column, path, "labelled_text_column",
+                                      prefer=column)[2]
+        if classifier is None:
+            from .classifier import Classifier
+
+            classifier = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
+        check_trained_head(classifier, cfg.allow_generic_labels)
+        picked = suggest_rows(classifier, texts, cfg.n, cfg.strategy, exclude=exclude,
+                              threshold=cfg.dedupe_threshold, seed=cfg.seed, batch_size=cfg.batch_size)
+        rows = _picked_rows(reopen, picked.indices)
+    _write(out, _frame(picked, columns, rows))
+    return SuggestSummary(out=str(out), strategy=cfg.strategy, rows=len(texts), picked=len(picked.indices),
+                          asked=cfg.n, skipped=picked.skipped, malformed=malformed,
+                          guesses=dict(Counter(picked.guesses).most_common()))
+
+
+def _check_out(cfg: SuggestConfig) -> Path:
+    from .fileio import check_output_parent
+
+    out = Path(cfg.out)
+    if out.is_dir():
+        raise InputError(f"out={out} is a folder; give a file path (next.csv)")
+    for name, value in [("pool", cfg.pool), *(("labelled", p) for p in cfg.labelled)]:
+        if out.exists() and Path(value).exists() and out.resolve() == Path(value).resolve():
+            raise InputError(f"out={out} is also the {name} file: it would be overwritten; name another file")
+    if out.exists() and not cfg.overwrite:
+        raise InputError(f"{out} exists; pass overwrite=true to replace it (labels typed into it would be lost)")
+    return check_output_parent(out)
+
+
+# -- reading tables: label's formats, encodings and column rules ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def _opened(path: str, fmt: str | None, encoding: str | None):
+    """A table to read more than once (the texts, then the picked rows): yields ``reopen() -> (columns, records)``
+    with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
+    ``hfdata``) and its one-line errors."""
+    from .fileio import check_input_file
+    from .hfdata import is_dataset_source, open_rows
+    from .tables import CONFIG_HINTS, detect_encoding, read_records, table_format
+    from .workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
+
+    if is_dataset_source(path):
+        def rows():
+            opened = open_rows(path)
+            return opened.columns, opened.records
+        yield rows
+        return
+    src = check_input_file(path)
+    if fmt is None and src.suffix.lower() in WORKBOOK_SUFFIXES:
+        with tempfile.TemporaryDirectory(prefix="koelectra-suggest-") as tmp:
+            sheet = Path(tmp) / "sheet.csv"
+            xlsx_to_csv(src, sheet, str(src))
+            yield lambda: read_records(sheet, "csv", "utf-8", None)
+        return
+    kind = table_format(src, fmt)
+    enc = "utf-8" if kind == "parquet" else detect_encoding(src, encoding, hints=CONFIG_HINTS)
+    yield lambda: read_records(src, kind, enc, None)
+
+
+def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
+    """``given`` (which must be present), else the first of the toolkit's text-column names present."""
+    from .tables import TEXT_COLUMNS, pick_column
+
+    column = pick_column(columns, given, path=path)
+    if column is None:
+        raise InputError(f"{path}: no text column (none of {', '.join(TEXT_COLUMNS[:5])}, ... is present); columns "
+                         f"present: {', '.join(columns) or 'none'}; name the column of reviews with {key}=...")
+    if columns.count(column) > 1:
+        raise InputError(f"{path}: {columns.count(column)} columns are named {column!r}; rename them so the text "
+                         "column is unambiguous")
+    return column
+
+
+def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None) -> tuple:
+    """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
+    ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
+    from .tables import check_not_numbers
+
+    columns, records = reopen()
+    columns = [str(c) for c in columns]
+    try:
+        column = text_column_of(columns, given or (prefer if prefer in columns else None), path, key)
+        at = columns.index(column)
+        texts, malformed = [], 0
+        for rec in records:
+            if rec.error:
+                malformed += 1
+                texts.append(None)
+            else:
+                texts.append(rec.fields[at])
+    except UnicodeDecodeError as e:  # the file changed under us: detect_encoding read all of it
+        raise InputError(f"{path}: bytes invalid in its encoding ({e.reason}); pass encoding=...") from None
+    finally:
+        getattr(records, "close", lambda: None)()
+    check_not_numbers(texts, column, columns, path)
+    return columns, column, texts, malformed
+
+
+def _picked_rows(reopen, indices: np.ndarray) -> dict[int, list]:
+    """The picked rows' fields, by position (a second pass: only the texts were kept from the first)."""
+    wanted, rows = set(int(i) for i in indices), {}
+    if not wanted:
+        return rows
+    _, records = reopen()
+    try:
+        for i, rec in enumerate(records):
+            if i in wanted:
+                rows[i] = rec.fields
+                if len(rows) == len(wanted):
+                    break
+    finally:
+        getattr(records, "close", lambda: None)()
+    if len(rows) != len(wanted):
+        raise InputError("the pool changed while suggest read it: run it again")
+    return rows
+
+
+def _frame(picked: Suggestions, columns: list[str], rows: dict[int, list]):
+    import pandas as pd
+
+    added = ["rank", "row", "label", "confidence", *[f"prob_{lab}" for lab in picked.labels], "margin", "entropy",
+             "copies"]
+    name = {a: ("suggest_" + a if any(a == c for c in columns) else a) for a in added}
+    if any(name[a] != a for a in added):
+        name = {a: "suggest_" + a for a in added}  # all or none prefixed: the columns read as one set
+    data = pd.DataFrame([rows[int(i)] for i in picked.indices], columns=columns, dtype=object)
+    probs = np.round(picked.probs, 4)
+    data.insert(0, name["row"], picked.indices.astype(np.int64))
+    data.insert(0, name["rank"], np.arange(1, len(picked.indices) + 1))
+    data[name["label"]] = picked.guesses
+    data[name["confidence"]] = probs.max(axis=1) if len(probs) else []
+    for j, lab in enumerate(picked.labels):
+        data[name[f"prob_{lab}"]] = probs[:, j]
+    data[name["margin"]] = np.round(margins(picked.probs), 4)
+    data[name["entropy"]] = np.round(entropies(picked.probs), 4)
+    data[name["copies"]] = picked.copies
+    return data
+
+
+def _write(out: Path, df) -> None:
+    from .fileio import write_bytes_atomic
+    from .label import write_chunk
+    from .tables import table_format
+
+    fmt = table_format(out)
+    buf = io.StringIO()
+    write_chunk(buf, df, fmt, header=True)
+    write_bytes_atomic(out, buf.getvalue().encode("utf-8-sig" if fmt == "csv" else "utf-8"))
