@@ -387,3 +387,19 @@ def test_packed_cache_is_memory_mapped_reused_and_arrow(tmp_path):
 
     ds = datasets.Dataset.from_file(str(cache / "rows.arrow"))
     assert len(ds) == data.n and ds[5]["input_ids"] == data.take(np.array([5]))[0].tolist()
+
+
+def test_pretrain_trains_its_tokenizer_with_the_presplit_it_is_given(tmp_path):
+    """presplit= reaches the tokenizer a run trains for itself (the word-level mode's pretraining comparison in
+    docs/RESULTS.md §6 is run this way), and a mode that does not exist is refused before any work."""
+    from koelectra_kit.pretrain.data import prepare_tokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"오늘 {i}번째 댓글 ㅋㅋ 진짜 재밌네요\n" for i in range(300)), encoding="utf-8")
+    cfg = load_config(PretrainConfig, "tiny", [f"corpus={corpus}", f"out={tmp_path / 'run'}", "presplit=kiwi_word",
+                                               "vocab_size=300", f"cache_dir={tmp_path / 'cache'}"])
+    tok = prepare_tokenizer(cfg, tmp_path / "run", SimpleNamespace(is_main=True, barrier=lambda: None))
+    assert tok.presplit == "kiwi_word"
+    assert json.loads((tmp_path / "run" / "tokenizer" / "koelectra_tokenizer.json").read_text())["presplit"] == "kiwi_word"
+    with pytest.raises(ConfigError, match="presplit"):
+        load_config(PretrainConfig, "tiny", [f"corpus={corpus}", "out=x", "presplit=mecab"])

@@ -54,6 +54,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Pat
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
             train_tokenizer(TokenizerConfig(input=[str(p) for p in corpus or cfg.corpus], out=str(tok_dir),
                                             vocab_size=cfg.vocab_size, model=cfg.tokenizer_model,
+                                            presplit=cfg.presplit,
                                             progress=cfg.progress, **kwargs))
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)

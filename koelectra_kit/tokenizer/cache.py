@@ -20,6 +20,7 @@ import shutil
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -56,8 +57,6 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     """The corpus file as pre-split text (one line per non-empty text, pieces joined by spaces), from the cache
     when this file and these settings were seen before. Built in pieces (see the module docstring) by
     ``num_workers`` processes (None: all cores); the cache appears only once complete."""
-    from tqdm.auto import tqdm
-
     path = Path(path)
     key_src = json.dumps({"file": file_digest(path), "column": text_column, "normalize": to_dict(normalize),
                           "presplit": presplit, "kiwi": kiwi.kiwi_versions() if presplit in KIWI_PRESPLITS else None,
@@ -66,6 +65,42 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     target = resolve_cache_dir(cache_dir) / "presplit" / f"{path.stem[:40]}-{key}.txt"
     if target.exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Two runs on one corpus at once (two pretraining runs started together) would write and sweep the same parts
+    # folder: the second waits here for the first, then finds the finished cache.
+    lock = target.parent / f".{target.stem}.lock"
+    with _locked(lock):
+        if target.exists():
+            return target
+        _presplit_to(target, path, text_column=text_column, normalize=normalize, presplit=presplit,
+                     num_workers=num_workers, progress=progress, max_lines=max_lines, word_cache=word_cache,
+                     piece_bytes=piece_bytes)
+        # Safe to remove while held: whoever waits on it, or comes later, finds the cache before doing any work.
+        lock.unlink(missing_ok=True)
+    return target
+
+
+@contextmanager
+def _locked(lock: Path):
+    """An exclusive advisory lock on ``lock`` (fcntl; where there is none, as on Windows, no lock)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _presplit_to(target: Path, path: Path, *, text_column, normalize, presplit, num_workers, progress, max_lines,
+                 word_cache, piece_bytes) -> Path:
+    """``presplit_file``'s work once it holds the cache's lock: the pieces, then ``target`` published whole."""
+    from tqdm.auto import tqdm
+
     # the piece size is in the folder's name: pieces cut another way cannot be mixed with these
     parts = target.parent / f".{target.stem}.parts-{piece_bytes}"
     parts.mkdir(parents=True, exist_ok=True)
