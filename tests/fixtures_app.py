@@ -50,14 +50,18 @@ class AppClient:
 
     def label(self, name: str, data: bytes, column: str | None = None, timeout: float = 60) -> dict:
         """Upload, start, wait until done; the job's final state."""
-        import time
-
         up = self.upload(name, data)
         assert up.status == 200, up.body
         job_id = up.json["id"]
         started = self.call("POST", f"/api/jobs/{job_id}/start",
                             json_body={"text_column": column or up.json["guessed"]})
         assert started.status == 200, started.body
+        return self.wait_job(job_id, name, timeout)
+
+    def wait_job(self, job_id: str, name: str = "the file", timeout: float = 60) -> dict:
+        """The job's state once it is done (or failed)."""
+        import time
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.call("GET", f"/api/jobs/{job_id}").json
@@ -91,3 +95,83 @@ def app_client(tiny_classifier, tiny_classifier_dir, tmp_path_factory):
     with start_app(tiny_classifier, tiny_classifier_dir, tmp_path_factory.mktemp("app"),
                    max_upload_bytes=UPLOAD_LIMIT, chunk_rows=100) as client:
         yield client
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Teach mode (tests/test_teach*.py)
+# ---------------------------------------------------------------------------------------------------------
+
+# a retrain in seconds: one short epoch of the tiny model, no references, no plots (the recipe is otherwise the app's)
+FAST_RETRAIN = ["epochs=1", "max_length=32", "batch_size=32", "references=false", "precision=fp32", "device=cpu"]
+
+
+def teach_pool(folder: Path, rows: int | None = None) -> tuple[Path, dict]:
+    """(pool.csv with id,review from the bundled labelled sample, its true labels by text: the tests' analyst)."""
+    import pandas as pd
+
+    from tests.conftest import SAMPLE
+
+    df = pd.read_csv(SAMPLE / "reviews_labelled.csv", dtype=str, keep_default_na=False)
+    df = df.drop_duplicates("review").head(rows) if rows else df.drop_duplicates("review")
+    path = folder / "pool.csv"
+    df.assign(id=range(1, len(df) + 1))[["id", "review"]].to_csv(path, index=False)
+    return path, dict(zip(df["review"], df["label"]))
+
+
+def start_teach(model_dir: Path, folder: Path, **settings):
+    """(context manager yielding an AppClient) teach mode on ``folder/pool.csv`` -> ``folder/labels.csv``."""
+    from contextlib import contextmanager
+
+    from koelectra_kit.app import AppSettings, create_app
+    from koelectra_kit.app.server import serve_in_thread
+
+    @contextmanager
+    def running():
+        opts = {"teach": str(folder / "pool.csv"), "labels": str(folder / "labels.csv"), "retrain_every": 1000,
+                "retrain_overrides": FAST_RETRAIN, "workdir": str(folder / "work"), "device": "cpu",
+                "precision": "fp32", **settings}
+        app = create_app(AppSettings(model=str(model_dir), **opts))
+        with serve_in_thread(app) as url:
+            yield TeachClient(url, app)
+
+    return running()
+
+
+class TeachClient(AppClient):
+    @property
+    def teacher(self):
+        return self.app.state.teacher
+
+    def next(self, client: str = "tab1", timeout: float = 60) -> dict | None:
+        """The next review for ``client`` (waiting while the model reads the pool)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.call("POST", "/api/teach/next", json_body={"client": client})
+            assert r.status == 200, r.body
+            if r.json["item"] is not None or r.json["state"]["scoring"] is None and not self.teacher.queue.waiting \
+                    or time.monotonic() > deadline:
+                return r.json["item"]
+            time.sleep(0.1)
+
+    def act(self, action: str, answer_id: str, row: int | None = None, label: str | None = None,
+            client: str = "tab1", **extra) -> Answer:
+        return self.call("POST", "/api/teach/answer", json_body={"client": client, "action": action,
+                                                                  "answer_id": answer_id, "row": row,
+                                                                  "label": label, **extra})
+
+    def state(self) -> dict:
+        return self.call("GET", "/api/teach").json
+
+    def wait_retrain(self, timeout: float = 90) -> dict:
+        """The state once no retrain is queued or running (and the pool is scored)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.state()
+            if s["retrain"]["state"] != "running" and s["scoring"] is None:
+                return s
+            time.sleep(0.2)
+        raise AssertionError(f"no retrain ended within {timeout}s: {s['retrain']}")

@@ -42,16 +42,41 @@ class _Stopped(Exception):
 
 class SharedClassifier:
     """The one loaded classifier, shared by the review box (request threads) and the file worker: their predict
-    calls take turns (torch and Kiwi already use every core; and Kiwi's thread safety is not documented)."""
+    calls take turns (torch and Kiwi already use every core; and Kiwi's thread safety is not documented).
 
-    def __init__(self, clf):
-        self._clf, self._lock = clf, threading.Lock()
+    Teach mode swaps in each retrained model (``swap``); a file job ``pin``s the model it started with, so one file
+    is never labelled by two models. ``None`` (an encoder without a classifier yet): predict answers ``Busy``."""
+
+    def __init__(self, clf, labels: list[str] | None = None, lock: threading.Lock | None = None):
+        self._clf, self._lock = clf, lock or threading.Lock()
+        self._labels = list(labels or getattr(clf, "labels", []))
 
     def predict(self, *args, **kwargs):
         with self._lock:
+            if self._clf is None:
+                raise Busy("no classifier yet: answer reviews in Teach; the first retrain makes one")
             return self._clf.predict(*args, **kwargs)
 
+    def swap(self, clf) -> None:
+        with self._lock:  # never mid-predict
+            self._clf = clf
+
+    def current(self):
+        return self._clf
+
+    def pin(self) -> "SharedClassifier":
+        """The model serving now, behind the same lock: what a file job labels with from start to end."""
+        if self._clf is None:
+            raise Busy("no classifier yet: answer reviews in Teach; the first retrain makes one")
+        return SharedClassifier(self._clf, self._labels, self._lock)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._clf.labels) if self._clf is not None else self._labels
+
     def __getattr__(self, name):
+        if self._clf is None:
+            raise AttributeError(name)
         return getattr(self._clf, name)
 
 
@@ -68,6 +93,8 @@ class Job:
         self.seconds = 0.0
         self.master = upload.folder / "labelled.csv"
         self.names: dict = {}
+        self.clf = None  # the model this job labels with (pinned at start)
+        self.full_texts: dict = {}  # row -> the whole text of a review/flagged row (the page shows 300 characters)
         self.lock = threading.Lock()  # one conversion at a time per job
 
     def downloads(self) -> list[dict]:
@@ -143,6 +170,7 @@ class JobStore:
             raise InputError(f"choose the column of {up.name} that holds the text")
         if text_column not in up.columns:
             raise InputError(f"{up.name} has no column {text_column!r}; columns: {', '.join(up.columns)}")
+        job.clf = self.clf.pin()  # the model serving now labels the whole file, even if a retrain swaps it
         job.text_column, job.state, job.rows_done, job.message = text_column, "queued", 0, ""
         job.summary, job.review, job.flagged, job.seconds = None, [], [], 0.0
         for old in up.folder.glob("labelled*"):
@@ -167,12 +195,12 @@ class JobStore:
             job.seconds = time.perf_counter() - t0
 
     def _label(self, job: Job) -> None:
-        up, s = job.upload, self.settings
-        cfg = LabelConfig(model=str(self.clf.source or s.model), input=str(up.source), output=str(job.master),
+        up, s, clf = job.upload, self.settings, job.clf
+        cfg = LabelConfig(model=str(clf.source or s.model), input=str(up.source), output=str(job.master),
                           text_column=job.text_column, format=up.source_format, encoding=up.encoding,
                           output_encoding=MASTER_ENCODING, batch_size=s.batch_size,
                           chunk_rows=s.chunk_rows_for(up.rows), progress=False, overwrite=True)
-        labeller = FileLabeller(cfg, classifier=self.clf)
+        labeller = FileLabeller(cfg, classifier=clf)
 
         def after_chunk(_chunks_done: int) -> None:
             job.rows_done = labeller.state.rows_done
@@ -182,9 +210,10 @@ class JobStore:
         labeller.after_chunk = after_chunk
         job.summary = labeller.run()
         job.rows_done = job.summary.rows
-        job.names = output_columns(list(self.clf.labels), up.columns)
-        job.review, job.flagged = review_rows(job.master, job.names, job.text_column, list(self.clf.labels),
+        job.names = output_columns(list(clf.labels), up.columns)
+        job.review, job.flagged = review_rows(job.master, job.names, job.text_column, list(clf.labels),
                                               s.review_rows)
+        job.full_texts = {r["row"]: r.pop("full_text") for r in job.review + job.flagged}  # what a correction keeps
 
     # -- results
     def download(self, job_id: str, kind: str) -> tuple[Path, str]:

@@ -49,7 +49,8 @@ def review_rows(master: Path, names: dict, text_column: str, labels: list[str], 
 
 def _row(i, r, names: dict, text_column: str, prob_cols: list, labels: list) -> dict:
     text = r[text_column]
-    return {"row": int(i), "text": text if len(text) <= 300 else text[:300] + "…", "label": r[names["label"]],
+    return {"row": int(i), "text": text if len(text) <= 300 else text[:300] + "…", "full_text": text,
+            "label": r[names["label"]],
             "confidence": _num(r[names["confidence"]]), "status": r[names["status"]],
             "probs": [_num(r[c]) for c in prob_cols], "labels": labels}
 

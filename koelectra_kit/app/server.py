@@ -8,6 +8,7 @@
     GET  /api/jobs/ID                   progress, then summary, rows to review, downloads (the page polls this)
     GET  /api/jobs/ID/download/KIND     same | csv (the uploaded file is deleted after a download)
     DELETE /api/jobs/ID                 forget the upload and its results
+    /api/teach..., /api/corrections     teach mode and label fixes (teach_routes.py), with --teach / --labels
 
 The upload is the raw body, not a multipart form: the server streams it to disk and stops reading at the size
 limit (a form is parsed whole into a spooled file before any handler sees it), and python-multipart is not needed.
@@ -33,7 +34,9 @@ from starlette.requests import ClientDisconnect
 from ..errors import InputError, KitError
 from .guard import Guard, host_names
 from .jobs import Busy, JobStore, NotFound, SharedClassifier
+from .labelstore import LabelFileProblem
 from .settings import AppSettings
+from .teach_routes import correction_routes, teach_routes
 from .uploads import TooLarge, inspect, receive, upload_kind
 
 STATIC = Path(__file__).parent / "static"
@@ -46,30 +49,27 @@ EXAMPLES = [
     "재밋어요!!! 배우들 연기 짱짱 ㅎㅎ 또 볼꺼임",
     "노잼ㅠㅠ 시간아까움 비추합니다",
 ]
-STATUS = {NotFound: 404, Busy: 409, TooLarge: 413}
+STATUS = {NotFound: 404, Busy: 409, TooLarge: 413, LabelFileProblem: 409}
 logger = logging.getLogger("koelectra_kit.app")
 
 
 def create_app(settings: AppSettings, classifier=None):
     """The FastAPI app. ``classifier``: an already loaded ``Classifier`` (else ``settings.model`` is loaded now,
     so a bad model folder is an error before the port opens)."""
-    from ..label import check_trained_head
-
     settings.validate()
-    if classifier is None:
-        from ..classifier import Classifier
-
-        classifier = Classifier.load(settings.model, device=settings.device, precision=settings.precision)
-    check_trained_head(classifier)
-    store = JobStore(settings, SharedClassifier(classifier))
+    shared, teacher, log = _models(settings, classifier)
+    store = JobStore(settings, shared)
 
     @asynccontextmanager
     async def lifespan(_app):
         yield
+        if teacher is not None:
+            teacher.close()  # a running retrain is stopped; its round is not recorded
         store.close()  # uvicorn's shutdown (Ctrl-C included): uploads and results go with the app
 
     app = FastAPI(title="koelectra-kit", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.store, app.state.settings, app.state.token = store, settings, settings.run_token()
+    app.state.teacher, app.state.labels_log = teacher, log
     app.add_middleware(Guard, hosts=host_names(settings.host), token=app.state.token)  # only the analyst: guard.py
 
     @app.exception_handler(KitError)
@@ -82,28 +82,74 @@ def create_app(settings: AppSettings, classifier=None):
         line = (str(exc).strip().splitlines() or [""])[0][:200]
         return JSONResponse({"error": f"internal error ({type(exc).__name__}: {line})"}, status_code=500)
 
-    _page_routes(app, store, classifier, settings)
+    _page_routes(app, store, settings)
     _file_routes(app, store, settings)
+    if teacher is not None:
+        teach_routes(app, teacher, store, _json)
+    if log is not None:
+        correction_routes(app, log, store, _json)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
 
 
-def _page_routes(app, store: JobStore, classifier, settings: AppSettings) -> None:
+def _models(settings: AppSettings, classifier):
+    """(the shared classifier, the Teacher or None, the LABELS.csv log or None). Teach mode may start from an encoder
+    alone (no classifier until the first retrain); every other mode needs a trained classifier."""
+    from ..label import check_trained_head
+
+    teacher = log = None
+    if settings.teach:
+        from .pool import Pool
+        from .teach import Teacher, start_point
+
+        pool = Pool.read(settings.teach, settings.text_column)  # a pool without a text column: refused before loading
+        start = start_point(settings.model, settings.encoder, settings.classes, settings.device, settings.precision)
+        if start.classifier is not None:
+            check_trained_head(start.classifier)
+        log = _labels_log(settings, start.labels)
+        shared = SharedClassifier(start.classifier, start.labels)
+        teacher = Teacher(settings, shared, start, pool, log)
+        return shared, teacher, log
+    if classifier is None:
+        from ..classifier import Classifier
+
+        classifier = Classifier.load(settings.model, device=settings.device, precision=settings.precision)
+    check_trained_head(classifier)
+    if settings.labels:
+        log = _labels_log(settings, list(classifier.labels))
+    return SharedClassifier(classifier), teacher, log
+
+
+def _labels_log(settings: AppSettings, labels: list[str]):
+    from .labelstore import LabelLog
+
+    log = LabelLog(settings.labels, labels)
+    if log.problem:  # at start-up: refuse, one line, the file untouched
+        raise InputError(log.problem)
+    return log
+
+
+def _page_routes(app, store: JobStore, settings: AppSettings) -> None:
     @app.get("/")
     def index():
         return FileResponse(STATIC / "index.html")
 
     @app.get("/api/info")
     def info():
-        return {"model": Path(str(classifier.source or settings.model)).name, "labels": list(classifier.labels),
-                "examples": EXAMPLES, "max_upload_bytes": settings.max_upload_bytes}
+        clf, teacher = store.clf.current(), app.state.teacher
+        model = teacher.serving if teacher is not None else Path(str(clf.source or settings.model)).name
+        return {"model": model or f"{Path(settings.model).name} (an encoder: no classifier yet)",
+                "labels": store.clf.labels, "examples": EXAMPLES, "max_upload_bytes": settings.max_upload_bytes,
+                "classifier": clf is not None, "teach": teacher is not None,
+                "corrections": app.state.labels_log is not None,
+                "labels_file": settings.labels and Path(settings.labels).name}
 
     @app.post("/api/predict")
     async def predict(request: Request):
         text = _text_field(await _json(request))
         pred = await run_in_threadpool(store.clf.predict, [text])
         probs = [round(float(p), 4) for p in pred.probs[0]]
-        return {"label": pred.labels[0], "confidence": max(probs), "labels": list(classifier.labels),
+        return {"label": pred.labels[0], "confidence": max(probs), "labels": store.clf.labels,
                 "probs": probs, "status": "truncated" if pred.truncated[0] else "ok"}
 
 

@@ -2,7 +2,7 @@
 model loads or a port opens."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -27,6 +27,17 @@ class AppSettings:
     # what a request must carry (guard.py): None = a random per-run token when host is not a loopback address and
     # none on loopback; a string = that token, whatever the host
     token: str | None = None
+    # --- teach mode (teach.py) and corrections: where answers go, what is asked, how retrains run
+    teach: str | None = None  # the pool of unlabelled reviews to ask about (None: no teach mode)
+    labels: str | None = None  # LABELS.csv, the append-only log of answers (teach mode and corrections)
+    text_column: str | None = None  # the pool's text column; None = the usual names (review, text, 리뷰, ...)
+    dev: str | None = None  # labelled file each retrain is scored on; None = a held-out 10% of the labels
+    retrain_every: int = 50  # a background retrain after this many new labels (and on the button)
+    encoder: str | None = None  # what retrains start from; None = decided from --model (teach.start_point)
+    classes: list[str] | None = None  # the label names when --model is an encoder (no classifier to read them from)
+    strategy: str = "margin"  # which rows to ask first (suggest.py): margin | entropy | random
+    seed: int = 42  # the random first sample's order and each retrain's seed
+    retrain_overrides: list[str] = field(default_factory=list)  # extra finetune key=value (after the recipe's)
 
     def validate(self) -> None:
         if not self.model:
@@ -45,6 +56,31 @@ class AppSettings:
             raise ConfigError("token: at least 8 characters (leave it out for a random one off loopback)")
         if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
             raise ConfigError(f"workdir={self.workdir} is a file; give a folder for uploads and results")
+        self._validate_teach()
+
+    def _validate_teach(self) -> None:
+        from ..suggest import STRATEGIES
+
+        if self.teach and not self.labels:
+            raise ConfigError("--teach needs --labels LABELS.csv: the file every answer is appended to")
+        if self.labels:
+            path = Path(self.labels)
+            if path.is_dir() or path.suffix.lower() != ".csv":
+                raise ConfigError(f"--labels {self.labels}: give a .csv file (created on the first answer)")
+            if not path.parent.is_dir():
+                raise ConfigError(f"--labels {self.labels}: the folder {path.parent} does not exist")
+        for key in ("dev", "encoder", "classes", "text_column"):
+            if getattr(self, key) and not self.teach:
+                raise ConfigError(f"--{key.replace('_', '-')} is for teach mode: add --teach POOL.csv")
+        if self.dev and not Path(self.dev).is_file():
+            raise ConfigError(f"--dev {self.dev}: no such file")
+        if self.retrain_every < 1:
+            raise ConfigError(f"--retrain-every {self.retrain_every}: at least 1 new label between retrains")
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
+        if self.classes is not None and (len(self.classes) < 2 or len(set(self.classes)) != len(self.classes)
+                                         or not all(c.strip() for c in self.classes)):
+            raise ConfigError(f"--classes {','.join(self.classes)}: at least 2 distinct names")
 
     def run_token(self) -> str | None:
         """The token this run requires: the one given, a fresh random one off loopback, else None."""

@@ -197,9 +197,39 @@ function showResults(job) {
   const row = (r) => [r.row, r.text, r.label, r.confidence, ...r.probs.map((p) => (p == null ? "" : p)), r.status];
   const header = ["row", job.text_column, "label", "confidence", ...info.labels.map((l) => `prob_${l}`), "status"];
   drawTable($("review-table"), header, job.review.map(row), 1);
+  if (info.corrections) addFixes(job);
   drawTable($("flagged-table"), header, job.flagged.map(row), 1);
   $("flagged-title").hidden = $("flagged-table").parentElement.hidden = !job.flagged.length;
   $("results").hidden = false;
+}
+
+// corrections (--labels): a label picker per reviewed row; a fix is appended to the labels file, ready for a retrain
+function addFixes(job) {
+  const table = $("review-table");
+  table.querySelector("thead tr").append(el("th", { text: `fix → ${info.labels_file}` }));
+  table.querySelectorAll("tbody tr").forEach((tr, i) => {
+    const r = job.review[i];
+    const select = el("select", {}, info.labels.map((l) => el("option", { value: l, text: l })));
+    select.value = r.label;
+    const save = el("button", { type: "button", class: "fix-btn", text: "save" });
+    const cell = el("td", { class: "fix" }, [select, save]);
+    const answerId = `${job.id}-${r.row}-${Date.now().toString(36)}`;
+    let n = 0;
+    save.addEventListener("click", async () => {
+      save.disabled = true;
+      try {
+        const a = await api("/api/corrections", { method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ job: job.id, row: r.row, label: select.value, answer_id: `${answerId}-${n}` }) });
+        n += 1; // a later fix of the same row is a new answer (the latest one counts)
+        save.textContent = `saved: ${a.label}`;
+      } catch (e) {
+        save.textContent = e.message;
+      } finally {
+        save.disabled = false;
+      }
+    });
+    tr.append(cell);
+  });
 }
 
 function resetFile() {
@@ -224,6 +254,7 @@ async function init() {
     return;
   }
   $("model-name").textContent = info.model;
+  for (const id of ["try", "file"]) $(id).hidden = !info.classifier; // teach mode from an encoder: none yet
   $("model-labels").textContent = info.labels.join(" · ");
   $("max-size").textContent = size(info.max_upload_bytes);
   $("examples").replaceChildren(...info.examples.map((text) => {

@@ -1,0 +1,184 @@
+"""Teach mode's retrain: the ``finetune`` recipe on the labels so far, in a subprocess, one round at a time.
+
+    overrides = finetune_args("runs/pretrain/discriminator", "snap.csv", "rounds/r001/model")
+    cfg = load_config(FinetuneConfig, "sentiment", overrides)      # what the subprocess runs
+
+**The recipe** (``finetune_args``, the one place it is written; benchmarks/bench_active.py can reuse it): the
+shipped ``sentiment`` defaults (auto epochs with the 2,000-step floor, dropout 0.1, early stopping), ``ensemble=tfidf``
+so each round also fits TF-IDF and the encoder + TF-IDF ensemble, and the folder best on dev serves; dev is
+``--dev`` when given, else ``finetune``'s stratified 10% of the labels (seeded). Every round starts from the same
+encoder and trains on all the labels so far: a round's model never depends on the rounds before it, only on the
+labels, so a bad round leaves no trace.
+
+**A subprocess**, not a thread: training takes every core and most of the memory for minutes; in its own process
+it cannot stall the page's requests on the GIL, a crash in it (out of memory included) cannot take the app down,
+and its log is the command's own output. On Linux it dies with the app (PR_SET_PDEATHSIG), so a killed app leaves
+no orphan training on.
+
+Files, under the teach folder beside LABELS.csv (``LABELS.teach/``):
+
+    rounds/r001/train.csv    the effective labels the round trained on (a snapshot: LABELS.csv keeps growing)
+    rounds/r001/model/       finetune's output: the encoder, tfidf/, ensemble/, eval.json
+    rounds/r001/log.txt      the subprocess's output (the progress is read from it and from metrics.jsonl)
+    rounds.jsonl             one line per finished round (done or failed): the history the page charts
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def finetune_args(encoder: str | Path, train_csv: str | Path, out: str | Path, dev: str | Path | None = None,
+                  seed: int = 42, labels: list[str] | None = None, overrides=()) -> list[str]:
+    """The ``key=value`` overrides of the ``sentiment`` preset that make one retrain: ``koelectra-kit finetune
+    --config sentiment *finetune_args(...)``, or ``load_config(FinetuneConfig, "sentiment", finetune_args(...))``.
+    ``overrides`` come last, so they win (tests use ``epochs=1 min_steps=1``)."""
+    args = [f"model={encoder}", f"train={train_csv}", f"dev={dev if dev else 'null'}", f"out={out}", f"seed={seed}",
+            "ensemble=tfidf", "progress=false", "plots=false"]
+    if labels:
+        args.append("labels=" + json.dumps(list(labels), ensure_ascii=False))  # a YAML flow list, quoted names
+    return args + list(overrides)
+
+
+@dataclass
+class Round:
+    """One retrain, as rounds.jsonl keeps it."""
+
+    round: int
+    labels: int  # effective labels it trained on
+    per_class: dict
+    state: str = "running"  # running -> done | failed
+    message: str = ""  # the one-line error of a failed round
+    best: str = ""  # encoder | tfidf | ensemble
+    folder: str = ""  # the folder that serves (absolute)
+    scores: dict = field(default_factory=dict)  # name -> dev macro-F1
+    dev: str = ""  # what the scores are on: the --dev file, or the held-out 10%
+    seconds: float = 0.0
+    start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
+
+    @property
+    def name(self) -> str:
+        return f"r{self.round:03d}"
+
+    def public(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k != "start_model"} | {"name": self.name}
+
+
+def read_rounds(path: Path) -> list[Round]:
+    """The finished rounds in rounds.jsonl (a torn last line, from a kill mid-write, is skipped)."""
+    rounds = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rounds.append(Round(**json.loads(line)))
+            except (json.JSONDecodeError, TypeError):
+                continue
+    return rounds
+
+
+def append_round(path: Path, rnd: Round) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(asdict(rnd), ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class Progress:
+    """Where a running finetune is, from its log (the total steps line, the metrics.jsonl path) and metrics.jsonl."""
+
+    TOTAL = re.compile(r"; (\d+) steps \(")
+    METRICS = re.compile(r"metrics: (\S+metrics\.jsonl)")
+
+    def __init__(self, log: Path):
+        self.log = log
+
+    def read(self) -> tuple[str, float]:
+        """(a short phrase, fraction done 0-1)."""
+        try:
+            text = self.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "starting", 0.0
+        total, metrics = self.TOTAL.search(text), self.METRICS.search(text)
+        if not total:
+            return "reading the labels and loading the encoder", 0.02
+        steps = int(total.group(1))
+        step = _last_step(Path(metrics.group(1))) if metrics else 0
+        if step >= steps:
+            return f"fitting TF-IDF and the ensemble ({steps} steps trained)", 0.97
+        return f"training: step {step} of {steps}", 0.05 + 0.9 * step / max(steps, 1)
+
+
+def _last_step(metrics: Path) -> int:
+    try:
+        with open(metrics, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:  # moved into the output folder when the run ends
+        return 1 << 30
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return 0
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec: async-signal-safe calls only
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl  # resolved here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def run_finetune(overrides: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    """Start ``python -m koelectra_kit finetune --config sentiment OVERRIDES`` with its output into ``log``."""
+    cmd = [sys.executable, "-m", "koelectra_kit", "finetune", "--config", "sentiment", *overrides]
+    out = open(log, "w", encoding="utf-8")
+    try:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
+    finally:
+        out.close()  # the child holds its own copy
+
+
+def failure_line(log: Path, code: int) -> str:
+    """The one line that says why a finetune ended with ``code``: its ``error:`` line, else its last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    line = (errors or lines or [f"exit status {code}"])[-1]
+    return line[:300]
+
+
+def best_folder(out: Path) -> tuple[str, Path, dict]:
+    """(name, folder, dev macro-F1 per candidate) from a finished round's eval.json."""
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    c = result.get("candidates")
+    if not c:  # ensemble=none (an override): the encoder alone
+        return "encoder", out, {"encoder": round(float(result["dev"]["macro_f1"]), 4)}
+    folder = out if c["folder"] == "." else out / c["folder"]
+    return c["best"], folder, {k: round(float(v["macro_f1"]), 4) for k, v in c["scores"].items()}
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,306 @@
+"""Teach mode (``koelectra-kit app --teach POOL --labels LABELS.csv``): the model asks, the analyst answers, and
+the model is retrained on the answers as they come.
+
+``Teacher`` joins the parts: the pool's queue (``pool.py``), the append-only LABELS.csv (``labelstore.py``), the
+retrain rounds (``retrain.py``), and the one classifier the whole app serves (``jobs.SharedClassifier``: the review
+box, the file jobs and the queue all use the newest round's best folder once it is ready). One worker thread runs
+a retrain and then scores the pool with its model; the page reads ``public()``.
+
+**What a retrain starts from** (``start_point``): the ``--encoder`` given; else, for an encoder folder (a pretraining
+discriminator), itself; for a fine-tuned classifier folder, its own weights (they already know the task, which is
+worth more than the bare encoder's with a few hundred labels; ``finetune`` keeps its head when the labels agree);
+for an ensemble, its encoder member. A TF-IDF folder has no encoder: ``--encoder`` is required. Every round starts
+from that same point and trains on all the labels so far, never from the previous round.
+"""
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, InputError, KitError
+from .labelstore import Event, LabelLog
+from .pool import Pool, Queue, score
+from .jobs import Busy
+from .retrain import Progress, Round, append_round, best_folder, failure_line, finetune_args, now, read_rounds, run_finetune
+
+logger = logging.getLogger("koelectra_kit.app")
+MAX_ID = 100  # characters of a client-made answer id
+
+
+@dataclass
+class StartModel:
+    classifier: object | None  # a loaded Classifier, or None (an encoder alone: no classifier until round 1)
+    encoder: str  # what every retrain starts from
+    labels: list[str]
+
+
+def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
+    """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
+    import json
+
+    from ..classifier import Classifier, placeholder_labels, toolkit_kind
+    from ..modelio import check_model_source
+
+    kind = toolkit_kind(model)
+    if kind is None:
+        path = Path(check_model_source(model, "--model"))
+        config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
+        archs = " ".join(config.get("architectures") or [])
+        names = [v for _, v in sorted((config.get("id2label") or {}).items(), key=lambda kv: int(kv[0]))]
+        if "ForSequenceClassification" not in archs or placeholder_labels(names) or not names:
+            if not (path / "tokenizer.json").exists() and not (path / "koelectra_tokenizer.json").exists():
+                raise InputError(f"--model {model}: an encoder folder needs its tokenizer (tokenizer.json) to be "
+                                 "fine-tuned")
+            return StartModel(None, str(encoder or path), list(classes or ["negative", "neutral", "positive"]))
+    clf = Classifier.load(model, device=device, precision=precision)
+    if classes and list(classes) != list(clf.labels):
+        raise ConfigError(f"--classes {','.join(classes)}: {model} answers {', '.join(clf.labels)}; leave --classes "
+                          "out (it is for an encoder without a classifier)")
+    if encoder:
+        return StartModel(clf, str(encoder), list(clf.labels))
+    if kind == "tfidf":
+        raise ConfigError(f"--model {model} is a TF-IDF folder: retrains fine-tune an encoder; add --encoder DIR (a "
+                          "pretrained or fine-tuned encoder folder)")
+    if kind == "ensemble":
+        members = [p for p in getattr(clf, "paths", []) if toolkit_kind(Path(model) / p) is None]
+        if not members:
+            raise ConfigError(f"--model {model}: this ensemble has no encoder member; add --encoder DIR")
+        return StartModel(clf, str((Path(model) / members[0]).resolve()), list(clf.labels))
+    return StartModel(clf, str(Path(model).resolve()), list(clf.labels))
+
+
+class Teacher:
+    def __init__(self, settings, shared, start: StartModel, pool: Pool, log: LabelLog):
+        self.s, self.shared, self.start, self.pool, self.log = settings, shared, start, pool, log
+        self.labels = start.labels
+        self.dir = teach_dir(settings.labels)
+        (self.dir / "rounds").mkdir(parents=True, exist_ok=True)
+        self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl") if r.start_model == settings.model]
+        self.queue = Queue(pool, self.labels, settings.strategy, settings.seed)
+        self.lock = threading.RLock()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koelectra-teach")
+        self.closing = False
+        self.retrain = {"state": "idle", "message": "", "progress": 0.0, "round": None}
+        self.scoring: dict | None = None
+        self.serving = None  # the name of the model the queue and the app serve
+        self.labels_at_last_round = self.rounds[-1].labels if self.rounds else 0
+        self._resume()
+
+    # -- start-up
+    def _resume(self) -> None:
+        """Serve the newest finished round of an earlier session with this --model, else the model given."""
+        done = [r for r in self.rounds if r.state == "done" and Path(r.folder).is_dir()]
+        if done:
+            from ..classifier import Classifier
+
+            try:
+                clf = Classifier.load(done[-1].folder, device=self.s.device, precision=self.s.precision)
+                self.shared.swap(clf)
+                self.serving = done[-1].name
+            except KitError as e:
+                logger.warning("round %s can't be loaded (%s): serving %s", done[-1].name, e, self.s.model)
+        if self.serving is None and self.start.classifier is not None:
+            self.serving = Path(self.s.model).name
+        if self.serving is not None:
+            self.queue.waiting = True
+            self.worker.submit(self._first_score)
+        self.worker.submit(self.maybe_retrain)
+
+    def _first_score(self) -> None:
+        try:
+            self._score(self.serving)
+        except Exception:  # noqa: BLE001 - the app still serves: it asks from a random sample instead
+            logger.error("scoring the pool failed:\n%s", traceback.format_exc())
+            self.queue.use_model(None, "random")
+
+    # -- answering
+    def next_item(self, client: str, first: int | None = None) -> dict | None:
+        st = self.log.state()
+        return self.queue.next(client, set(st.labels) | st.skipped, first)
+
+    def answer(self, client: str, body: dict) -> dict:
+        """One page event (answer, skip or undo); returns the next item and the state."""
+        action, answer_id = body.get("action"), body.get("answer_id")
+        if action not in ("answer", "skip", "undo"):
+            raise InputError("action must be answer, skip or undo")
+        if not isinstance(answer_id, str) or not 0 < len(answer_id) <= MAX_ID:
+            raise InputError(f"answer_id: a string of 1-{MAX_ID} characters made by the page")
+        first = None
+        if action == "undo":
+            first = self._undo(answer_id, body.get("target"))
+        else:
+            row = body.get("row")
+            if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < len(self.pool.texts) \
+                    or not self.pool.texts[row]:
+                raise InputError(f"row {row!r} is not a review of {self.pool.name}")
+            label = body.get("label") if action == "answer" else ""
+            if action == "answer" and label not in self.labels:
+                raise InputError(f"label {label!r} is not one of {', '.join(self.labels)}")
+            self.log.append(Event(text=self.pool.texts[row], label=label, action=action, row=str(row),
+                                  source="teach", answer_id=answer_id))
+            self.queue.release(row)
+            if action == "answer":
+                self.worker.submit(self.maybe_retrain)
+        return {"item": self.next_item(client, first), "state": self.public()}
+
+    def _undo(self, answer_id: str, target) -> int | None:
+        with self.log.lock:
+            kept = self.log.find(answer_id)
+            if kept is not None:  # this undo was already applied (a retry): show its row again
+                return int(kept.row) if kept.row.isdigit() and kept.source == "teach" else None
+            undone = self.log.undo_target(target if isinstance(target, str) else None)
+            if undone is None:
+                raise InputError("nothing to undo")
+            self.log.append(Event(text=undone.text, label="", action="undo", row=undone.row, source="teach",
+                                  answer_id=answer_id, undoes=undone.answer_id))
+        row = int(undone.row) if undone.row.isdigit() else None
+        return row if row is not None and row < len(self.pool.texts) and self.pool.texts[row] == undone.text else None
+
+    # -- retraining
+    def missing(self) -> str | None:
+        """Why a retrain can't run on the labels so far (None: it can)."""
+        need = 1 if self.s.dev else 2  # the held-out split needs one per class beside one to train on
+        counts = self.log.counts()
+        short = [f"{lab} {n}" for lab, n in counts.items() if n < need]
+        if short:
+            return (f"a retrain needs at least {need} labelled reviews of each label "
+                    f"({'as --dev scores it' if self.s.dev else 'one of them held out to score it'}); so far: "
+                    + ", ".join(short))
+        return None
+
+    def request_retrain(self) -> None:
+        with self.lock:
+            if self.retrain["state"] == "running":
+                raise Busy(f"round {self.retrain['round']} is still training")
+            why = self.missing()
+            if why:
+                raise Busy(why)
+            self.retrain.update(state="running", message="queued", progress=0.0)
+        self.worker.submit(self._run_round)
+
+    def maybe_retrain(self) -> None:
+        """After an answer: a round when --retrain-every answers have come since the last one started."""
+        with self.lock:
+            labelled = sum(self.log.counts().values())
+            if self.retrain["state"] == "running" or labelled - self.labels_at_last_round < self.s.retrain_every:
+                return
+            if self.missing():
+                return
+            self.retrain.update(state="running", message="queued", progress=0.0)
+        self._run_round()
+
+    def _run_round(self) -> None:
+        if self.closing:
+            return
+        n = 1 + max([r.round for r in self.rounds] + [_number(p) for p in (self.dir / "rounds").iterdir()], default=0)
+        folder = self.dir / "rounds" / f"r{n:03d}"
+        folder.mkdir(parents=True)
+        per_class = self.log.snapshot(folder / "train.csv")
+        rnd = Round(round=n, labels=sum(per_class.values()), per_class=per_class, start_model=self.s.model,
+                    dev=self.s.dev or "held-out 10% of the labels")
+        with self.lock:
+            self.labels_at_last_round = rnd.labels
+            self.retrain.update(state="running", round=rnd.name, message="starting", progress=0.0)
+        t0 = now()
+        try:
+            self._train(rnd, folder)
+            rnd.state = "done"
+            self.retrain.update(state="idle", message="", progress=1.0)
+        except KitError as e:
+            rnd.state, rnd.message = "failed", str(e)
+            self.retrain.update(state="failed", message=f"{rnd.name} failed: {e} (still serving {self.serving or 'no model'})")
+        except Exception as e:  # noqa: BLE001 - a retrain must never take the app down; the log keeps the trace
+            logger.error("retrain %s failed:\n%s", rnd.name, traceback.format_exc())
+            rnd.state, rnd.message = "failed", f"internal error ({type(e).__name__}: {e})"[:300]
+            self.retrain.update(state="failed", message=f"{rnd.name} failed: {rnd.message}")
+        rnd.seconds = round(now() - t0, 1)
+        if self.closing and rnd.state == "failed":
+            return  # stopped by the shutdown: not a failure of the labels, so not in the history
+        append_round(self.dir / "rounds.jsonl", rnd)
+        with self.lock:
+            self.rounds.append(rnd)
+        self.maybe_retrain()  # answers that came in while it trained may already call for the next round
+
+    def _train(self, rnd: Round, folder: Path) -> None:
+        from ..classifier import Classifier
+
+        out = folder / "model"
+        args = finetune_args(self.start.encoder, folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
+                             self.s.retrain_overrides)
+        if self.s.device != "auto":
+            args.append(f"device={self.s.device}")
+        proc = run_finetune(args, folder / "log.txt")
+        progress = Progress(folder / "log.txt")
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if self.closing:  # Ctrl-C: the round is abandoned, not half-published
+                    proc.kill()
+                    proc.wait()
+                    raise KitError("the app stopped") from None
+                phrase, frac = progress.read()
+                self.retrain.update(message=phrase, progress=frac)
+        if code != 0:
+            raise KitError(failure_line(folder / "log.txt", code))
+        best, best_dir, scores = best_folder(out)
+        self.retrain.update(message=f"loading {best}", progress=0.98)
+        clf = Classifier.load(best_dir, device=self.s.device, precision=self.s.precision)
+        rnd.best, rnd.folder, rnd.scores = best, str(best_dir.resolve()), scores
+        self._score(rnd.name, clf)
+
+    def _score(self, name: str, clf=None) -> None:
+        """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""
+        target = clf if clf is not None else self.shared.current()
+        self.scoring = {"model": name, "done": 0, "total": len(self.queue.distinct)}
+
+        def progress(done: int, total: int) -> None:
+            self.scoring = {"model": name, "done": done, "total": total}
+            if self.closing:
+                raise KitError("the app stopped")
+
+        try:
+            probs = score(target, self.pool.texts, progress, batch_size=self.s.batch_size)
+        finally:
+            self.scoring = None
+        if clf is not None:
+            self.shared.swap(clf)
+        self.serving = name
+        self.queue.use_model(probs, name)
+
+    # -- the page
+    def public(self) -> dict:
+        st = self.log.state()
+        counts = self.log.counts()
+        labelled = sum(counts.values())
+        return {"pool": self.pool.name, "rows": len(self.pool.texts), "text_column": self.pool.column,
+                "labels": self.labels, "counts": counts, "labelled": labelled, "skipped": len(st.skipped),
+                "remaining": self.queue.remaining(set(st.labels) | st.skipped), "labels_file": self.log.path.name,
+                "problem": self.log.problem, "source": self.queue.source, "serving": self.serving,
+                "strategy": self.s.strategy, "scoring": self.scoring, "retrain": dict(self.retrain),
+                "retrain_every": self.s.retrain_every,
+                "next_retrain_in": max(0, self.s.retrain_every - (labelled - self.labels_at_last_round)),
+                "waiting_for": self.missing(), "dev": self.s.dev and Path(self.s.dev).name,
+                "rounds": [r.public() for r in self.rounds]}
+
+    def close(self) -> None:
+        self.closing = True
+        self.worker.shutdown(wait=True, cancel_futures=True)
+
+
+def teach_dir(labels: str) -> Path:
+    """LABELS.teach/ beside LABELS.csv: the rounds of this labels file."""
+    path = Path(labels)
+    return path.with_name(path.stem + ".teach")
+
+
+def _number(path: Path) -> int:
+    name = path.name
+    return int(name[1:]) if name.startswith("r") and name[1:].isdigit() else 0
+
