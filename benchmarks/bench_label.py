@@ -14,7 +14,17 @@ rows/s and ratios; quantized vs unquantized accuracy on nsmc3 dev;
     crawl of Korean app-store reviews repeat an earlier text exactly: "굿", "좋아요", "최고"), made from nsmc3 dev by
     repeating its texts (short ones most, as in app stores), labelled with --no-dedupe, with deduplication (the
     default) and with --backend onnx where the classifier has that backend; the outputs must be identical;
-peak RSS of ``koelectra-kit label`` on a generated --big-rows CSV (a subprocess, its VmHWM).
+peak RSS of ``koelectra-kit label`` on a generated --big-rows CSV (a subprocess, its VmHWM);
+(e) with --models OLD NEW: the nsmc3 dev accuracy and macro-F1 of two fine-tuned classifiers side by side.
+
+The word-level pre-split (issue 31), speed on random weights of the cpu-30min-subword shape, no fine-tuned model
+needed (--tokenizer: an 8,000 WordPiece tokenizer folder; its pre-split mode is rewritten to --presplit):
+
+    python benchmarks/bench_label.py --shape cpu-30min-subword --tokenizer TOK8K --presplit kiwi_word
+        [--model NEW_CLF --models OLD_CLF NEW_CLF]
+
+A kiwi_word tokenizer's word cache is emptied before every timed `label` run (as a fresh process starts); the
+pipeline's pre-split, untimed, does not count either way.
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
@@ -32,31 +42,91 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
-def random_model_like(model_dir: str, shape: str, out: Path) -> str:
-    """A random-init classifier of a preset's shape (configs/pretrain/<shape>.yaml) with ``model_dir``'s
-    tokenizer and labels: labelling speed does not depend on the weights, only on the shape."""
+def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: str | None = None,
+                      presplit: str | None = None, labels: list[str] | None = None) -> str:
+    """A random-init classifier of a preset's shape (configs/pretrain/<shape>.yaml, its ``base:`` chain followed)
+    with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the shape.
+    ``tokenizer``: another tokenizer folder instead (e.g. an 8,000 WordPiece one for cpu-30min-subword's shape);
+    ``labels`` when there is no ``model_dir``. ``presplit``: the tokenizer's pre-split mode rewritten (kiwi |
+    kiwi_word; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are meaningless,
+    which random weights do not mind)."""
+    import json
     import shutil
 
-    import yaml
     from transformers import AutoConfig, ElectraConfig, ElectraForSequenceClassification
 
-    src = AutoConfig.from_pretrained(model_dir)
-    m = yaml.safe_load((ROOT / "configs" / "pretrain" / f"{shape}.yaml").read_text())["model"]
-    cfg = ElectraConfig(vocab_size=src.vocab_size, hidden_size=m["hidden_size"], num_hidden_layers=m["num_layers"],
-                        num_attention_heads=m["num_heads"], intermediate_size=m["intermediate_size"],
-                        embedding_size=m["embedding_size"], max_position_embeddings=512, num_labels=src.num_labels,
-                        id2label=src.id2label, label2id=src.label2id, pad_token_id=src.pad_token_id)
-    if getattr(src, "koelectra_kit", None):
+    from koelectra_kit.config import read_yaml
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    tok_dir = Path(tokenizer or model_dir)
+    m = read_yaml(ROOT / "configs" / "pretrain" / f"{shape}.yaml")["model"]
+    if model_dir:
+        src = AutoConfig.from_pretrained(model_dir)
+        label_args = {"num_labels": src.num_labels, "id2label": src.id2label, "label2id": src.label2id}
+    else:
+        label_args = {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
+                      "label2id": {x: i for i, x in enumerate(labels)}}
+    cfg = ElectraConfig(vocab_size=KoTokenizer.from_pretrained(tok_dir).vocab_size, hidden_size=m["hidden_size"],
+                        num_hidden_layers=m["num_layers"], num_attention_heads=m["num_heads"],
+                        intermediate_size=m["intermediate_size"], embedding_size=m["embedding_size"],
+                        max_position_embeddings=512, pad_token_id=0, **label_args)
+    if model_dir and getattr(src, "koelectra_kit", None):
         cfg.koelectra_kit = src.koelectra_kit
+    else:
+        cfg.koelectra_kit = {"task": "text-classification", "labels": list(label_args["label2id"])}
     ElectraForSequenceClassification(cfg).save_pretrained(out)
-    for f in Path(model_dir).iterdir():
+    for f in tok_dir.iterdir():
         if "token" in f.name or f.name == "vocab.txt":
             shutil.copy(f, out / f.name)
+    if presplit:
+        settings = out / "koelectra_tokenizer.json"
+        s = json.loads(settings.read_text(encoding="utf-8"))
+        s["presplit"] = presplit
+        settings.write_text(json.dumps(s, ensure_ascii=False, indent=2), encoding="utf-8")
     return str(out)
+
+
+def timed_model(args, dev, out: Path) -> str:
+    """The classifier whose speed is measured: --model, or with --shape a random-init one of that shape (with
+    --tokenizer's or --model's tokenizer, --presplit's mode)."""
+    if not args.shape:
+        return args.model
+    labels = sorted(set(dev["label"].astype(str)))
+    return random_model_like(args.model, args.shape, out, tokenizer=args.tokenizer, presplit=args.presplit,
+                             labels=labels)
+
+
+def cold_word_cache(tok) -> None:
+    """A kiwi_word tokenizer's word cache emptied (it is per process, see tokenizer/wordsplit.py): each timed
+    `label` run starts as a fresh process would, not with the words an earlier round left."""
+    if tok.presplit == "kiwi_word":
+        from koelectra_kit.tokenizer import wordsplit
+
+        wordsplit.word_cache(0).clear()
+
+
+def side_by_side(dev, models: list[str], tmp: Path) -> None:
+    """(e) nsmc3 dev accuracy and macro-F1 of fine-tuned classifiers side by side (e.g. the same preset pretrained
+    with the kiwi and the kiwi_word pre-split), each labelling dev with `label`'s defaults."""
+    from koelectra_kit.label import label_file
+    from koelectra_kit.metrics import classification_report
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    src = tmp / "dev.csv"
+    dev[["id", "document", "label"]].to_csv(src, index=False)
+    labels = sorted(set(dev["label"].astype(str)))
+    print(f"\n(e) nsmc3 dev ({len(dev):,} rows), each model labelling it with `label`'s defaults:")
+    print(f"{'model':<60}{'pre-split':>11}{'accuracy':>10}{'macro-F1':>10}")
+    for i, m in enumerate(models):
+        label_file(m, src, tmp / f"side{i}.csv", "document", progress=False, overwrite=True)
+        o = pd_read(tmp / f"side{i}.csv")  # the input's own "label" column kept, the prediction in pred_label
+        r = classification_report([labels.index(x) for x in o["label"]], [labels.index(x) for x in o["pred_label"]],
+                                  labels)
+        print(f"{m[-60:]:<60}{KoTokenizer.from_pretrained(m).presplit:>11}{r['accuracy']:>10.4f}{r['macro_f1']:>10.4f}")
 
 
 def hf_pipeline(model_dir: str):
@@ -86,11 +156,11 @@ def compare(args, dev, tmp: Path) -> None:
     print(f"{len(data):,} reviews from nsmc3/dev; torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"median of {args.rounds} rounds in turns")
 
-    model_dir = args.model
+    model_dir = timed_model(args, dev, tmp / f"random-{args.shape}")
     if args.shape:
-        model_dir = random_model_like(args.model, args.shape, tmp / f"random-{args.shape}")
         print(f"speed measured on a random-init classifier of the {args.shape} preset's shape "
-              f"(configs/pretrain/{args.shape}.yaml), accuracy on {args.model}")
+              f"(configs/pretrain/{args.shape}.yaml) with {args.tokenizer or args.model}'s tokenizer"
+              f"{', pre-split ' + args.presplit if args.presplit else ''}; accuracy on {args.model or '(none)'}")
     # (a) transformers pipeline on pre-split text
     tok = KoTokenizer.from_pretrained(model_dir)
     texts = data["document"].tolist()
@@ -117,8 +187,10 @@ def compare(args, dev, tmp: Path) -> None:
         label_file(model_dir, src, tmp / f"warm{i}.csv", "document", progress=False, **opts)  # export, load
 
     def labeller(i, opts):
-        return lambda: label_file(model_dir, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True,
-                                  **opts)
+        def run():
+            cold_word_cache(tok)
+            label_file(model_dir, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
+        return run
     # in turns (pipeline, each engine, pipeline, ...), the median of --rounds: single timings on this shared
     # machine wobble by 10-15%, more than the differences being measured
     def pipeline_run():
@@ -128,7 +200,7 @@ def compare(args, dev, tmp: Path) -> None:
     runs = interleaved(competitors, rounds=args.rounds, warmup=0)
     t_pipe = median(runs.pop("pipe"))
     timings = {name: median(ts) for name, ts in runs.items()}
-    if model_dir != args.model:  # accuracy needs the trained model: label dev with it, every way
+    if model_dir != args.model and args.model:  # accuracy needs the trained model: label dev with it, every way
         for i, (_, opts) in enumerate(methods):
             label_file(args.model, src, tmp / f"out{i}.csv", "document", progress=False, overwrite=True, **opts)
         pipe_out = None
@@ -147,6 +219,11 @@ def compare(args, dev, tmp: Path) -> None:
           f"{': a character vocabulary needs it only for characters it lacks' if not tok.needs_kiwi('') else ''};"
           f"\n Kiwi on every text: {n / t_kiwi:,.0f} rows/s, the ceiling for a subword vocabulary; "
           f"{n - len(set(texts)):,} rows repeat an earlier text)")
+    if tok.presplit == "kiwi_word":
+        print(" kiwi_word: the word cache emptied before every timed `label` run, as a fresh process starts")
+    if not args.model:
+        print("\n(no --model: no accuracy, the weights are random)")
+        return
 
     # accuracy of every engine on nsmc3 dev labels, and agreement with the default
     outs = [pd.read_csv(tmp / f"out{i}.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
@@ -215,10 +292,12 @@ def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
         # untimed: loading the model (and the ONNX export), Kiwi's start and torch's first calls are not the
         # steady state a big file sees
         clf = Classifier.load(model_dir, backend=opts.get("backend", "auto"))
+        tok = clf.tok
         label_file(model_dir, warm, tmp / "warm_out.csv", "document", progress=False, overwrite=True, classifier=clf,
                    **opts)
 
-        def run(name=name, out=out, clf=clf, opts=opts):
+        def run(name=name, out=out, clf=clf, opts=opts, tok=tok):
+            cold_word_cache(tok)
             summaries[name] = label_file(model_dir, src, out, "document", progress=False, overwrite=True,
                                          classifier=clf, **opts)
         competitors[name] = run
@@ -251,17 +330,34 @@ def pd_read(path: Path):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="a fine-tuned model dir (koelectra-kit finetune output)")
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="a fine-tuned model dir (koelectra-kit finetune output); with --shape and "
+                    "--tokenizer it may be left out (speed only, no accuracy)")
     ap.add_argument("--rows", type=int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
                     "10,000 repeat it, and repeated texts are answered once: 0 skips it)")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds of (a) and each engine, in turns")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
+    ap.add_argument("--tokenizer", help="with --shape: this tokenizer folder instead of --model's (e.g. an 8,000 "
+                    "WordPiece one for cpu-30min-subword)")
+    ap.add_argument("--presplit", choices=["kiwi", "kiwi_word"], help="with --shape: the random-init model's "
+                    "tokenizer uses this pre-split mode (same vocabulary; speed only)")
+    ap.add_argument("--models", nargs=2, metavar=("OLD", "NEW"), help="two fine-tuned classifier dirs whose nsmc3 "
+                    "dev accuracy and macro-F1 are printed side by side (e.g. pretrained with kiwi and kiwi_word)")
     ap.add_argument("--dup-rows", type=int, default=20000, help="rows of the app-review-like file with 24%% exact "
                     "repeats, labelled with and without deduplication (0: skip)")
     ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the memory test file (0: skip)")
     args = ap.parse_args()
+    if args.model is None and not (args.shape and args.tokenizer):
+        ap.error("--model is required (or --shape and --tokenizer: speed on random weights, no accuracy)")
+    if (args.tokenizer or args.presplit) and not args.shape:
+        ap.error("--tokenizer and --presplit apply to the random-init model of --shape: add --shape (e.g. "
+                 "cpu-30min-subword)")
+    if args.shape and not (ROOT / "configs" / "pretrain" / f"{args.shape}.yaml").exists():
+        ap.error(f"--shape {args.shape}: no configs/pretrain/{args.shape}.yaml")
+    for d in [args.model, args.tokenizer, *(args.models or [])]:
+        if d and not Path(d, "koelectra_tokenizer.json").exists() and not Path(d, "tokenizer.json").exists():
+            ap.error(f"{d}: not a model or tokenizer folder (no tokenizer.json)")
     if not DEV.exists():
         sys.exit(f"needs {DEV}")
     import pandas as pd
@@ -271,10 +367,9 @@ def main() -> None:
     if args.rows:
         compare(args, dev, tmp)
     if args.dup_rows:
-        model_dir = args.model
-        if args.shape:  # speed of the preset's shape, as in (a)-(c)
-            model_dir = random_model_like(args.model, args.shape, tmp / f"random-dup-{args.shape}")
-        dedupe_effect(args, dev, tmp, model_dir)
+        dedupe_effect(args, dev, tmp, timed_model(args, dev, tmp / f"random-dup-{args.shape}"))
+    if args.models:
+        side_by_side(dev, args.models, tmp)
 
     # memory on a big generated file
     if args.big_rows:
@@ -287,8 +382,9 @@ def main() -> None:
                 w.writerow([i, texts[i % len(texts)]])
         # VmHWM, not ru_maxrss: Linux carries the parent's peak through fork + exec into the child's ru_maxrss
         # (after the speed comparison above, the parent's 1.6 GB showed up as the child's peak)
+        big_model = args.model or timed_model(args, dev, tmp / "random-big")
         code = ("import re,time;from koelectra_kit.label import label_file;t=time.time();"
-                f"s=label_file({args.model!r},{str(big)!r},{str(tmp / 'big_out.csv')!r},'review',progress=False);"
+                f"s=label_file({big_model!r},{str(big)!r},{str(tmp / 'big_out.csv')!r},'review',progress=False);"
                 "hwm=re.search(r'VmHWM:\\s+(\\d+)',open('/proc/self/status').read()).group(1);"
                 "print(s.rows, time.time()-t, hwm)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

@@ -4,6 +4,7 @@ Timings on a shared, noisy machine: each competitor runs in turns (A B A B ...),
 machine slows both, and the median of the turns is reported; read the ratios, not the absolute figures."""
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -18,6 +19,13 @@ SHARED = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "
 NSMC_DEV = SHARED / "nsmc3" / "dev.tsv"
 NSMC_TRAIN = SHARED / "nsmc3" / "train.tsv"
 PRETRAIN = SHARED / "pretrain"
+
+
+class Parser(argparse.ArgumentParser):
+    """A benchmark's options: bad input answered in one ``error:`` line, exit 2, as every koelectra-kit command."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}\n")
 
 
 def require(path: Path) -> Path:
