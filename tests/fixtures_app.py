@@ -175,3 +175,15 @@ class TeachClient(AppClient):
                 return s
             time.sleep(0.2)
         raise AssertionError(f"no retrain ended within {timeout}s: {s['retrain']}")
+
+
+def appears(path: Path, seconds: float = 30) -> bool:
+    """Whether ``path`` exists within ``seconds`` (a browser download finishing)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
