@@ -45,6 +45,8 @@ def _rows(path: Path) -> list[dict]:
 
 
 def test_browser_teaches_with_the_keyboard_through_a_kill_and_a_retrain(tiny_classifier_dir, tmp_path, monkeypatch):
+    pytest.importorskip("selenium", reason="selenium is in the dev extra: pip install -e '.[dev]'")
+    pytest.importorskip("fastapi")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait

@@ -9,7 +9,10 @@ does not. Files are labelled by the same ``FileLabeller`` as ``koelectra-kit lab
 Modules: ``settings`` (the options), ``uploads`` (bytes in -> a file the labeller reads), ``jobs`` (one background
 labelling job per upload), ``results`` (rows to review, downloads in the input's format), ``server`` (the
 routes), ``guard`` (only the analyst drives it: Host, Origin, token), ``static/`` (the page: plain HTML, CSS and JS,
-no build step, works offline).
+no build step, works offline). Teach mode (``--teach POOL --labels LABELS.csv``): ``teach`` (the loop: what is asked,
+answers, rounds), ``pool`` (the pool and its queue of suggestions), ``labelstore`` (LABELS.csv, an append-only log),
+``retrain`` (the finetune recipe, ``finetune_args``, run in a subprocess), ``teach_routes`` (its routes and the label
+fixes').
 """
 from .settings import AppSettings
 
