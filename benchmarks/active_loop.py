@@ -144,9 +144,12 @@ def retrain(setup: Setup, labels: Path, out: Path, seed: int, device: str) -> tu
 
         result = run_baseline(sentiment_config(common))
         return "tfidf", {"tfidf": _scores(result["dev"])}
+    from koelectra_kit.app.retrain import finetune_args
     from koelectra_kit.finetune import finetune
 
-    result = finetune(sentiment_config([f"model={setup.encoder}", *common, f"device={device}", "progress=false"]))
+    # the app's own retrain arguments (teach mode), so the simulation cannot drift from what the page runs
+    result = finetune(sentiment_config(finetune_args(setup.encoder, labels, out, seed=seed,
+                                                     overrides=[f"device={device}"])))
     c = result["candidates"]
     return c["best"], {k: _scores(v) for k, v in c["scores"].items()}
 

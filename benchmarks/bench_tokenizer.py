@@ -103,9 +103,10 @@ def main() -> None:
                                                                vocab_size=args.train_vocab, progress=False)))
         print(f"  trained in {s:.0f}s (pre-split cached for later passes)")
     fallback = tok.fallback
-    # the same vocabulary, pre-split word by word (the kiwi_word mode), so only the pre-split differs
-    word = KoTokenizer(tok.backend, normalize=tok.normalize_cfg, presplit="kiwi_word", model=tok.model,
-                       fallback=fallback)
+    # One vocabulary, both pre-splits, whatever mode the folder records (new folders default to kiwi_word): ``tok``
+    # analyses each text whole (the kiwi mode), ``word`` each word alone, so only the pre-split differs.
+    tok, word = (KoTokenizer(tok.backend, normalize=tok.normalize_cfg, presplit=mode, model=tok.model,
+                             fallback=fallback) for mode in ("kiwi", "kiwi_word"))
     texts = [t for t in iter_texts(args.corpus) if t.strip()]
     if args.lines:
         texts = texts[:args.lines]

@@ -62,9 +62,9 @@ class PretrainConfig:
     tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
     vocab_size: int = 32000  # only when training the tokenizer here
     tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
-    # only when training it here: kiwi (whole-text morpheme analysis) | kiwi_word (each word on its own, memoized:
-    # the corpus and labelling pre-split at cache speed, docs/RESULTS.md §6) | none
-    presplit: str = "kiwi"
+    # only when training it here: kiwi_word (each word on its own, memoized: the corpus and labelling pre-split at
+    # cache speed, no worse after pretraining, docs/RESULTS.md §6) | kiwi (whole-text morpheme analysis) | none
+    presplit: str = "kiwi_word"
     # Continued (domain-adaptive) pretraining: start from an ELECTRA discriminator instead of random weights: a
     # run folder of ours (discriminator/ + generator/), its discriminator/ (the sibling generator/ is used), any
     # ELECTRA model folder, or a hub id. Its tokenizer and shape are used: model.* shape keys that differ are

@@ -31,9 +31,10 @@ class TokenizerConfig:
     # unigram: sentencepiece (byte fallback). characters: a WordPiece vocabulary of the alphabet and its "##"
     # forms only (no merged pieces; vocab_size unused): the cpu-30min preset's, which learns fastest on 2 cores
     model: Literal["wordpiece", "unigram", "characters"] = "wordpiece"
-    # kiwi: Kiwi analyses each text whole. kiwi_word: each space-separated word on its own, memoized (faster on
-    # text that repeats its words; pieces can differ where Kiwi used a neighbouring word). none: subwords on the text
-    presplit: Literal["kiwi", "kiwi_word", "none"] = "kiwi"
+    # kiwi_word (the default since docs/RESULTS.md §6 measured it): each space-separated word analysed on its own,
+    # memoized (fast on text that repeats its words; pieces can differ where Kiwi used a neighbouring word). kiwi:
+    # Kiwi analyses each text whole (a folder without the key is this). none: subwords on the text
+    presplit: Literal["kiwi", "kiwi_word", "none"] = "kiwi_word"
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     min_frequency: int = 2  # WordPiece: pairs seen fewer times are not merged
     # An upper bound: the alphabet also gets at most a quarter of vocab_size unless more is needed to cover 99.95%
