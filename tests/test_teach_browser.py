@@ -131,5 +131,7 @@ def test_browser_teaches_with_the_keyboard_through_a_kill_and_a_retrain(tiny_cla
     import pandas as pd
 
     got = pd.read_csv(target, encoding="utf-8-sig", dtype=str, keep_default_na=False)
-    assert len(got) == len(truth) and set(got["label"]) <= set(LABELS) and (got["status"] == "ok").all()
+    # (a few long unspaced reviews run past the tiny test model's max_length: labelled all the same, marked so)
+    assert len(got) == len(truth) and set(got["label"]) <= set(LABELS)
+    assert got["status"].isin(["ok", "truncated"]).all() and (got["status"] == "ok").mean() > 0.9
     assert os.path.exists(tmp_path / "pool.csv")

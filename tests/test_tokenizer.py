@@ -112,7 +112,8 @@ def test_save_load_roundtrip_and_transformers(sample_tokenizer, tmp_path):
     assert "<0xF0>" in pre[0] and "\u1103" in pre[0]
     assert hf(pre)["input_ids"] == tok.encode_batch(NOISY[:4])["input_ids"]
     settings = json.loads((d / "koelectra_tokenizer.json").read_text())
-    assert settings["presplit"] == "kiwi" and settings["kiwi"]["kiwipiepy"] and settings["fallback"] == "jamo_bytes"
+    # kiwi_word: the default for new tokenizers since docs/RESULTS.md §6
+    assert settings["presplit"] == "kiwi_word" and settings["kiwi"]["kiwipiepy"] and settings["fallback"] == "jamo_bytes"
     assert again.fallback == "jamo_bytes"
 
 
@@ -259,8 +260,9 @@ def test_character_vocabulary_skips_kiwi_and_gets_the_same_ids(sample_dir, tmp_p
     comments = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(comments + [r.replace("\n", " ") for r in reviews]), encoding="utf-8")
+    # the whole-text mode, whose Kiwi calls all go through kiwi.presplit_texts (counted below)
     tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / "t"), model="characters",
-                                          progress=False, cache_dir=str(tmp_path / "c")))
+                                          presplit="kiwi", progress=False, cache_dir=str(tmp_path / "c")))
     reloaded = KoTokenizer.from_pretrained(tmp_path / "t")
     long_word = ("".join(comments[0].split()) * 20)[:240]  # past WordPiece's 200-character limit
     edge = ["", "  ", "a\tb c", "앞  뒤", " 앞뒤", "[URL] 좋아요 [USER]", "모르는글자齾가 있음", long_word + " 끝",
