@@ -64,7 +64,7 @@ class PretrainConfig:
     tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
     # only when training it here: kiwi_word (each word on its own, memoized: the corpus and labelling pre-split at
     # cache speed, no worse after pretraining, docs/RESULTS.md §6) | kiwi (whole-text morpheme analysis) | none
-    presplit: str = "kiwi_word"
+    presplit: Literal["kiwi_word", "kiwi", "none"] = "kiwi_word"
     # Continued (domain-adaptive) pretraining: start from an ELECTRA discriminator instead of random weights: a
     # run folder of ours (discriminator/ + generator/), its discriminator/ (the sibling generator/ is used), any
     # ELECTRA model folder, or a hub id. Its tokenizer and shape are used: model.* shape keys that differ are
@@ -162,8 +162,6 @@ class PretrainConfig:
         if self.tokenizer_model not in ("wordpiece", "characters"):
             raise ConfigError(f"tokenizer_model must be wordpiece or characters, got {self.tokenizer_model!r} (train "
                               "other tokenizers with `koelectra-kit tokenizer train` and pass tokenizer=DIR)")
-        if self.presplit not in ("kiwi", "kiwi_word", "none"):  # tokenizer.config.PRESPLITS (not imported: kiwi)
-            raise ConfigError(f"presplit must be kiwi, kiwi_word or none, got {self.presplit!r}")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.seq_len < 8:
