@@ -234,6 +234,23 @@ def test_presplit_in_worker_processes_is_the_same_file(sample_dir, tmp_path):
     assert one.read_bytes() == pool.read_bytes()
 
 
+
+def test_a_corpus_presplit_keeps_more_words_than_labelling(sample_dir, tmp_path, monkeypatch):
+    """A corpus keeps meeting new words: its pre-split asks for a million-word cache per process (labelling and the
+    tokenizer it returns keep 200,000), and word_cache=0 still turns the cache off."""
+    from koelectra_kit.tokenizer.config import CORPUS_WORD_CACHE, WORD_CACHE
+
+    asked = []
+    real = wordsplit.cuts_of
+    monkeypatch.setattr(wordsplit, "cuts_of", lambda words, workers, capacity: asked.append(capacity)
+                        or real(words, workers, capacity))
+    kw = {"text_column": None, "normalize": NormalizeConfig(), "presplit": "kiwi_word", "num_workers": 1}
+    presplit_file(sample_dir / "comments.txt", cache_dir=tmp_path / "a", **kw)
+    assert set(asked) == {CORPUS_WORD_CACHE} and CORPUS_WORD_CACHE > WORD_CACHE
+    asked.clear()
+    presplit_file(sample_dir / "comments.txt", cache_dir=tmp_path / "b", word_cache=0, **kw)
+    assert set(asked) == {0}
+
 @pytest.mark.parametrize("mode", ["kiwi", "kiwi_word"])
 def test_a_killed_presplit_continues_from_its_finished_pieces(sample_dir, tmp_path, monkeypatch, mode):
     kw = {"text_column": None, "normalize": NormalizeConfig(), "presplit": mode, "num_workers": 1,

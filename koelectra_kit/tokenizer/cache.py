@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
 from ..normalize import NormalizeConfig, Normalizer
 from . import kiwi, wordsplit
-from .config import FORMAT, KIWI_PRESPLITS, WORD_CACHE
+from .config import CORPUS_WORD_CACHE, FORMAT, KIWI_PRESPLITS
 
 # Part of the pre-split cache key: raise it when ``corpus.iter_texts`` reads a file differently, so a cache made
 # by the old reader is not reused (2: tables through ``tables.read_records``, malformed records skipped; 3: a short
@@ -53,7 +53,7 @@ def file_digest(path: Path) -> str:
 
 def presplit_file(path: str | Path, *, text_column: str | None, normalize: NormalizeConfig, presplit: str,
                   num_workers: int | None = None, cache_dir: str | Path | None = None, progress: bool = False,
-                  max_lines: int = 0, word_cache: int = WORD_CACHE, piece_bytes: int = PIECE_BYTES) -> Path:
+                  max_lines: int = 0, word_cache: int = CORPUS_WORD_CACHE, piece_bytes: int = PIECE_BYTES) -> Path:
     """The corpus file as pre-split text (one line per non-empty text, pieces joined by spaces), from the cache
     when this file and these settings were seen before. Built in pieces (see the module docstring) by
     ``num_workers`` processes (None: all cores); the cache appears only once complete."""

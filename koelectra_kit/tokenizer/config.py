@@ -16,6 +16,9 @@ FORMAT = 1  # of SETTINGS_FILE and of the pre-split cache key: raise it when eit
 PRESPLITS = ("kiwi", "kiwi_word", "none")
 KIWI_PRESPLITS = ("kiwi", "kiwi_word")
 WORD_CACHE = 200_000  # default words the kiwi_word cache keeps per process (~175 B each, see wordsplit.py)
+# ... and per process of a corpus pre-split (~175 MB each): a corpus keeps meeting new words, and a 200,000-word LRU
+# thrashes there (30% of a 1 GB comment corpus's words missed it, against 15% with a million; docs/RESULTS.md §6).
+CORPUS_WORD_CACHE = 1_000_000
 
 
 @dataclass
@@ -48,7 +51,8 @@ class TokenizerConfig:
     max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
     num_workers: int | None = None  # Kiwi threads, and processes of the corpus pre-split (None: all cores)
     cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
-    word_cache: int = WORD_CACHE  # kiwi_word: words whose pieces each process keeps (LRU; 0: no cache)
+    # kiwi_word: words whose pieces each process of the corpus pre-split keeps (LRU, ~175 MB a million; 0: no cache)
+    word_cache: int = CORPUS_WORD_CACHE
     progress: bool = True
 
     def validate(self) -> None:

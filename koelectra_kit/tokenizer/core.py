@@ -19,7 +19,7 @@ from ..normalize import NormalizeConfig, Normalizer
 from . import kiwi, saving, wordsplit
 from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds
-from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, Encoding
+from .config import CORPUS_WORD_CACHE, KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, Encoding
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, Fallback
 
 
@@ -373,5 +373,5 @@ def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num
             continue
         cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
                                num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress,
-                               word_cache=tok.word_cache)
+                               word_cache=CORPUS_WORD_CACHE if tok.word_cache else 0)
         yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)

@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..fileio import check_input_file
 from ..normalize import PLACEHOLDERS
 from .cache import presplit_file
-from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, TokenizerConfig
+from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, TokenizerConfig
 from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
@@ -40,7 +40,8 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     backend.post_processor = _post_processor(backend)
     tok = KoTokenizer(backend, normalize=cfg.normalize, presplit=cfg.presplit,
                       model="unigram" if cfg.model == "unigram" else "wordpiece",  # characters: WordPiece, no merges
-                      fallback=FALLBACK if _with_fallback(cfg) else None, word_cache=cfg.word_cache)
+                      fallback=FALLBACK if _with_fallback(cfg) else None,
+                      word_cache=min(cfg.word_cache, WORD_CACHE))  # labelling's size, not the corpus's
     if cfg.model == "wordpiece" and tok.vocab_size < cfg.vocab_size:
         # WordPiece stops when the corpus has no more pairs to merge; the model's embedding table follows the
         # tokenizer, so nothing breaks, but the user asked for another size and should know
