@@ -79,7 +79,7 @@ class FinetuneConfig:
     # are 94 steps in 3 epochs, far too few), with early stopping then on. A number: exactly that many epochs
     # (may be fractional, 0.5 = half an epoch), no floor.
     epochs: float | None = None
-    min_steps: int = 2000  # auto epochs: at least this many optimizer steps (docs/RESULTS.md §5 measured it)
+    min_steps: int = 4000  # auto epochs: at least this many optimizer steps (docs/RESULTS.md §5 measured it)
     batch_size: int = 32
     lr: float | None = None  # peak lr of the top layer; None = by width: <=256: 3e-4, <=768: 1e-4, else 5e-5
     # Dropout of the fine-tuned encoder (hidden states and attention; the head's is transformers' default): the
