@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     p.add_argument("--max-upload-mb", type=float, default=200, help="largest file accepted, in MB (default 200)")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per labelling chunk (default: automatic)")
-    p.add_argument("--batch-size", type=int, default=64, help="texts per model call (default 64)")
+    p.add_argument("--batch-size", type=int, default=128, help="texts per model call (default 128, as label)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     p.add_argument("--workdir", default=None, help="folder for uploads and results (default: system temp)")
