@@ -17,7 +17,7 @@ PRESPLITS = ("kiwi", "kiwi_word", "none")
 KIWI_PRESPLITS = ("kiwi", "kiwi_word")
 WORD_CACHE = 200_000  # default words the kiwi_word cache keeps per process (~175 B each, see wordsplit.py)
 # ... and per process of a corpus pre-split (~175 MB each): a corpus keeps meeting new words, and a 200,000-word LRU
-# thrashes there (30% of a 1 GB comment corpus's words missed it, against 15% with a million; docs/RESULTS.md §6).
+# thrashes there (30% of a 1 GB comment corpus's words missed it, against 12.5% with a million; docs/RESULTS.md §6).
 CORPUS_WORD_CACHE = 1_000_000
 
 
