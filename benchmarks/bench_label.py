@@ -24,7 +24,9 @@ needed (--tokenizer: an 8,000 WordPiece tokenizer folder; its pre-split mode is 
         [--model NEW_CLF --models OLD_CLF NEW_CLF]
 
 A kiwi_word tokenizer's word cache is emptied before every timed `label` run (as a fresh process starts); the
-pipeline's pre-split, untimed, does not count either way.
+pipeline's pre-split, untimed, does not count either way. Two more rows say what the cache can and cannot do: `label`
+with the words cached (a second file in one process, the app), and the cold bound: Kiwi on the file's distinct words
+once each plus that warm run, the least a fresh process must spend (Kiwi's workers and the model each use every core).
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
@@ -147,7 +149,7 @@ def compare(args, dev, tmp: Path) -> None:
     import torch
 
     from koelectra_kit.label import label_file
-    from koelectra_kit.tokenizer import KoTokenizer, presplit_texts
+    from koelectra_kit.tokenizer import KoTokenizer, kiwi_instance, presplit_texts
 
     reps = -(-args.rows // len(dev))
     data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
@@ -201,8 +203,14 @@ def compare(args, dev, tmp: Path) -> None:
         # so this is what the model side allows (a second file in one process, the app)
         competitors["label, word cache warm"] = lambda: label_file(model_dir, src, tmp / "out-warm.csv", "document",
                                                                    progress=False, overwrite=True)
+        # what a cold cache must send to Kiwi at the least: the file's distinct words, once each, in one batched call
+        # on all cores (wordsplit.analyse's call); with the warm run, the bound on a cold `label` (see the note below)
+        words = list(dict.fromkeys(w for t in texts for w in tok.normalize(t).split()))
+        kiwi_all = kiwi_instance(None)
+        competitors["kiwi words"] = lambda: sum(1 for _ in kiwi_all.tokenize(words))
     runs = interleaved(competitors, rounds=args.rounds, warmup=0)
     t_pipe = median(runs.pop("pipe"))
+    t_words = median(runs.pop("kiwi words")) if "kiwi words" in runs else None
     timings = {name: median(ts) for name, ts in runs.items()}
     if model_dir != args.model and args.model:  # accuracy needs the trained model: label dev with it, every way
         for i, (_, opts) in enumerate(methods):
@@ -226,6 +234,11 @@ def compare(args, dev, tmp: Path) -> None:
     if tok.presplit == "kiwi_word":
         print(" kiwi_word: the word cache emptied before every timed `label` run, as a fresh process starts, but the "
               "warm one")
+        bound = t_words + timings["label, word cache warm"]
+        print(f"cold bound: Kiwi on the file's {len(words):,} distinct words once each, all cores ({t_words:.2f}s), "
+              f"then `label` with them cached ({timings['label, word cache warm']:.2f}s): {n / bound:,.0f} rows/s, "
+              f"{t_pipe / bound:.2f}x (a); Kiwi's workers and the model each fill every core, so a cold `label` "
+              "cannot overlap them to beat it")
     if not args.model:
         print("\n(no --model: no accuracy, the weights are random)")
         return

@@ -2,7 +2,7 @@
 one (``kiwi_word``, each word alone through the per-process word cache) on a ~1 GB corpus, through the real
 ``presplit_file`` path (pieces, one process per core), and optionally a kill at a random point and a rerun.
 
-    python benchmarks/bench_presplit.py                        # 1 GB, both modes on all of it (kiwi: ~30 min on 2 AVX-512 cores, ~2 h on AVX2)
+    python benchmarks/bench_presplit.py                        # 1 GB, both modes on all of it (kiwi: ~50 min on 2 AVX-512 cores, ~2 h on AVX2)
     python benchmarks/bench_presplit.py --old-mb 128           # kiwi on the first 128 MB only, see below
     python benchmarks/bench_presplit.py --size-mb 20 --kill    # a quick check, with the kill
 
@@ -17,7 +17,7 @@ and its worker processes) every 0.1 s for the peak of their summed RSS (copy-on-
 count in every process: an upper bound). MB are 2^20 bytes, as in --size-mb. Printed per run: wall time, MB/s, peak RSS, the cache's size; then the
 ratio kiwi_word / kiwi in MB/s from the same run.
 
---old-mb N: today's mode runs on the first N MB of the corpus only (at ~0.6 MB/s on 2 AVX-512 cores, 1 GB takes ~30 min;
+--old-mb N: today's mode runs on the first N MB of the corpus only (at 0.35 MB/s on 2 AVX-512 cores, 1 GB takes ~50 min;
 0.15 MB/s, ~2 hours, on 2 AVX2 cores);
 the new mode then runs on that same slice too, for the ratio, and on the whole corpus for its own figures.
 

@@ -126,11 +126,14 @@ def test_a_hand_edit_is_read_and_a_bad_label_pauses_answers_without_touching_the
         # the analyst fixes the first label by hand and adds a row of their own (text and label only), no newline
         edited = text.replace(f",{truth[asked[0]['text']]},answer,", ",neutral,answer,", 1)
         edited = edited.replace(f"{truth[asked[0]['text']]},answer", "neutral,answer", 1)
-        edited += "손으로 넣은 리뷰 최고,positive,,,,,,"
+        edited += "손으로 넣은 리뷰 최고,positive,,,,,,\n한국어로 적은 라벨,긍정,,,,,,\n대문자 라벨, Negative ,,,,,,"
         path.write_text(edited, encoding="utf-8")
         s = c.state()
-        assert s["problem"] is None and s["labelled"] == 4
-        assert c.teacher.log.state().labels["손으로 넣은 리뷰 최고"] == "positive"
+        assert s["problem"] is None and s["labelled"] == 6
+        got = c.teacher.log.state().labels
+        # typed as finetune reads a training file: the Korean name and another case are the model's labels
+        assert got["손으로 넣은 리뷰 최고"] == "positive" and got["한국어로 적은 라벨"] == "positive"
+        assert got["대문자 라벨"] == "negative"
         item = c.next()
         assert c.act("answer", "after-edit", item["row"], "negative").status == 200
         after = path.read_text(encoding="utf-8")

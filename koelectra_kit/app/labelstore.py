@@ -15,8 +15,8 @@ answers) is kept once. The effective labels are the latest answer per text that 
 
 The analyst may edit the file by hand while the app runs (fix a label, delete a line, add rows with only ``text``
 and ``label``): it is re-read whenever its modification time or size is not what the last read or append left,
-and checked. A file the app can't use (a label outside the model's set, not UTF-8, no text/label column) is never
-written to: answers are refused with one line saying what to fix, until the file is fixed.
+and checked. A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A file the app can't
+use (a label outside the model's set, not UTF-8, no text/label column) is never written to: answers are refused with one line saying what to fix, until the file is fixed.
 """
 from __future__ import annotations
 
@@ -78,6 +78,11 @@ def parse(data: bytes, name: str, labels: list[str]) -> list[Event]:
         raise LabelFileProblem(f"{name} has no {' and no '.join(missing)} column (its header: {','.join(header)}); "
                                f"the app's columns are {','.join(COLUMNS)}")
     at = {c: header.index(c) for c in COLUMNS if c in header}
+    # a label typed by hand the way `finetune` reads a training file: 긍정 or Positive for positive (the aliases apply
+    # where the model has one label of that meaning); the event keeps the model's own name
+    from ..finetune.data import label_resolver
+
+    resolve = label_resolver(labels)
     events, bad = [], []
     for n, fields in enumerate(rows[1:], start=2):
         if not any(f.strip() for f in fields):
@@ -87,9 +92,11 @@ def parse(data: bytes, name: str, labels: list[str]) -> list[Event]:
         label, action = get.get("label", ""), get.get("action", "") or ("answer" if get.get("label") else "skip")
         if action not in ACTIONS:
             bad.append(f"line {n}: action {action!r} (answer, skip or undo)")
-        elif action == "answer" and label not in labels:
+        elif action == "answer" and resolve(label) is None:
             bad.append(f"line {n}: label {label!r}")
-        events.append(Event(**{**{c: get.get(c, "") for c in COLUMNS}, "action": action}))
+        elif action == "answer":
+            label = resolve(label)
+        events.append(Event(**{**{c: get.get(c, "") for c in COLUMNS}, "action": action, "label": label}))
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}: not one of the labels "
