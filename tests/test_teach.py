@@ -170,6 +170,8 @@ def test_bad_input_at_start_is_one_line_and_exit_2(tiny_classifier_dir, tmp_path
         (["--teach", str(tmp_path / "pool.csv"), "--labels", str(tmp_path / "l.csv"), "--classes", "a,b"],
          "--classes a,b"),
         (["--labels", str(tmp_path / "l.txt")], "give a .csv file"),
+        (["--teach", str(tmp_path / "pool.csv"), "--labels", str(tmp_path / "l.csv"), "--retrain-recipe", "svm"],
+         "--retrain-recipe"),
     ]
     for extra, message in cases:
         assert main(base + extra) == 2, extra
@@ -263,6 +265,35 @@ def test_an_encoder_alone_starts_with_a_random_sample_and_no_classifier(tiny_enc
         assert c.call("POST", "/api/teach/label-pool").status == 409
         r = c.call("POST", "/api/teach/retrain")
         assert r.status == 409 and "at least 2 labelled reviews of each label" in r.json["error"]
+
+
+def test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the_full_recipe(tiny_encoder_dir,
+                                                                                              tmp_path, pool):
+    from koelectra_kit.app.retrain import TFIDF_UNTIL, recipe_for
+
+    _, truth = pool
+    with start_teach(tiny_encoder_dir, tmp_path) as c:  # auto, the default
+        answer_until_ready(c, truth)
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        s = c.wait_retrain()
+        rnd = s["rounds"][-1]
+        assert rnd["state"] == "done" and rnd["recipe"] == "tfidf" and rnd["best"] == "tfidf", rnd
+        assert set(rnd["scores"]) == {"tfidf"} and (Path(rnd["folder"]) / "classifier.json").is_file()
+        assert s["serving"] == "r001" and s["source"] == "r001"
+        item = c.next()
+        assert item["source"] == "r001" and item["guess"] in LABELS  # asked from the TF-IDF model
+    (tmp_path / "full").mkdir()
+    teach_pool(tmp_path / "full")
+    with start_teach(tiny_encoder_dir, tmp_path / "full", retrain_recipe="full") as c:
+        answer_until_ready(c, truth)
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        rnd = c.wait_retrain()["rounds"][-1]
+        assert rnd["recipe"] == "full" and set(rnd["scores"]) == {"encoder", "tfidf", "ensemble"}, rnd
+    # the rule itself: a fine-tuned --model, a --dev file or enough labels keep the full recipe
+    assert recipe_for("auto", TFIDF_UNTIL - 1, True, None) == "tfidf"
+    assert recipe_for("auto", TFIDF_UNTIL, True, None) == "full"
+    assert recipe_for("auto", 100, False, None) == "full" and recipe_for("auto", 100, True, "dev.csv") == "full"
+    assert recipe_for("tfidf", 10_000, False, "dev.csv") == "tfidf" and recipe_for("full", 100, True, None) == "full"
 
 
 def test_label_the_whole_pool_and_fix_a_reviewed_row(tiny_classifier_dir, tmp_path, pool):

@@ -4,9 +4,11 @@
     cfg = load_config(FinetuneConfig, "sentiment", overrides)      # what the subprocess runs
 
 **The recipe** (``finetune_args``, the one place it is written; benchmarks/bench_active.py can reuse it): the
-shipped ``sentiment`` defaults (auto epochs with the 2,000-step floor, dropout 0.1, early stopping), ``ensemble=tfidf``
+shipped ``sentiment`` defaults (auto epochs with the 4,000-step floor, dropout 0.1, early stopping), ``ensemble=tfidf``
 so each round also fits TF-IDF and the encoder + TF-IDF ensemble, and the folder best on dev serves; dev is
-``--dev`` when given, else ``finetune``'s stratified 10% of the labels (seeded). Every round starts from the same
+``--dev`` when given, else ``finetune``'s stratified 10% of the labels (seeded). From a bare encoder with no
+``--dev``, rounds fit TF-IDF alone (``baseline_args``) until ``TFIDF_UNTIL`` labels (``--retrain-recipe``, see
+``recipe_for``). Every round starts from the same
 encoder and trains on all the labels so far: a round's model never depends on the rounds before it, only on the
 labels, so a bad round leaves no trace.
 
@@ -32,6 +34,34 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+
+RECIPES = ("auto", "full", "tfidf")
+# auto's switch: below this many labels, from a bare encoder and with no --dev, a round fits TF-IDF alone. Simulated
+# on nsmc3 (docs/RESULTS.md §7, benchmarks/bench_active.py, 2 seeds), TF-IDF alone with margin sampling scored above
+# the full recipe's best folder at every size measured, 500 to 2,000 labels (0.4582 vs 0.4192 dev macro-F1 at 1,000):
+# a held-out 10% of so few labels (50-200 rows) is too small to stop the encoder's training or to choose between
+# encoder, TF-IDF and ensemble. And a TF-IDF round takes seconds where the encoder's takes minutes on a CPU.
+TFIDF_UNTIL = 2000
+
+
+def recipe_for(recipe: str, labels: int, from_encoder: bool, dev) -> str:
+    """The recipe one round runs: ``full`` or ``tfidf`` (``recipe`` auto decided, see ``TFIDF_UNTIL``). auto keeps
+    the full recipe for a fine-tuned ``--model`` (its head already knows the task: TF-IDF on a few hundred labels
+    would replace it with something worse) and with a ``--dev`` file (a real dev set can choose)."""
+    if recipe != "auto":
+        return recipe
+    return "tfidf" if from_encoder and not dev and labels < TFIDF_UNTIL else "full"
+
+
+def baseline_args(train_csv: str | Path, out: str | Path, dev: str | Path | None = None, seed: int = 42,
+                  labels: list[str] | None = None, overrides=()) -> list[str]:
+    """The TF-IDF round: ``koelectra-kit baseline --config sentiment *baseline_args(...)``, the same labels, held-out
+    split and seed as ``finetune_args`` (``baseline`` reads the fine-tuning config; its encoder keys go unused)."""
+    args = [f"train={train_csv}", f"dev={dev if dev else 'null'}", f"out={out}", f"seed={seed}", "plots=false"]
+    if labels:
+        args.append("labels=" + json.dumps(list(labels), ensure_ascii=False))
+    return args + list(overrides)
 
 
 def finetune_args(encoder: str | Path, train_csv: str | Path, out: str | Path, dev: str | Path | None = None,
@@ -61,6 +91,7 @@ class Round:
     dev: str = ""  # what the scores are on: the --dev file, or the held-out 10%
     seconds: float = 0.0
     start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
+    recipe: str = ""  # full | tfidf (what auto chose); "" in rounds.jsonl written before there was a choice
 
     @property
     def name(self) -> str:
@@ -148,9 +179,10 @@ def _prctl():
 _PRCTL = _prctl()
 
 
-def run_finetune(overrides: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
-    """Start ``python -m koelectra_kit finetune --config sentiment OVERRIDES`` with its output into ``log``."""
-    cmd = [sys.executable, "-m", "koelectra_kit", "finetune", "--config", "sentiment", *overrides]
+def run_finetune(overrides: list[str], log: Path, env: dict | None = None, command: str = "finetune") -> subprocess.Popen:
+    """Start ``python -m koelectra_kit COMMAND --config sentiment OVERRIDES`` (finetune, or baseline for a TF-IDF
+    round) with its output into ``log``."""
+    cmd = [sys.executable, "-m", "koelectra_kit", command, "--config", "sentiment", *overrides]
     out = open(log, "w", encoding="utf-8")
     try:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -174,8 +206,9 @@ def best_folder(out: Path) -> tuple[str, Path, dict]:
     """(name, folder, dev macro-F1 per candidate) from a finished round's eval.json."""
     result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
     c = result.get("candidates")
-    if not c:  # ensemble=none (an override): the encoder alone
-        return "encoder", out, {"encoder": round(float(result["dev"]["macro_f1"]), 4)}
+    if not c:  # a TF-IDF round (baseline's eval.json), or ensemble=none (an override): one folder
+        name = "tfidf" if (out / "classifier.json").is_file() else "encoder"
+        return name, out, {name: round(float(result["dev"]["macro_f1"]), 4)}
     folder = out if c["folder"] == "." else out / c["folder"]
     return c["best"], folder, {k: round(float(v["macro_f1"]), 4) for k, v in c["scores"].items()}
 

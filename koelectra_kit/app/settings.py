@@ -38,6 +38,9 @@ class AppSettings:
     strategy: str = "margin"  # which rows to ask first (suggest.py): margin | entropy | random
     seed: int = 42  # the random first sample's order and each retrain's seed
     retrain_overrides: list[str] = field(default_factory=list)  # extra finetune key=value (after the recipe's)
+    # what a round trains (retrain.RECIPES): auto = TF-IDF alone while a bare encoder has under 2,000 labels and
+    # no --dev to choose on, else the full recipe; full = finetune + TF-IDF + ensemble every round; tfidf = TF-IDF only
+    retrain_recipe: str = "auto"
 
     def validate(self) -> None:
         if not self.model:
@@ -76,6 +79,10 @@ class AppSettings:
             raise ConfigError(f"--dev {self.dev}: no such file")
         if self.retrain_every < 1:
             raise ConfigError(f"--retrain-every {self.retrain_every}: at least 1 new label between retrains")
+        from .retrain import RECIPES
+
+        if self.retrain_recipe not in RECIPES:
+            raise ConfigError(f"--retrain-recipe {self.retrain_recipe}: use one of {', '.join(RECIPES)}")
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
         if self.classes is not None and (len(self.classes) < 2 or len(set(self.classes)) != len(self.classes)

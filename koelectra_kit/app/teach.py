@@ -26,7 +26,8 @@ from ..errors import ConfigError, InputError, KitError
 from .labelstore import Event, LabelLog
 from .pool import Pool, Queue, score
 from .jobs import Busy
-from .retrain import Progress, Round, append_round, best_folder, failure_line, finetune_args, now, read_rounds, run_finetune
+from .retrain import (Progress, Round, append_round, baseline_args, best_folder, failure_line, finetune_args, now,
+                      read_rounds, recipe_for, run_finetune)
 
 logger = logging.getLogger("koelectra_kit.app")
 MAX_ID = 100  # characters of a client-made answer id
@@ -230,12 +231,17 @@ class Teacher:
         from ..classifier import Classifier
 
         out = folder / "model"
-        args = finetune_args(self.start.encoder, folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
-                             self.s.retrain_overrides)
+        rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, self.start.classifier is None, self.s.dev)
+        if rnd.recipe == "tfidf":
+            args = baseline_args(folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
+                                 self.s.retrain_overrides)
+        else:
+            args = finetune_args(self.start.encoder, folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
+                                 self.s.retrain_overrides)
         if self.s.device != "auto":
             args.append(f"device={self.s.device}")
-        proc = run_finetune(args, folder / "log.txt")
-        progress = Progress(folder / "log.txt")
+        proc = run_finetune(args, folder / "log.txt", command="baseline" if rnd.recipe == "tfidf" else "finetune")
+        progress = Progress(folder / "log.txt") if rnd.recipe == "full" else None  # baseline logs no steps
         while True:
             try:
                 code = proc.wait(timeout=0.5)
@@ -245,7 +251,7 @@ class Teacher:
                     proc.kill()
                     proc.wait()
                     raise KitError("the app stopped") from None
-                phrase, frac = progress.read()
+                phrase, frac = progress.read() if progress else ("fitting TF-IDF", 0.5)
                 self.retrain.update(message=phrase, progress=frac)
         if code != 0:
             raise KitError(failure_line(folder / "log.txt", code))

@@ -55,6 +55,11 @@ def register(subparsers) -> None:
     t.add_argument("--strategy", default="margin", choices=["margin", "entropy", "random"],
                    help="which reviews to ask first (default margin: the smallest top-1 minus top-2 probability)")
     t.add_argument("--seed", type=int, default=42, help="the first random sample's order and each retrain's seed")
+    t.add_argument("--retrain-recipe", default="auto", choices=["auto", "full", "tfidf"],
+                   help="what a retrain trains: full (the encoder fine-tuned, TF-IDF and their ensemble, the best on "
+                   "dev serves), tfidf (TF-IDF alone, seconds a round), or auto (the default: tfidf while a bare "
+                   "encoder has fewer than 2,000 labels and no --dev, where it asked better questions and labelled "
+                   "better; full from then on, or from a fine-tuned --model, or with --dev)")
     t.add_argument("--retrain-set", action="append", default=[], metavar="KEY=VALUE",
                    help="a finetune override added to the retrain recipe, e.g. --retrain-set max_length=64 "
                    "(repeatable)")
@@ -81,7 +86,8 @@ def run(args) -> int:
                            workdir=args.workdir, teach=args.teach, labels=args.labels, text_column=args.text_column,
                            dev=args.dev, retrain_every=args.retrain_every, encoder=args.encoder,
                            classes=[c.strip() for c in args.classes.split(",")] if args.classes else None,
-                           strategy=args.strategy, seed=args.seed, retrain_overrides=list(args.retrain_set))
+                           strategy=args.strategy, seed=args.seed, retrain_overrides=list(args.retrain_set),
+                           retrain_recipe=args.retrain_recipe)
     settings.validate()
     if settings.teach:
         _check_recipe(settings)

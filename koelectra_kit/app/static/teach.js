@@ -128,8 +128,9 @@ function showState(s) {
 
 function drawRounds(rounds) {
   const names = ["encoder", "tfidf", "ensemble"];
-  drawTable($("rounds-table"), ["round", "labels", "serving", ...names.map((n) => `macro-F1 ${n}`), "seconds"],
-    rounds.map((r) => [r.name, r.labels, r.state === "done" ? r.best : `failed: ${r.message}`,
+  drawTable($("rounds-table"), ["round", "labels", "recipe", "serving", ...names.map((n) => `macro-F1 ${n}`),
+    "seconds"],
+    rounds.map((r) => [r.name, r.labels, r.recipe || "full", r.state === "done" ? r.best : `failed: ${r.message}`,
       ...names.map((n) => (r.scores[n] == null ? "" : r.scores[n])), r.seconds]));
   const svg = $("rounds-chart");
   svg.replaceChildren();
