@@ -268,6 +268,7 @@ def test_an_encoder_alone_starts_with_a_random_sample_and_no_classifier(tiny_enc
 
 
 def test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the_full_recipe(tiny_encoder_dir,
+                                                                                              tiny_classifier_dir,
                                                                                               tmp_path, pool):
     from koelectra_kit.app.retrain import TFIDF_UNTIL, recipe_for
 
@@ -289,6 +290,14 @@ def test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the
         assert c.call("POST", "/api/teach/retrain").status == 200
         rnd = c.wait_retrain()["rounds"][-1]
         assert rnd["recipe"] == "full" and set(rnd["scores"]) == {"encoder", "tfidf", "ensemble"}, rnd
+    # where the rounds start: a bare encoder (also as --encoder beside a classifier) or a classifier's own weights
+    from koelectra_kit.app.teach import start_point
+
+    def fine_tuned(model, encoder=None):
+        return start_point(str(model), encoder and str(encoder), None, "cpu", "fp32").fine_tuned
+
+    assert not fine_tuned(tiny_encoder_dir) and not fine_tuned(tiny_classifier_dir, tiny_encoder_dir)
+    assert fine_tuned(tiny_classifier_dir) and fine_tuned(tiny_classifier_dir, tiny_classifier_dir)
     # the rule itself: a fine-tuned --model, a --dev file or enough labels keep the full recipe
     assert recipe_for("auto", TFIDF_UNTIL - 1, True, None) == "tfidf"
     assert recipe_for("auto", TFIDF_UNTIL, True, None) == "full"

@@ -46,9 +46,10 @@ TFIDF_UNTIL = 2000
 
 
 def recipe_for(recipe: str, labels: int, from_encoder: bool, dev) -> str:
-    """The recipe one round runs: ``full`` or ``tfidf`` (``recipe`` auto decided, see ``TFIDF_UNTIL``). auto keeps
-    the full recipe for a fine-tuned ``--model`` (its head already knows the task: TF-IDF on a few hundred labels
-    would replace it with something worse) and with a ``--dev`` file (a real dev set can choose)."""
+    """The recipe one round runs: ``full`` or ``tfidf`` (``recipe`` auto decided, see ``TFIDF_UNTIL``).
+    ``from_encoder``: the rounds start from a bare encoder, not from a fine-tuned classifier's weights. auto keeps the
+    full recipe for the latter (its head already knows the task: TF-IDF on a few hundred labels would replace it with
+    something worse) and with a ``--dev`` file (a real dev set can choose)."""
     if recipe != "auto":
         return recipe
     return "tfidf" if from_encoder and not dev and labels < TFIDF_UNTIL else "full"

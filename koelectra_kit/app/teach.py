@@ -38,32 +38,45 @@ class StartModel:
     classifier: object | None  # a loaded Classifier, or None (an encoder alone: no classifier until round 1)
     encoder: str  # what every retrain starts from
     labels: list[str]
+    fine_tuned: bool = True  # whether ``encoder`` is a classifier already (a head that knows the task): retrain.recipe_for
+
+
+def _has_task_head(path: Path) -> bool:
+    """Whether the model folder ``path`` is a fine-tuned sequence classifier (real label names), not a bare encoder."""
+    import json
+
+    from ..classifier import placeholder_labels
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
+    except (OSError, ValueError):
+        return False
+    archs = " ".join(config.get("architectures") or [])
+    names = [v for _, v in sorted((config.get("id2label") or {}).items(), key=lambda kv: int(kv[0]))]
+    return "ForSequenceClassification" in archs and bool(names) and not placeholder_labels(names)
 
 
 def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
     """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
-    import json
-
-    from ..classifier import Classifier, placeholder_labels, toolkit_kind
+    from ..classifier import Classifier, toolkit_kind
     from ..modelio import check_model_source
 
     kind = toolkit_kind(model)
     if kind is None:
         path = Path(check_model_source(model, "--model"))
-        config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
-        archs = " ".join(config.get("architectures") or [])
-        names = [v for _, v in sorted((config.get("id2label") or {}).items(), key=lambda kv: int(kv[0]))]
-        if "ForSequenceClassification" not in archs or placeholder_labels(names) or not names:
+        if not _has_task_head(path):
             if not (path / "tokenizer.json").exists() and not (path / "koelectra_tokenizer.json").exists():
                 raise InputError(f"--model {model}: an encoder folder needs its tokenizer (tokenizer.json) to be "
                                  "fine-tuned")
-            return StartModel(None, str(encoder or path), list(classes or ["negative", "neutral", "positive"]))
+            start = Path(encoder) if encoder else path
+            return StartModel(None, str(start), list(classes or ["negative", "neutral", "positive"]),
+                              fine_tuned=bool(encoder) and _has_task_head(start))
     clf = Classifier.load(model, device=device, precision=precision)
     if classes and list(classes) != list(clf.labels):
         raise ConfigError(f"--classes {','.join(classes)}: {model} answers {', '.join(clf.labels)}; leave --classes "
                           "out (it is for an encoder without a classifier)")
     if encoder:
-        return StartModel(clf, str(encoder), list(clf.labels))
+        return StartModel(clf, str(encoder), list(clf.labels), fine_tuned=_has_task_head(Path(encoder)))
     if kind == "tfidf":
         raise ConfigError(f"--model {model} is a TF-IDF folder: retrains fine-tune an encoder; add --encoder DIR (a "
                           "pretrained or fine-tuned encoder folder)")
@@ -231,7 +244,7 @@ class Teacher:
         from ..classifier import Classifier
 
         out = folder / "model"
-        rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, self.start.classifier is None, self.s.dev)
+        rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, not self.start.fine_tuned, self.s.dev)
         if rnd.recipe == "tfidf":
             args = baseline_args(folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
                                  self.s.retrain_overrides)
