@@ -24,9 +24,11 @@ needed (--tokenizer: an 8,000 WordPiece tokenizer folder; its pre-split mode is 
         [--model NEW_CLF --models OLD_CLF NEW_CLF]
 
 A kiwi_word tokenizer's word cache is emptied before every timed `label` run (as a fresh process starts); the
-pipeline's pre-split, untimed, does not count either way. Two more rows say what the cache can and cannot do: `label`
-with the words cached (a second file in one process, the app), and the cold bound: Kiwi on the file's distinct words
-once each plus that warm run, the least a fresh process must spend (Kiwi's workers and the model each use every core).
+pipeline's pre-split, untimed, does not count either way. More rows say what the cache can and cannot do: `label`
+with the words cached (a second file in one process, the app); a fresh process that finds the words of an earlier
+run in the word file (tokenizer/wordfile.py: it reads the file, then labels); and the cold bound: Kiwi on the file's
+distinct words once each plus the warm run, the least a fresh process with no word file must spend (Kiwi's workers
+and the model each use every core).
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
@@ -149,7 +151,7 @@ def compare(args, dev, tmp: Path) -> None:
     import torch
 
     from koelectra_kit.label import label_file
-    from koelectra_kit.tokenizer import KoTokenizer, kiwi_instance, presplit_texts
+    from koelectra_kit.tokenizer import KoTokenizer, kiwi_instance, presplit_texts, wordfile, wordsplit
 
     reps = -(-args.rows // len(dev))
     data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
@@ -203,6 +205,14 @@ def compare(args, dev, tmp: Path) -> None:
         # so this is what the model side allows (a second file in one process, the app)
         competitors["label, word cache warm"] = lambda: label_file(model_dir, src, tmp / "out-warm.csv", "document",
                                                                    progress=False, overwrite=True)
+        if wordfile.enabled():  # a fresh process after an earlier run on this file: the word file, then label
+            wordfile.save(wordsplit.word_cache(0))  # (the warm-up runs' words, written as a process's exit writes)
+
+            def from_file():
+                cold_word_cache(tok)
+                wordfile.forget()
+                label_file(model_dir, src, tmp / "out-file.csv", "document", progress=False, overwrite=True)
+            competitors["label, a fresh process with the word file"] = from_file
         # what a cold cache must send to Kiwi at the least: the file's distinct words, once each, in one batched call
         # on all cores (wordsplit.analyse's call); with the warm run, the bound on a cold `label` (see the note below)
         words = list(dict.fromkeys(w for t in texts for w in tok.normalize(t).split()))

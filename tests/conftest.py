@@ -14,6 +14,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# no kiwi_word word file carried from one test (or its subprocesses) to the next: tests/test_wordfile.py turns it on
+os.environ["KOELECTRA_WORD_FILE"] = "0"
 # Caches (Kiwi pre-split, packed ids, fine-tune tokens) go to a fresh folder per test session, never the
 # user's ~/.cache: a test must not reuse, or leave behind, another run's cache entries.
 os.environ["KOELECTRA_CACHE"] = tempfile.mkdtemp(prefix="koelectra-kit-tests-")

@@ -31,7 +31,7 @@ import threading
 from collections import OrderedDict
 from typing import Iterable
 
-from . import kiwi
+from . import kiwi, wordfile
 
 _WORD = re.compile(r"\S+")  # \S is str.isspace's complement, the rule kiwi.pieces_from_tokens cuts pieces at
 _SHARED_CUTS: dict[tuple, tuple] = {}  # one object per distinct cut tuple (a few thousand patterns)
@@ -55,6 +55,7 @@ class WordCache:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.hits = self.misses = 0
+        self.stored = 0  # entries ever stored (clear() keeps it): whether there is anything new to write back
         self._entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -83,8 +84,14 @@ class WordCache:
             for w, cuts in items:
                 entries[w] = cuts
                 entries.move_to_end(w)
+                self.stored += 1
             while len(entries) > self.capacity:
                 entries.popitem(last=False)
+
+    def items(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The entries, least recently used first."""
+        with self._lock:
+            return list(self._entries.items())
 
     def clear(self) -> None:
         with self._lock:
@@ -127,6 +134,7 @@ def cuts_of(words: Iterable[str], num_workers: int | None, capacity: int) -> dic
         missing = list(distinct)
     else:
         cache = word_cache(capacity)
+        wordfile.load_into(cache)  # once per process: the words earlier processes analysed
         missing = cache.lookup(distinct, found)
     new = list(zip(missing, analyse(missing, num_workers)))
     found.update(new)
