@@ -30,7 +30,8 @@ print(json.dumps({"ids": ids, "hits": cache.hits, "misses": cache.misses}))
 def texts(tmp_path, sample_dir) -> Path:
     lines = [t for t in (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines() if t.strip()]
     path = tmp_path / "texts.json"
-    path.write_text(json.dumps(lines[:150] + ["", "  띄어 쓰기\t탭 ", "ㅋㅋㅋㅋ 닼ㅋ"], ensure_ascii=False), encoding="utf-8")
+    texts = lines[:150] + ["", "  띄어 쓰기\t탭 ", "ㅋㅋㅋㅋ 닼ㅋ"]
+    path.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
     return path
 
 
@@ -82,12 +83,13 @@ def test_a_damaged_file_is_ignored_with_one_warning_and_replaced(sample_tokenize
     assert len(wordfile.parse(path.read_text(encoding="utf-8"))) == again["misses"]  # replaced by a good one
 
 
-@pytest.mark.parametrize("line", ["좋아요", "좋아요\t5", "좋아요\t0", "좋아요\t2,1", "좋아요\t1,1", "좋 아요\t1", "\t1",
-                                  "좋아요\tx", "좋아요\t1,", " 좋아요\t1"])
+@pytest.mark.parametrize("line", ["좋아요", "좋아요\t5", "좋아요\t0", "좋아요\t2,1", "좋아요\t1,1", "좋 아요\t1",
+                                  "\t1", "좋아요\tx", "좋아요\t1,", " 좋아요\t1"])
 def test_parse_refuses_a_line_that_is_not_a_word_and_its_cuts(line):
     with pytest.raises(ValueError, match="line 2"):
         wordfile.parse("영화\t\n" + line + "\n")
 
 
 def test_parse_reads_words_and_cuts():
-    assert wordfile.parse("영화\t\n봤는데\t1\nㅋㅋ재밌다\t2,3\n") == [("영화", ()), ("봤는데", (1,)), ("ㅋㅋ재밌다", (2, 3))]
+    entries = wordfile.parse("영화\t\n봤는데\t1\nㅋㅋ재밌다\t2,3\n")
+    assert entries == [("영화", ()), ("봤는데", (1,)), ("ㅋㅋ재밌다", (2, 3))]

@@ -15,8 +15,9 @@ answers) is kept once. The effective labels are the latest answer per text that 
 
 The analyst may edit the file by hand while the app runs (fix a label, delete a line, add rows with only ``text``
 and ``label``): it is re-read whenever its modification time or size is not what the last read or append left,
-and checked. A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A file the app can't
-use (a label outside the model's set, not UTF-8, no text/label column) is never written to: answers are refused with one line saying what to fix, until the file is fixed.
+and checked. A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A file the app
+can't use (a label outside the model's set, not UTF-8, no text/label column) is never written to: answers are refused
+with one line saying what to fix, until the file is fixed.
 """
 from __future__ import annotations
 

@@ -180,7 +180,8 @@ def _prctl():
 _PRCTL = _prctl()
 
 
-def run_finetune(overrides: list[str], log: Path, env: dict | None = None, command: str = "finetune") -> subprocess.Popen:
+def run_finetune(overrides: list[str], log: Path, env: dict | None = None,
+                 command: str = "finetune") -> subprocess.Popen:
     """Start ``python -m koelectra_kit COMMAND --config sentiment OVERRIDES`` (finetune, or baseline for a TF-IDF
     round) with its output into ``log``."""
     cmd = [sys.executable, "-m", "koelectra_kit", command, "--config", "sentiment", *overrides]

@@ -38,7 +38,7 @@ class StartModel:
     classifier: object | None  # a loaded Classifier, or None (an encoder alone: no classifier until round 1)
     encoder: str  # what every retrain starts from
     labels: list[str]
-    fine_tuned: bool = True  # whether ``encoder`` is a classifier already (a head that knows the task): retrain.recipe_for
+    fine_tuned: bool = True  # whether ``encoder`` is a classifier already (its head knows the task): recipe_for
 
 
 def _has_task_head(path: Path) -> bool:
