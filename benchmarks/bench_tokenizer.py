@@ -15,8 +15,10 @@ its ratio to Kiwi alone with the same cores; a cold corpus pass vs the cached se
 decode(encode(x)) == normalize(x), [UNK] rate, tokens per character, on and off.
 
 kiwi_word: the same vocabulary with the word-level pre-split (so the pre-split alone differs). Its pipeline is
-timed with the word cache emptied before every timed pass (cold: every distinct word of the texts goes to Kiwi once)
-and once more with the cache as that pass left it (warm); texts/s and the ratio to Kiwi alone on all cores, from
+timed with the word cache emptied before every timed pass (cold: every distinct word of the texts goes to Kiwi once),
+once more with the cache as that pass left it (warm), and emptied again with the word file read back (what a fresh
+process finds after an earlier run on these texts, tokenizer/wordfile.py); texts/s and the ratio to Kiwi alone on all
+cores, from
 the same interleaved rounds; the share of texts whose pieces equal the kiwi mode's; round trip and [UNK] count.
 The cold ceiling: Kiwi on the texts' distinct words once each, against Kiwi alone; the cold kiwi_word pipeline
 cannot beat it (on the 10,000 texts of nsmc3 dev, half the words are distinct). The load average is printed before
@@ -88,7 +90,8 @@ def main() -> None:
         sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")
 
     from koelectra_kit.corpus import iter_texts
-    from koelectra_kit.tokenizer import KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer, wordsplit
+    from koelectra_kit.tokenizer import (KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer, wordfile,
+                                         wordsplit)
 
     cores = os.cpu_count() or 1
     print(f"start: {load()}", flush=True)
@@ -137,17 +140,26 @@ def main() -> None:
         return s
 
     def word_pipeline(workers):
-        """(cold, warm) seconds: the word cache emptied first, then the same texts again."""
+        """(cold, warm, word file) seconds: the word cache emptied first, then the same texts again, then emptied
+        again and read back from the word file the warm pass left (a fresh process after an earlier run)."""
         word.num_workers = workers
-        wordsplit.word_cache(word.word_cache).clear()
+        cache = wordsplit.word_cache(word.word_cache)
+        wordfile.load_into(cache)  # (a no-op after the first time: the process's one read of the file, not timed)
+        cache.clear()
         _, cold = timed(lambda: [word.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
         _, warm = timed(lambda: [word.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
-        return cold, warm
+        if not wordfile.enabled():
+            return cold, warm, float("nan")
+        wordfile.save(cache)
+        cache.clear()
+        wordfile.forget()
+        _, from_file = timed(lambda: [word.encode_batch(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
+        return cold, warm, from_file
 
     # Interleaved repeats, best of each: a noisy neighbour slows whichever variant it lands on, never speeds
     # one up, so the minimum is the cleanest figure and the ratios compare like with like.
     variants = [(w, fb) for w in (1, cores) for fb in (fallback, None)]
-    words = [("word cold", w) for w in (1, cores)] + [("word warm", w) for w in (1, cores)]
+    words = [(f"word {kind}", w) for kind in ("cold", "warm", "file") for w in (1, cores)]
     best = {k: float("inf") for k in ["kiwi1", "kiwin", "kiwi words", *variants, *words]}
     for _ in range(args.repeats):
         best["kiwi1"] = min(best["kiwi1"], kiwi_alone(1))
@@ -156,9 +168,8 @@ def main() -> None:
         for v in variants:
             best[v] = min(best[v], pipeline(*v))
         for w in (1, cores):
-            cold, warm = word_pipeline(w)
-            best["word cold", w] = min(best["word cold", w], cold)
-            best["word warm", w] = min(best["word warm", w], warm)
+            for kind, seconds in zip(("cold", "warm", "file"), word_pipeline(w)):
+                best[f"word {kind}", w] = min(best[f"word {kind}", w], seconds)
     presplit = tok.presplit_batch(texts)
     _, wp = timed(lambda: tok.backend.encode_batch(presplit, add_special_tokens=False))
     rows = [("Kiwi tokenize alone, 1 core", chars / best["kiwi1"]),
@@ -167,17 +178,18 @@ def main() -> None:
     for w, fb in variants:
         rows.append((f"whole pipeline, {w} core{'s' if w > 1 else ''}, fallback {fb}", chars / best[w, fb]))
     for kind, w in words:
-        name = f"kiwi_word pipeline, {kind.split()[1]} cache, {w} core{'s' if w > 1 else ''}"
-        rows.append((name, chars / best[kind, w]))
+        what = "the word file read back" if kind == "word file" else f"{kind.split()[1]} cache"
+        rows.append((f"kiwi_word pipeline, {what}, {w} core{'s' if w > 1 else ''}", chars / best[kind, w]))
     print(f"\n{'stage (normalize+Kiwi+WordPiece+offsets for the pipeline)':<62}{'chars/s':>12}{'texts/s':>10}")
     for name, v in rows:
         print(f"{name:<62}{v:>12,.0f}{v * len(texts) / chars:>10,.0f}")
     for fb in (fallback, None):
         print(f"pipeline / Kiwi alone, fallback {fb}: 1 core {best['kiwi1'] / best[1, fb]:.2f}x, {cores} cores "
               f"{best['kiwin'] / best[cores, fb]:.2f}x   (target >= 0.75; fallback on not below off)")
-    for kind in ("word cold", "word warm"):
+    for kind in ("word cold", "word warm", "word file"):
         target = "   (target >= 2x Kiwi alone)" if kind == "word cold" else ""
-        print(f"kiwi_word pipeline ({kind.split()[1]} cache) / Kiwi alone: 1 core {best['kiwi1'] / best[kind, 1]:.2f}"
+        what = "a fresh process with the word file" if kind == "word file" else f"{kind.split()[1]} cache"
+        print(f"kiwi_word pipeline ({what}) / Kiwi alone: 1 core {best['kiwi1'] / best[kind, 1]:.2f}"
               f"x, {cores} cores {best['kiwin'] / best[kind, cores]:.2f}x; / kiwi-mode pipeline, {cores} cores "
               f"{best[cores, fallback] / best[kind, cores]:.2f}x{target}")
     n_words = sum(len(t.split()) for t in norm)
