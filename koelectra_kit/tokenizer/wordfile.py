@@ -5,7 +5,7 @@ A fresh ``koelectra-kit label`` process has an empty word cache, so every distin
 once: on 10,000 reviews of other movies that is half the run's time (benchmarks/bench_label.py's cold bound). The
 same file labelled again (another model, a fixed label, the next day's export) repeats those words. So the cache's
 entries are kept in one file under the cache folder, read at a process's first Kiwi pre-split and written back,
-most recently used last, when the process ends:
+most recently used last, when the process ends (a process that finds all its words there never loads Kiwi's model):
 
     $KOELECTRA_CACHE/words/words-1-kiwipiepy0.24.1-model0.24.0.tsv      word<TAB>cut,cut   (one line a word)
 
