@@ -22,8 +22,10 @@ import os
 import threading
 from pathlib import Path
 
-FORMAT = 1
-ENTRIES = 200_000  # words the file keeps, the most recently used (~3 MB; labelling's in-memory cache size)
+from .config import WORD_CACHE
+
+FORMAT = 1  # raise it when wordsplit.word_cuts would cut a word differently: older files then go unread
+ENTRIES = WORD_CACHE  # words the file keeps, the most recently used (~3 MB; labelling's in-memory cache size)
 _STATE = {"path": None, "pid": None, "loaded": False, "stored": 0}
 _LOCK = threading.Lock()  # the app and Classifier.predict encode on worker threads: one of them loads
 
