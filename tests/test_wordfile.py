@@ -93,3 +93,12 @@ def test_parse_refuses_a_line_that_is_not_a_word_and_its_cuts(line):
 def test_parse_reads_words_and_cuts():
     entries = wordfile.parse("영화\t\n봤는데\t1\nㅋㅋ재밌다\t2,3\n")
     assert entries == [("영화", ()), ("봤는데", (1,)), ("ㅋㅋ재밌다", (2, 3))]
+
+
+def test_a_cache_folder_that_cannot_be_written_never_fails_the_run(sample_tokenizer_dir, texts, tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder should be\n", encoding="utf-8")
+    fresh, _ = encode(sample_tokenizer_dir, texts, tmp_path / "off", on=False)
+    got, err = encode(sample_tokenizer_dir, texts, blocked)  # reading finds nothing, writing fails: both quietly
+    assert got["ids"] == fresh["ids"] and "Traceback" not in err
+    assert blocked.read_text(encoding="utf-8") == "a file where the cache folder should be\n"
