@@ -102,3 +102,24 @@ def test_a_cache_folder_that_cannot_be_written_never_fails_the_run(sample_tokeni
     got, err = encode(sample_tokenizer_dir, texts, blocked)  # reading finds nothing, writing fails: both quietly
     assert got["ids"] == fresh["ids"] and "Traceback" not in err
     assert blocked.read_text(encoding="utf-8") == "a file where the cache folder should be\n"
+
+
+def test_a_process_keeps_the_words_others_wrote_while_it_ran(tmp_path, monkeypatch):
+    """Shards of one job end one after the other: each merges the file as it finds it under its own words."""
+    from koelectra_kit.tokenizer import wordsplit
+
+    monkeypatch.setenv("KOELECTRA_WORD_FILE", "1")
+    monkeypatch.setenv("KOELECTRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(wordfile, "_STATE", {"path": None, "pid": None, "loaded": False, "stored": 0,
+                                             "registered": True})  # (no exit hook for this test's cache)
+    cache = wordsplit.WordCache(1000)
+    wordfile.load_into(cache)  # no file yet: starts empty
+    assert len(cache) == 0
+    cache.store([("영화", ()), ("봤는데", (1,))])  # this process's words
+    wordfile.path().parent.mkdir(parents=True)
+    wordfile.path().write_text("재밌다\t1\n영화\t\n", encoding="utf-8")  # another shard ended meanwhile
+    wordfile.save(cache)
+    assert wordfile.parse(wordfile.path().read_text(encoding="utf-8")) == [("재밌다", (1,)), ("영화", ()), ("봤는데", (1,))]
+    written = wordfile.path().stat().st_mtime_ns
+    wordfile.save(cache)  # nothing new since: not written again
+    assert wordfile.path().stat().st_mtime_ns == written

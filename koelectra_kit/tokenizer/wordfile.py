@@ -12,7 +12,8 @@ most recently used last, when the process ends (a process that finds all its wor
 Exact: a word's cuts depend on the word and Kiwi alone (wordsplit.py), so the file is keyed by the Kiwi versions
 that made it (and this format's number): another Kiwi never reads it. It is a cache, so it never fails a run: a file
 that cannot be read, or holds one malformed line, is ignored whole (with one warning), and one that cannot be
-written is skipped. Processes that end together each write the whole file atomically; the last one's stays.
+written is skipped. A process merges what the file holds when it ends (words other processes left since it started,
+e.g. the shards of one file) under its own, most recent, words, and writes the whole file atomically.
 ``KOELECTRA_WORD_FILE=0`` turns it off (the test suite does, so that no test depends on what another left).
 """
 from __future__ import annotations
@@ -109,7 +110,13 @@ def save(cache) -> None:
         return  # off, nothing new, or a forked child (its parent writes)
     from ..fileio import atomic_path
 
-    entries = cache.items()[-ENTRIES:]
+    ours = cache.items()
+    known = {w for w, _ in ours}
+    try:  # what processes that ended since this one started wrote (shards of one file, say): kept, as older entries
+        theirs = [e for e in parse(_STATE["path"].read_text(encoding="utf-8")) if e[0] not in known]
+    except (OSError, UnicodeDecodeError, ValueError):
+        theirs = []
+    entries = (theirs + ours)[-ENTRIES:]
     try:
         with atomic_path(_STATE["path"]) as tmp:
             with open(tmp, "w", encoding="utf-8", newline="\n") as f:
