@@ -148,10 +148,14 @@ class TeachClient(AppClient):
 
         deadline = time.monotonic() + timeout
         while True:
+            # "nothing to ask" only counts when the queue was not waiting for the pool's scores before the request and
+            # is not after it: read after alone, a request answered while waiting (item None) whose scoring ended
+            # just before the check looked final (a flake of the two-tabs test)
+            waited = self.teacher.queue.waiting
             r = self.call("POST", "/api/teach/next", json_body={"client": client})
             assert r.status == 200, r.body
-            if r.json["item"] is not None or r.json["state"]["scoring"] is None and not self.teacher.queue.waiting \
-                    or time.monotonic() > deadline:
+            settled = not waited and r.json["state"]["scoring"] is None and not self.teacher.queue.waiting
+            if r.json["item"] is not None or settled or time.monotonic() > deadline:
                 return r.json["item"]
             time.sleep(0.1)
 

@@ -70,7 +70,7 @@ def start_point(model: str, encoder: str | None, classes: list[str] | None, devi
                                  "fine-tuned")
             start = Path(encoder) if encoder else path
             return StartModel(None, str(start), list(classes or ["negative", "neutral", "positive"]),
-                              fine_tuned=bool(encoder) and _has_task_head(start))
+                              fine_tuned=_has_task_head(start))
     clf = Classifier.load(model, device=device, precision=precision)
     if classes and list(classes) != list(clf.labels):
         raise ConfigError(f"--classes {','.join(classes)}: {model} answers {', '.join(clf.labels)}; leave --classes "
@@ -245,16 +245,17 @@ class Teacher:
 
         out = folder / "model"
         rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, not self.start.fine_tuned, self.s.dev)
-        if rnd.recipe == "tfidf":
+        if rnd.recipe == "tfidf":  # `baseline`: seconds, and no steps in its log to follow
+            command, progress = "baseline", None
             args = baseline_args(folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
                                  self.s.retrain_overrides)
         else:
+            command, progress = "finetune", Progress(folder / "log.txt")
             args = finetune_args(self.start.encoder, folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
                                  self.s.retrain_overrides)
         if self.s.device != "auto":
             args.append(f"device={self.s.device}")
-        proc = run_finetune(args, folder / "log.txt", command="baseline" if rnd.recipe == "tfidf" else "finetune")
-        progress = Progress(folder / "log.txt") if rnd.recipe == "full" else None  # baseline logs no steps
+        proc = run_finetune(args, folder / "log.txt", command=command)
         while True:
             try:
                 code = proc.wait(timeout=0.5)
