@@ -31,7 +31,9 @@ csv.field_size_limit(2**31 - 1)
 TEXT_COLUMNS = ("review", "text", "document", "sentence", "comment", "comments", "content", "contents", "body",
                 "리뷰", "내용", "댓글", "텍스트", "문장")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
-           ".parquet": "parquet", ".pq": "parquet", ".txt": "tsv"}
+           ".parquet": "parquet", ".pq": "parquet", ".txt": "txt"}
+# A .txt file is one review per line and no header (a corpus, a pasted list): its one column is named this.
+LINES_COLUMN = "text"
 # cp949 is a superset of EUC-KR, so trying it covers both.
 CANDIDATE_ENCODINGS = ("utf-8", "cp949")
 
@@ -53,16 +55,16 @@ def refuse_workbook(path: str | Path) -> None:
 
 
 def table_format(path: str | Path, fmt: str | None = None) -> str:
-    """csv | tsv | jsonl | parquet, from ``fmt`` or the file extension."""
+    """csv | tsv | jsonl | parquet | txt (one review per line, no header), from ``fmt`` or the file extension."""
     if fmt:
         if fmt not in set(FORMATS.values()):
-            raise InputError(f"unknown format '{fmt}'; use one of csv, tsv, jsonl, parquet")
+            raise InputError(f"unknown format '{fmt}'; use one of csv, tsv, jsonl, parquet, txt")
         return fmt
     ext = Path(path).suffix.lower()
     refuse_workbook(path)
     if ext not in FORMATS:
         raise InputError(f"{path}: can't tell the format from the extension '{ext}'; "
-                         "pass the format (csv, tsv, jsonl, parquet)")
+                         "pass the format (csv, tsv, jsonl, parquet, txt)")
     return FORMATS[ext]
 
 
@@ -173,6 +175,9 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         if fmt == "jsonl":
             df = pd.read_json(path, lines=True, encoding=enc, dtype=False)
             return df
+        if fmt == "txt":  # one review per line, no header: the first line is a review, not a column name
+            with open(path, encoding=enc, newline="") as f:
+                return pd.DataFrame({LINES_COLUMN: [line.rstrip("\r\n") for line in f]}, dtype=str)
         sep = sep or ("\t" if fmt == "tsv" else ",")
         # TSV has no quoting convention and Korean review sets (NSMC and its derivatives) hold unbalanced '"'
         # in the text: read with CSV quoting, 413 of nsmc3's 150,000 training rows silently merge into
@@ -204,25 +209,51 @@ def require_columns(df, columns: list[str], path: str | Path) -> None:
 
 
 _NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?", re.IGNORECASE)
+# What a column of records holds besides review text: dates (2024-01-02, 2024.1.2, 2024년 1월 2일, with a time or
+# not), times, fractions (5/5), UUIDs and ids (letters and digits with a digit, no space: a1b2c3, ORD-1042).
+# A review is never only one of these (a review of "10" or "5/5" alone exists, hence the share below, not "any").
+_NOT_TEXT = re.compile(r"""\s*(?:
+    [+-]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?%?
+  | \d{2,4}\s*[-./년]\s*\d{1,2}\s*[-./월]\s*\d{1,4}\s*일?\.?(?:\s*[T ]?\s*\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?
+  | \d{1,2}:\d{2}(?::\d{2})?
+  | \d+\s*/\s*\d+
+  | (?=[a-z_-]*\d)[a-z0-9_-]{3,}
+)\s*""", re.IGNORECASE | re.VERBOSE)
+TEXT_SHARE = 0.1  # a column where under 10% of the non-empty values could be a review is not the review column
+EMPTY_SHARE = 0.9  # nor one that is empty in 90% of its rows (from 20 rows on)
 
 
-def check_not_numbers(values, column, columns, path) -> None:
-    """A text column holding nothing but numbers is a rating or id column picked by mistake (text_column=rating):
-    each number would be labelled, or trained on, as a review, exit 0. Three values at least, so a file of one
-    review that reads "10" still passes. ``values``: the column's values, or its first chunk when streaming; the
-    scan stops at the first text, so a real review column costs a few values, not a pass over all of them."""
-    numbers = 0
+def looks_like_text(value) -> bool:
+    """Whether ``value`` could be a review: not empty and not a number, date, time, fraction or id."""
+    text = "" if value is None else str(value).strip()
+    return bool(text) and _NOT_TEXT.fullmatch(text) is None
+
+
+def check_not_numbers(values, column, columns, path, empty: bool = False) -> None:
+    """A text column that holds no review text is a rating, date or id column picked by mistake
+    (text_column=rating, or a file with no text column at all): each value would be labelled, or trained on, as a
+    review, exit 0. Refused when at least three values are filled and under ``TEXT_SHARE`` of them could be text;
+    with ``empty`` (labelling), also when ``EMPTY_SHARE`` of 20 or more rows are empty. ``values``: the column's
+    values, or its first chunk when streaming."""
+    filled = numbers = texts = rows = 0
     for v in values:
+        rows += 1
         text = "" if v is None else str(v).strip()
         if not text:
             continue
-        if not _NUMBER.fullmatch(text):
-            return
-        numbers += 1
-    if numbers >= 3:
-        others = ", ".join(str(c) for c in columns if c != column)
-        raise InputError(f"{path}: column {column!r} holds only numbers ({numbers:,} values), not review text; "
-                         f"name the text column (other columns: {others})")
+        filled += 1
+        if _NUMBER.fullmatch(text):
+            numbers += 1
+        elif looks_like_text(text):
+            texts += 1
+    others = ", ".join(str(c) for c in columns if c != column)
+    if filled >= 3 and texts <= TEXT_SHARE * filled:
+        what = "only numbers" if numbers == filled else "numbers, dates or ids"
+        raise InputError(f"{path}: column {column!r} holds {what} ({filled:,} values, {texts:,} that read as text), "
+                         f"not review text; name the text column (other columns: {others or 'none'})")
+    if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
+        raise InputError(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
+                         f"a review column; name the text column (other columns: {others or 'none'})")
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:
@@ -388,6 +419,9 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
                                  raw=line.rstrip("\r\n"))
             f.close()
         return columns, gen_json()
+    if fmt == "txt":
+        return [LINES_COLUMN], _closing(f, (Record([line.rstrip("\r\n").lstrip("\ufeff") if i == 1 else
+                                                    line.rstrip("\r\n")], i) for i, line in enumerate(f, 1)))
     sep = sep or ("\t" if fmt == "tsv" else ",")
     header_line = f.readline()
     if not header_line:

@@ -191,3 +191,25 @@ def appears(path: Path, seconds: float = 30) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def tfidf_start(folder: Path, start_rows: int = 300) -> tuple[Path, Path, dict]:
+    """The analyst of issue 41: a TF-IDF folder fitted (``baseline``) on the first ``start_rows`` bundled labelled
+    reviews, which records them, and pool.csv of the other reviews (id, review). (the folder, the pool, the pool's true
+    labels by text)."""
+    import pandas as pd
+
+    from koelectra_kit.baseline import run_baseline
+    from koelectra_kit.config import load_config
+    from koelectra_kit.finetune import FinetuneConfig
+    from tests.conftest import SAMPLE
+
+    df = pd.read_csv(SAMPLE / "reviews_labelled.csv", dtype=str, keep_default_na=False).drop_duplicates("review")
+    folder.mkdir(parents=True, exist_ok=True)
+    df.head(start_rows)[["review", "label"]].to_csv(folder / "start.csv", index=False)
+    rest = df.iloc[start_rows:]
+    rest.assign(id=[f"R{i:04d}" for i in range(1, len(rest) + 1)])[["id", "review"]].to_csv(folder / "pool.csv",
+                                                                                            index=False)
+    run_baseline(load_config(FinetuneConfig, "sentiment", [f"train={folder / 'start.csv'}", "dev=null",
+                                                           f"out={folder / 'tfidf'}", "plots=false"]))
+    return folder / "tfidf", folder / "pool.csv", dict(zip(rest["review"], rest["label"]))

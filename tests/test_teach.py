@@ -356,3 +356,118 @@ def test_the_guard_refuses_teach_writes_from_another_site(tiny_classifier_dir, t
         assert not (tmp_path / "labels.csv").exists() and c.store.jobs == {}
         assert c.state()["retrain"]["state"] == "idle"
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 41: a round serves only when it is at least as good; a TF-IDF start keeps its data; the analyst's labels
+# reach the downloads; an interrupted round is said
+# ---------------------------------------------------------------------------------------------------------
+
+def _answer(c, truth: dict, n: int, client: str = "tab1") -> list[dict]:
+    item, done = c.next(client), []
+    for _ in range(n):
+        r = c.act("answer", uuid.uuid4().hex, item["row"], truth[item["text"]], client=client)
+        assert r.status == 200, r.body
+        done.append(item)
+        item = r.json["item"]
+    return done
+
+
+def test_a_round_worse_than_the_starting_model_is_not_served(tiny_encoder_dir, tmp_path):
+    from tests.fixtures_app import FAST_RETRAIN, tfidf_start
+
+    start, _, truth = tfidf_start(tmp_path)
+    # a round that can only be worse: its TF-IDF so regularized it answers one label (the start's C is 1)
+    with start_teach(start, tmp_path, encoder=str(tiny_encoder_dir),
+                     retrain_overrides=FAST_RETRAIN + ["baseline.C=0.00001"]) as c:
+        s = c.state()
+        assert s["serving"] == "tfidf" and s["start_model"] == "tfidf" and s["start_score"] is None
+        answer_until_ready(c, truth, at_least=17)
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        s = c.wait_retrain()
+        rnd = s["rounds"][-1]
+        v = rnd["verdict"]
+        assert rnd["state"] == "done" and rnd["recipe"] == "tfidf" and rnd["served"] is False, rnd
+        assert v["method"] == "cross-validation" and v["n"] == rnd["labels"] and v["incumbent"] == "tfidf"
+        assert v["score"] < v["incumbent_score"] == v["start_score"] == s["start_score"]
+        assert rnd["reason"].startswith("not served") and "tfidf keeps serving" in rnd["reason"]
+        assert s["serving"] == "tfidf" and c.next()["source"] == "tfidf"  # still asked from the start
+        assert s["retrain"]["message"] == rnd["reason"] and s["heldout"] == rnd["heldout"] >= 3
+        # the round trained on the start's 300 rows plus the answers not held out
+        train = lines(tmp_path / "labels.teach" / "rounds" / "r001" / "train.csv")
+        assert len(train) == 300 + rnd["labels"] - rnd["heldout"]
+    with start_teach(start, tmp_path, encoder=str(tiny_encoder_dir)) as c:  # a restart serves what served
+        assert c.state()["serving"] == "tfidf" and c.state()["rounds"][-1]["served"] is False
+
+
+def test_a_tfidf_start_keeps_what_it_knew_and_the_held_out_labels_stay_held_out(tiny_encoder_dir, tmp_path):
+    from koelectra_kit.app.serving import HeldOut
+    from tests.fixtures_app import tfidf_start
+
+    start, _, truth = tfidf_start(tmp_path)
+    with start_teach(start, tmp_path, encoder=str(tiny_encoder_dir)) as c:
+        answer_until_ready(c, truth, at_least=12)
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        first = c.wait_retrain()["rounds"][-1]
+        _answer(c, truth, 10)
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        s = c.wait_retrain()
+    second = s["rounds"][-1]
+    assert first["state"] == second["state"] == "done"
+    for rnd in (first, second):  # compared to whatever served when it ended, on every label (cross-validated)
+        assert rnd["verdict"]["method"] == "cross-validation" and rnd["verdict"]["start_score"] is not None
+        assert rnd["served"] == (rnd["verdict"]["score"] >= rnd["verdict"]["incumbent_score"])
+    held = HeldOut(tmp_path / "labels.teach" / "heldout.jsonl").texts
+    assert held and len(held) == len(set(held)) == second["heldout"] >= first["heldout"]
+    for name in ("r001", "r002"):  # no round trains on a held-out text; each trains on the start's rows too
+        trained = {r["review"] for r in lines(tmp_path / "labels.teach" / "rounds" / name / "train.csv")}
+        assert not trained & set(held) and len(trained) > 300
+
+
+def test_answers_and_fixes_win_in_every_download(tiny_classifier_dir, tmp_path, pool):
+    import pandas as pd
+
+    _, truth = pool
+    with start_teach(tiny_classifier_dir, tmp_path) as c:
+        answered = _answer(c, truth, 6)
+        c.act("skip", "skip-1", c.next()["row"])  # a skip is not a label
+        r = c.call("POST", "/api/teach/label-pool")
+        job = c.wait_job(r.json["id"], "pool.csv")
+        assert job["summary"]["human"] == 6 and job["state"] == "done"
+        assert not {r["row"] for r in job["review"]} & {a["row"] for a in answered}  # not offered again
+
+        def download() -> pd.DataFrame:
+            got = c.call("GET", f"/api/jobs/{job['id']}/download/csv")
+            assert got.status == 200, got.body
+            return pd.read_csv(io.BytesIO(got.body), encoding="utf-8-sig", dtype=str, keep_default_na=False)
+
+        df = download()
+        assert len(df) == len(truth) and list(df.columns)[-2:] == ["label_source", "model_label"]
+        for a in answered:
+            row = df.iloc[a["row"] - 1]  # row numbers are 1-based, as in LABELS.csv
+            assert row["review"] == a["text"] and row["label"] == truth[a["text"]] and row["label_source"] == "human"
+        assert (df["label_source"] == "human").sum() == 6 and set(df["label_source"]) <= {"human", "model", ""}
+        model_rows = df[df["label_source"] == "model"]
+        assert (model_rows["label"] == model_rows["model_label"]).all()
+        # a fix saved in the results table after the file was labelled: in the next download
+        fix = job["review"][0]
+        new = next(lab for lab in LABELS if lab != fix["label"])
+        assert c.call("POST", "/api/corrections", json_body={"job": job["id"], "row": fix["row"], "label": new,
+                                                             "answer_id": "fix-1"}).status == 200
+        df = download()
+        assert df.iloc[fix["row"] - 1]["label"] == new and df.iloc[fix["row"] - 1]["label_source"] == "human"
+        assert lines(tmp_path / "labels.csv")[-1]["row"] == str(fix["row"])  # one row convention
+        assert c.call("GET", f"/api/jobs/{job['id']}").json["summary"]["human"] == 7
+
+
+def test_an_interrupted_round_is_recorded_and_its_number_not_reused(tiny_classifier_dir, tmp_path, pool):
+    folder = tmp_path / "labels.teach" / "rounds" / "r001"
+    (folder / "model").mkdir(parents=True)  # a round killed mid-training: its half-written model
+    (folder / "train.csv").write_text("review,label\n좋아요,positive\n별로,negative\n", encoding="utf-8")
+    with start_teach(tiny_classifier_dir, tmp_path) as c:
+        s = c.state()
+        rnd = s["rounds"][0]
+        assert (rnd["name"], rnd["state"]) == ("r001", "interrupted") and "stopped" in rnd["message"]
+        assert s["serving"] == "clf" and not (folder / "model").exists()
+    with start_teach(tiny_classifier_dir, tmp_path) as c:  # recorded once
+        assert [r["name"] for r in c.state()["rounds"]] == ["r001"]

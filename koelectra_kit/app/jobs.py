@@ -5,6 +5,9 @@ thread, which runs the same ``FileLabeller`` as ``koelectra-kit label`` (same co
 nothing dropped) and counts its rows after each chunk for the progress bar; the page polls ``Job.public()``.
 One worker, not one per upload: the model already uses every core, two files at once would only thrash.
 
+With a labels file (teach mode, ``--labels``) the analyst's answers and fixes win over the model's labels in
+every download (``results.with_human_labels``), as LABELS.csv reads at the moment of the download.
+
 Files go away on their own: an upload's input once one of its results is downloaded, everything when the app
 stops (``JobStore.close``), a job's whole folder when the page says "start over"."""
 from __future__ import annotations
@@ -21,7 +24,8 @@ from pathlib import Path
 
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
-from .results import MASTER_ENCODING, convert, review_rows
+from ..tables import check_not_numbers
+from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload
 
@@ -91,7 +95,10 @@ class Job:
         self.review: list = []
         self.flagged: list = []
         self.seconds = 0.0
-        self.master = upload.folder / "labelled.csv"
+        self.master = upload.folder / "labelled.csv"  # what is downloaded: the model's labels, the analyst's over them
+        self.model_csv = upload.folder / "labelled.model.csv"  # the labeller's own output (with a labels file)
+        self.human = 0  # rows carrying the analyst's label in the download
+        self.human_version = None  # the labels file's version ``master`` was made with
         self.names: dict = {}
         self.clf = None  # the model this job labels with (pinned at start)
         self.full_texts: dict = {}  # row -> the whole text of a review/flagged row (the page shows 300 characters)
@@ -106,8 +113,8 @@ class Job:
                 "label": f"{up.kind.upper()}" + (f" ({up.encoding}, like your file)" if up.kind in ("csv", "tsv")
                                                  else " (like your file)")}
         bom = {"kind": "csv", "filename": f"{stem}.labelled.csv", "label": "CSV UTF-8 with BOM (opens in Excel)"}
-        if up.kind == "csv" and up.encoding == MASTER_ENCODING:
-            return [bom]
+        if (up.kind == "csv" and up.encoding == MASTER_ENCODING) or up.kind == "txt":  # a .txt has no room for
+            return [bom]  # the label columns: the CSV is its only download
         if up.kind == "csv":
             bom["filename"] = f"{stem}.labelled.utf8.csv"
         return [same, bom]
@@ -120,14 +127,15 @@ class Job:
                 "seconds": round(self.seconds, 2),
                 "rows_per_s": round(self.rows_done / self.seconds, 1) if self.seconds else None,
                 "summary": None if s is None else {"rows": s.rows, "per_label": s.per_label, "status": s.status,
-                                                   "malformed": s.malformed},
+                                                   "malformed": s.malformed, "human": self.human},
                 "review": self.review, "flagged": self.flagged, "downloads": self.downloads()}
 
 
 class JobStore:
-    def __init__(self, settings: AppSettings, classifier):
+    def __init__(self, settings: AppSettings, classifier, labels_log=None):
         self.settings = settings
         self.clf = classifier
+        self.labels_log = labels_log  # LABELS.csv (labelstore.LabelLog) whose answers win in downloads, or None
         if settings.workdir:
             Path(settings.workdir).mkdir(parents=True, exist_ok=True)
         # a fresh folder of its own, even inside a given workdir: close() deletes it whole
@@ -170,6 +178,9 @@ class JobStore:
             raise InputError(f"choose the column of {up.name} that holds the text")
         if text_column not in up.columns:
             raise InputError(f"{up.name} has no column {text_column!r}; columns: {', '.join(up.columns)}")
+        at = up.columns.index(text_column)  # a column of dates or ids is refused now, not after labelling it
+        check_not_numbers([row[at] for row in up.preview if len(row) == len(up.columns)], text_column, up.columns,
+                          up.name)
         job.clf = self.clf.pin()  # the model serving now labels the whole file, even if a retrain swaps it
         job.text_column, job.state, job.rows_done, job.message = text_column, "queued", 0, ""
         job.summary, job.review, job.flagged, job.seconds = None, [], [], 0.0
@@ -196,7 +207,8 @@ class JobStore:
 
     def _label(self, job: Job) -> None:
         up, s, clf = job.upload, self.settings, job.clf
-        cfg = LabelConfig(model=str(clf.source or s.model), input=str(up.source), output=str(job.master),
+        out = job.model_csv if self.labels_log is not None else job.master
+        cfg = LabelConfig(model=str(clf.source or s.model), input=str(up.source), output=str(out),
                           text_column=job.text_column, format=up.source_format, encoding=up.encoding,
                           output_encoding=MASTER_ENCODING, batch_size=s.batch_size,
                           chunk_rows=s.chunk_rows_for(up.rows), progress=False, overwrite=True)
@@ -210,15 +222,36 @@ class JobStore:
         labeller.after_chunk = after_chunk
         job.summary = labeller.run()
         job.rows_done = job.summary.rows
+        job.text_column = labeller.cfg.text_column  # a .txt file's one column
         job.names = output_columns(list(clf.labels), up.columns)
+        self.apply_human_labels(job)
         job.review, job.flagged = review_rows(job.master, job.names, job.text_column, list(clf.labels),
                                               s.review_rows)
         job.full_texts = {r["row"]: r.pop("full_text") for r in job.review + job.flagged}  # what a correction keeps
 
     # -- results
+    def apply_human_labels(self, job: Job) -> None:
+        """(Re)make the job's download from the model's labels and LABELS.csv as it reads now, when it changed."""
+        log = self.labels_log
+        if log is None:
+            return
+        with job.lock:
+            state = log.state()  # re-reads a hand edit; its version says whether anything changed
+            if job.human_version == log.version and job.master.exists():
+                return
+            version = log.version
+            got = with_human_labels(job.model_csv, job.master, job.text_column, job.names, state.labels)
+            for old in job.upload.folder.glob("labelled.same*"):
+                old.unlink(missing_ok=True)  # made from the previous labels: made again on request
+            job.human, job.human_version = got["human"], version
+            if job.summary is not None:
+                job.summary.per_label = {lab: got["per_label"].get(lab, 0) for lab in job.clf.labels}
+
     def download(self, job_id: str, kind: str) -> tuple[Path, str]:
         """(file, name to save it as); the same-format file is made on the first request."""
         job = self.get(job_id)
+        if job.state == "done":
+            self.apply_human_labels(job)
         offer = {d["kind"]: d for d in job.downloads()}
         if kind not in offer:
             raise NotFound(f"no {kind!r} download for {job.upload.name}" +
@@ -227,6 +260,8 @@ class JobStore:
         if kind == "csv" or (up.kind == "csv" and up.encoding == MASTER_ENCODING):
             return job.master, offer[kind]["filename"]
         numbers = [v for k, v in job.names.items() if k == "confidence" or k.startswith("prob_")]
+        if up.kind == "txt":
+            raise NotFound(f"{up.name} is one review per line: download the CSV")
         dst = up.folder / f"labelled.same{up.original.suffix}"
         with job.lock:
             convert(job.master, dst, up.kind, up.encoding, numbers, up.name)

@@ -9,7 +9,8 @@ killed server loses nothing that was answered:
     ,,undo,,teach,c4d2...,9a1b...,2025-01-02T10:11:16
 
 ``action``: answer | skip | undo (an undo retracts the event whose ``answer_id`` it names: nothing is ever
-rewritten). ``row``: the pool's 0-based row for ``teach`` answers, the file's 1-based row for a ``correction:FILE``.
+rewritten). ``row``: the file's row, 1-based (the first row under the header is 1, as the page's tables and
+``label``'s output count), for ``teach`` answers (the pool) and ``correction:FILE`` fixes alike.
 ``answer_id``: made by the page, so a request sent twice (a retry, two tabs, a reload replaying its pending
 answers) is kept once. The effective labels are the latest answer per text that no undo retracts.
 
@@ -127,6 +128,7 @@ class LabelLog:
         self.problem: str | None = None  # why the file as it is can't be used (None: it can)
         self._seen: tuple | None = None  # (mtime_ns, size) the last read or append left
         self._state = effective([])
+        self.version = 0  # bumped whenever the effective labels may have changed (a file job's download re-reads)
         self.refresh()
 
     # -- reading
@@ -136,6 +138,8 @@ class LabelLog:
             try:
                 st = self.path.stat()
             except FileNotFoundError:
+                if self._seen is not None:
+                    self.version += 1
                 self.events, self.problem, self._seen, self._state = [], None, None, effective([])
                 return
             key = (st.st_mtime_ns, st.st_size)
@@ -149,6 +153,7 @@ class LabelLog:
                 self.problem = f"{self.path.name} can't be read ({e.strerror or e})"
             self._seen = key
             self._state = effective(self.events)
+            self.version += 1
 
     def state(self) -> Effective:
         with self.lock:
@@ -180,6 +185,7 @@ class LabelLog:
             self._write(event)
             self.events.append(event)
             self._state = effective(self.events)
+            self.version += 1
             return event, True
 
     def undo_target(self, target: str | None, source_prefix: str = "teach") -> Event | None:
@@ -212,13 +218,3 @@ class LabelLog:
         with open(self.path, "rb") as f:
             f.seek(-1, os.SEEK_END)
             return f.read(1) in (b"\n", b"\r")
-
-    def snapshot(self, dest: Path) -> dict:
-        """The effective labels as a table ``finetune`` reads (review,label); returns the counts per label."""
-        labels = self.state().labels
-        with open(dest, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(["review", "label"])
-            writer.writerows(labels.items())
-        got = Counter(labels.values())
-        return {lab: got.get(lab, 0) for lab in self.labels}

@@ -28,7 +28,8 @@ class Pool:
     path: Path
     name: str
     column: str
-    texts: list  # one per row, None for a malformed line
+    texts: list  # one per row ("" for a malformed line)
+    ids: list | None = None  # the file's own id per row, when it has an id column (the page shows it)
 
     @classmethod
     def read(cls, path: str, text_column: str | None = None) -> "Pool":
@@ -43,11 +44,33 @@ class Pool:
                              ".tsv, .jsonl or .parquet)")
         kind = table_format(src)
         enc = "utf-8" if kind == "parquet" else detect_encoding(src, None, hints=CONFIG_HINTS)
-        _, column, texts, _ = read_texts(lambda: read_records(src, kind, enc, None), text_column, str(src),
-                                         "--text-column")
+        columns, column, texts, _ = read_texts(lambda: read_records(src, kind, enc, None), text_column, str(src),
+                                               "--text-column")
         if not any(t and str(t).strip() for t in texts):
             raise InputError(f"--teach {path}: no review to ask about (no row has text in {column!r})")
-        return cls(src, src.name, column, ["" if t is None else str(t) for t in texts])
+        return cls(src, src.name, column, ["" if t is None else str(t) for t in texts],
+                   _ids(lambda: read_records(src, kind, enc, None), columns, column))
+
+
+ID_COLUMNS = ("id", "번호", "no", "review_id")
+
+
+def id_column(columns: list[str], text_column: str) -> str | None:
+    """The file's own row id column (id, 번호, ...; any case), shown beside its row numbers."""
+    lower = {str(c).strip().casefold(): c for c in columns if c != text_column}
+    return next((lower[name] for name in ID_COLUMNS if name in lower), None)
+
+
+def _ids(reopen, columns: list[str], text_column: str) -> list | None:
+    name = id_column(columns, text_column)
+    if name is None:
+        return None
+    at = columns.index(name)
+    _, records = reopen()
+    try:
+        return ["" if rec.error or rec.fields[at] is None else str(rec.fields[at]) for rec in records]
+    finally:
+        getattr(records, "close", lambda: None)()
 
 
 class Cached:
@@ -134,8 +157,11 @@ class Queue:
         return len(self.distinct) - sum(1 for t in done if t in self.distinct)
 
     def item(self, row: int) -> dict:
+        """What the page shows of pool index ``row``: its 1-based row number (as LABELS.csv and every table count),
+        the file's id when it has one, the text and the serving model's guess."""
         text = self.pool.texts[row]
-        out = {"row": row, "text": text, "source": self.source, "guess": None, "confidence": None, "probs": None}
+        out = {"row": row + 1, "id": self.pool.ids[row] if self.pool.ids else None, "text": text,
+               "source": self.source, "guess": None, "confidence": None, "probs": None}
         if self.probs is not None:
             p = self.probs[row]
             out.update(guess=self.labels[int(p.argmax())], confidence=round(float(p.max()), 4),

@@ -1,9 +1,16 @@
-"""What a finished job offers: the rows to review first, and the labelled file in the format the user wants.
+"""What a finished job offers: the rows to review first, and the labelled file in the format the user wants, with
+the analyst's own labels over the model's.
 
 The labeller writes one file per job, a CSV in UTF-8 with a BOM (``labelled.csv``: what Excel opens with Korean
 intact, and a download as it is). The input's own format is made from it on demand: the same CSV/TSV re-encoded
 (cp949 stays cp949), JSONL, Parquet or an Excel workbook. Columns come back as text, except the confidence and
-probability columns, which are numbers."""
+probability columns, which are numbers.
+
+**The analyst's labels win** (``with_human_labels``): with a labels file (teach mode, or ``--labels``), every row
+whose text the analyst answered or fixed carries that answer in ``label``; ``label_source`` says ``human`` or
+``model`` (empty for a row not labelled: a flagged one), and ``model_label`` keeps the model's own. The model's
+file stays as the labeller wrote it (``labelled.model.csv``); the download is made from it and LABELS.csv as it is
+at that moment, so an answer or a fix saved after the file was labelled is in the next download."""
 from __future__ import annotations
 
 import shutil
@@ -24,32 +31,76 @@ def read_master(master: Path, chunksize: int | None = None, usecols=None):
                        usecols=usecols)
 
 
+def human_columns(existing: list[str]) -> dict[str, str]:
+    """Names of the two columns a labels file adds (``label_source``, ``model_label``), ``pred_`` before them when
+    the input has one already (as ``label.output_columns`` names its own)."""
+    names = ["label_source", "model_label"]
+    prefix = "pred_" if any(n in existing for n in names) else ""
+    return {n: prefix + n for n in names}
+
+
+def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict, human: dict) -> dict:
+    """Write ``dst`` (the job's labelled CSV) from the model's ``model_csv`` with the analyst's labels
+    (``human``: text -> label) over the model's; returns {"per_label": counts of the final labels, "human": rows
+    that carry the analyst's label}. Streamed, written beside and renamed."""
+    from collections import Counter
+
+    per_label, n_human, first = Counter(), 0, True
+    with atomic_path(dst) as tmp, open(tmp, "w", encoding=MASTER_ENCODING, newline="") as out:
+        for chunk in read_master(model_csv, chunksize=50_000):
+            extra = human_columns([c for c in chunk.columns])
+            model = chunk[names["label"]]
+            answer = chunk[text_column].map(human) if human else model.map(lambda _: None)
+            is_human = answer.notna()
+            chunk[extra["label_source"]] = [("human" if h else ("model" if m else ""))
+                                            for h, m in zip(is_human, model)]
+            chunk[extra["model_label"]] = model
+            chunk[names["label"]] = answer.where(is_human, model)
+            n_human += int(is_human.sum())
+            per_label.update(v for v in chunk[names["label"]] if v)
+            chunk.to_csv(out, index=False, header=first, lineterminator="\n")
+            first = False
+    return {"per_label": dict(per_label), "human": n_human}
+
+
 def review_rows(master: Path, names: dict, text_column: str, labels: list[str], n: int) -> tuple[list, list]:
-    """(the ``n`` least confident labelled rows, lowest first; the first ``n`` flagged rows), each a dict with
-    its 1-based row number. One streaming pass over the labelled file."""
+    """(the ``n`` least confident rows the model labelled, lowest first; the first ``n`` flagged rows), each a dict
+    with its 1-based row number (and the file's ``id`` where it has that column). Rows carrying the analyst's own
+    label are not offered for review. One streaming pass over the labelled file."""
     import pandas as pd
 
+    from .pool import id_column
+
     prob_cols = [names[f"prob_{lab}"] for lab in labels]
+    header = list(read_master(master, chunksize=1).__next__().columns)
+    source = human_columns(header)["label_source"]
+    ident = id_column(header, text_column)
     cols = [text_column, names["label"], names["confidence"], *prob_cols, names["status"]]
+    cols += [c for c in (source, ident) if c in header and c not in cols]
     least, flagged, offset = None, [], 0
     for chunk in read_master(master, chunksize=50_000, usecols=cols):
         chunk.index = range(offset + 1, offset + 1 + len(chunk))
         offset += len(chunk)
         status = chunk[names["status"]]
         if len(flagged) < n:
-            flagged += [_row(i, r, names, text_column, prob_cols, labels)
+            flagged += [_row(i, r, names, text_column, prob_cols, labels, ident)
                         for i, r in chunk[status != "ok"].head(n - len(flagged)).iterrows()]
-        labelled = chunk[chunk[names["label"]] != ""].copy()
+        labelled = chunk[chunk[names["label"]] != ""]
+        if source in chunk.columns:
+            labelled = labelled[labelled[source] != "human"]
+        labelled = labelled.copy()
         labelled["_conf"] = pd.to_numeric(labelled[names["confidence"]], errors="coerce")
         least = pd.concat([least, labelled]) if least is not None else labelled
         least = least.nsmallest(n, "_conf", keep="first")
-    rows = [] if least is None else [_row(i, r, names, text_column, prob_cols, labels) for i, r in least.iterrows()]
+    rows = [] if least is None else [_row(i, r, names, text_column, prob_cols, labels, ident)
+                                     for i, r in least.iterrows()]
     return rows, flagged
 
 
-def _row(i, r, names: dict, text_column: str, prob_cols: list, labels: list) -> dict:
+def _row(i, r, names: dict, text_column: str, prob_cols: list, labels: list, ident: str | None = None) -> dict:
     text = r[text_column]
-    return {"row": int(i), "text": text if len(text) <= 300 else text[:300] + "…", "full_text": text,
+    return {"row": int(i), "id": r[ident] if ident else None,
+            "text": text if len(text) <= 300 else text[:300] + "…", "full_text": text,
             "label": r[names["label"]],
             "confidence": _num(r[names["confidence"]]), "status": r[names["status"]],
             "probs": [_num(r[c]) for c in prob_cols], "labels": labels}

@@ -84,15 +84,19 @@ class Round:
     round: int
     labels: int  # effective labels it trained on
     per_class: dict
-    state: str = "running"  # running -> done | failed
+    state: str = "running"  # running -> done | failed | interrupted (the app stopped while it trained)
     message: str = ""  # the one-line error of a failed round
     best: str = ""  # encoder | tfidf | ensemble
     folder: str = ""  # the folder that serves (absolute)
-    scores: dict = field(default_factory=dict)  # name -> dev macro-F1
-    dev: str = ""  # what the scores are on: the --dev file, or the held-out 10%
+    scores: dict = field(default_factory=dict)  # name -> macro-F1 on dev (finetune's choice between its folders)
+    dev: str = ""  # what the scores are on: the --dev file, or the held-out labels
     seconds: float = 0.0
     start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
     recipe: str = ""  # full | tfidf (what auto chose); "" in rounds.jsonl written before there was a choice
+    heldout: int = 0  # held-out labels (or --dev rows) it was scored on
+    served: bool = True  # whether it replaced the serving model (serving.judge); rounds before the gate all did
+    reason: str = ""  # why it serves, or why not (one line, shown on the page)
+    verdict: dict = field(default_factory=dict)  # serving.Verdict: how it was compared, and the scores
 
     @property
     def name(self) -> str:
@@ -108,8 +112,9 @@ def read_rounds(path: Path) -> list[Round]:
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                rounds.append(Round(**json.loads(line)))
-            except (json.JSONDecodeError, TypeError):
+                data = json.loads(line)
+                rounds.append(Round(**{k: v for k, v in data.items() if k in Round.__dataclass_fields__}))
+            except (json.JSONDecodeError, TypeError, AttributeError):
                 continue
     return rounds
 

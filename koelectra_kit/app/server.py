@@ -58,7 +58,7 @@ def create_app(settings: AppSettings, classifier=None):
     so a bad model folder is an error before the port opens)."""
     settings.validate()
     shared, teacher, log = _models(settings, classifier)
-    store = JobStore(settings, shared)
+    store = JobStore(settings, shared, log)  # with a labels file, its answers win in every download
 
     @asynccontextmanager
     async def lifespan(_app):

@@ -28,6 +28,7 @@ from .pool import Pool, Queue, score
 from .jobs import Busy
 from .retrain import (Progress, Round, append_round, baseline_args, best_folder, failure_line, finetune_args, now,
                       read_rounds, recipe_for, run_finetune)
+from .serving import MIN_HELDOUT, HeldOut, StartData, cv_tfidf, judge, macro_f1
 
 logger = logging.getLogger("koelectra_kit.app")
 MAX_ID = 100  # characters of a client-made answer id
@@ -39,6 +40,7 @@ class StartModel:
     encoder: str  # what every retrain starts from
     labels: list[str]
     fine_tuned: bool = True  # whether ``encoder`` is a classifier already (its head knows the task): recipe_for
+    kind: str | None = None  # tfidf | ensemble | None (a transformers folder): where its training data is recorded
 
 
 def _has_task_head(path: Path) -> bool:
@@ -76,7 +78,7 @@ def start_point(model: str, encoder: str | None, classes: list[str] | None, devi
         raise ConfigError(f"--classes {','.join(classes)}: {model} answers {', '.join(clf.labels)}; leave --classes "
                           "out (it is for an encoder without a classifier)")
     if encoder:
-        return StartModel(clf, str(encoder), list(clf.labels), fine_tuned=_has_task_head(Path(encoder)))
+        return StartModel(clf, str(encoder), list(clf.labels), fine_tuned=_has_task_head(Path(encoder)), kind=kind)
     if kind == "tfidf":
         raise ConfigError(f"--model {model} is a TF-IDF folder: retrains fine-tune an encoder; add --encoder DIR (a "
                           "pretrained or fine-tuned encoder folder)")
@@ -95,6 +97,11 @@ class Teacher:
         self.dir = teach_dir(settings.labels)
         (self.dir / "rounds").mkdir(parents=True, exist_ok=True)
         self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl") if r.start_model == settings.model]
+        self.heldout = HeldOut(self.dir / "heldout.jsonl")
+        # a TF-IDF start's recorded training rows: TF-IDF rounds refit on them plus the answers (serving.py)
+        self.start_data = StartData.of(settings.model, start.labels) if start.kind == "tfidf" else StartData()
+        self.start_name = Path(settings.model).name
+        self.start_score = None  # the starting model on the latest round's labels (the page shows it)
         self.queue = Queue(pool, self.labels, settings.strategy, settings.seed)
         self.lock = threading.RLock()
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koelectra-teach")
@@ -103,12 +110,30 @@ class Teacher:
         self.scoring: dict | None = None
         self.serving = None  # the name of the model the queue and the app serve
         self.labels_at_last_round = self.rounds[-1].labels if self.rounds else 0
+        self._record_interrupted()
         self._resume()
 
     # -- start-up
+    def _record_interrupted(self) -> None:
+        """A round folder with no line in rounds.jsonl was cut off (the app killed mid-round): record it as
+        interrupted, so the history says so and its number is not reused, and drop its half-written model."""
+        import shutil
+
+        known = {r.round for r in read_rounds(self.dir / "rounds.jsonl")}
+        for folder in sorted((self.dir / "rounds").iterdir()):
+            n = _number(folder)
+            if n and n not in known and folder.is_dir():
+                shutil.rmtree(folder / "model", ignore_errors=True)
+                rnd = Round(round=n, labels=_rows(folder / "train.csv"), per_class={}, state="interrupted",
+                            message="the app stopped while this round trained; its labels are in the next round",
+                            start_model=self.s.model)
+                append_round(self.dir / "rounds.jsonl", rnd)
+                self.rounds.append(rnd)
+        self.rounds.sort(key=lambda r: r.round)
+
     def _resume(self) -> None:
-        """Serve the newest finished round of an earlier session with this --model, else the model given."""
-        done = [r for r in self.rounds if r.state == "done" and Path(r.folder).is_dir()]
+        """Serve the newest served round of an earlier session with this --model, else the model given."""
+        done = [r for r in self.rounds if r.state == "done" and r.served and Path(r.folder).is_dir()]
         if done:
             from ..classifier import Classifier
 
@@ -119,7 +144,10 @@ class Teacher:
             except KitError as e:
                 logger.warning("round %s can't be loaded (%s): serving %s", done[-1].name, e, self.s.model)
         if self.serving is None and self.start.classifier is not None:
-            self.serving = Path(self.s.model).name
+            self.serving = self.start_name
+        scored = [r for r in self.rounds if r.verdict.get("start_score") is not None]
+        if scored:
+            self.start_score = scored[-1].verdict["start_score"]
         if self.serving is not None:
             self.queue.waiting = True
             self.worker.submit(self._first_score)
@@ -148,16 +176,16 @@ class Teacher:
         if action == "undo":
             first = self._undo(answer_id, body.get("target"))
         else:
-            row = body.get("row")
-            if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < len(self.pool.texts) \
-                    or not self.pool.texts[row]:
+            row = body.get("row")  # the file's row number, 1-based (the header is not a row), as everywhere
+            if isinstance(row, bool) or not isinstance(row, int) or not 1 <= row <= len(self.pool.texts) \
+                    or not self.pool.texts[row - 1]:
                 raise InputError(f"row {row!r} is not a review of {self.pool.name}")
             label = body.get("label") if action == "answer" else ""
             if action == "answer" and label not in self.labels:
                 raise InputError(f"label {label!r} is not one of {', '.join(self.labels)}")
-            self.log.append(Event(text=self.pool.texts[row], label=label, action=action, row=str(row),
+            self.log.append(Event(text=self.pool.texts[row - 1], label=label, action=action, row=str(row),
                                   source="teach", answer_id=answer_id))
-            self.queue.release(row)
+            self.queue.release(row - 1)
             if action == "answer":
                 self.worker.submit(self.maybe_retrain)
         return {"item": self.next_item(client, first), "state": self.public()}
@@ -166,14 +194,23 @@ class Teacher:
         with self.log.lock:
             kept = self.log.find(answer_id)
             if kept is not None:  # this undo was already applied (a retry): show its row again
-                return int(kept.row) if kept.row.isdigit() and kept.source == "teach" else None
+                return self._pool_index(kept)
             undone = self.log.undo_target(target if isinstance(target, str) else None)
             if undone is None:
                 raise InputError("nothing to undo")
             self.log.append(Event(text=undone.text, label="", action="undo", row=undone.row, source="teach",
                                   answer_id=answer_id, undoes=undone.answer_id))
-        row = int(undone.row) if undone.row.isdigit() else None
-        return row if row is not None and row < len(self.pool.texts) and self.pool.texts[row] == undone.text else None
+        return self._pool_index(undone)
+
+    def _pool_index(self, event: Event) -> int | None:
+        """The pool index of the review ``event`` names (its 1-based row, checked against the text: a LABELS.csv
+        written before rows were 1-based, or edited by hand, may name another row), else where the text is."""
+        if event.source != "teach":
+            return None
+        row = int(event.row) - 1 if event.row.isdigit() else -1
+        if 0 <= row < len(self.pool.texts) and self.pool.texts[row] == event.text:
+            return row
+        return self.queue.row_of.get(event.text)
 
     # -- retraining
     def missing(self) -> str | None:
@@ -214,17 +251,18 @@ class Teacher:
         n = 1 + max([r.round for r in self.rounds] + [_number(p) for p in (self.dir / "rounds").iterdir()], default=0)
         folder = self.dir / "rounds" / f"r{n:03d}"
         folder.mkdir(parents=True)
-        per_class = self.log.snapshot(folder / "train.csv")
-        rnd = Round(round=n, labels=sum(per_class.values()), per_class=per_class, start_model=self.s.model,
-                    dev=self.s.dev or "held-out 10% of the labels")
+        labels = self.log.state().labels
+        per_class = {lab: sum(v == lab for v in labels.values()) for lab in self.labels}
+        rnd = Round(round=n, labels=len(labels), per_class=per_class, start_model=self.s.model,
+                    dev=self.s.dev or "held-out labels")
         with self.lock:
             self.labels_at_last_round = rnd.labels
             self.retrain.update(state="running", round=rnd.name, message="starting", progress=0.0)
         t0 = now()
         try:
-            self._train(rnd, folder)
+            self._train(rnd, folder, labels)
             rnd.state = "done"
-            self.retrain.update(state="idle", message="", progress=1.0)
+            self.retrain.update(state="idle", message="" if rnd.served else rnd.reason, progress=1.0)
         except KitError as e:
             rnd.state, rnd.message = "failed", str(e)
             self.retrain.update(state="failed", message=f"{rnd.name} failed: {e} (still serving {self.serving or 'no model'})")
@@ -233,25 +271,43 @@ class Teacher:
             rnd.state, rnd.message = "failed", f"internal error ({type(e).__name__}: {e})"[:300]
             self.retrain.update(state="failed", message=f"{rnd.name} failed: {rnd.message}")
         rnd.seconds = round(now() - t0, 1)
-        if self.closing and rnd.state == "failed":
-            return  # stopped by the shutdown: not a failure of the labels, so not in the history
+        if self.closing and rnd.state == "failed":  # stopped by the shutdown: said so, not blamed on the labels
+            import shutil
+
+            shutil.rmtree(folder / "model", ignore_errors=True)
+            rnd.state, rnd.message = "interrupted", "the app stopped while this round trained"
         append_round(self.dir / "rounds.jsonl", rnd)
         with self.lock:
             self.rounds.append(rnd)
-        self.maybe_retrain()  # answers that came in while it trained may already call for the next round
+        if not self.closing:
+            self.maybe_retrain()  # answers that came in while it trained may already call for the next round
 
-    def _train(self, rnd: Round, folder: Path) -> None:
+    def _split(self, folder: Path, labels: dict, recipe: str) -> tuple[dict, str]:
+        """Write the round's train.csv (and heldout.csv); (the labels it is scored on, the dev file for the run)."""
+        if self.s.dev:
+            held, dev = _read_dev(self.s.dev, self.labels), self.s.dev
+        else:
+            held = self.heldout.update(labels, self.labels)
+            dev = str(folder / "heldout.csv")
+            _write_rows(folder / "heldout.csv", list(held.items()))
+        train = {t: lab for t, lab in labels.items() if t not in held}
+        rows = self.start_data.rows(train) if recipe == "tfidf" else list(train.items())
+        _write_rows(folder / "train.csv", rows)
+        return held, dev
+
+    def _train(self, rnd: Round, folder: Path, labels: dict) -> None:
         from ..classifier import Classifier
 
         out = folder / "model"
         rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, not self.start.fine_tuned, self.s.dev)
+        held, dev = self._split(folder, labels, rnd.recipe)
+        rnd.heldout = len(held)
         if rnd.recipe == "tfidf":  # `baseline`: seconds, and no steps in its log to follow
             command, progress = "baseline", None
-            args = baseline_args(folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
-                                 self.s.retrain_overrides)
+            args = baseline_args(folder / "train.csv", out, dev, self.s.seed, self.labels, self.s.retrain_overrides)
         else:
             command, progress = "finetune", Progress(folder / "log.txt")
-            args = finetune_args(self.start.encoder, folder / "train.csv", out, self.s.dev, self.s.seed, self.labels,
+            args = finetune_args(self.start.encoder, folder / "train.csv", out, dev, self.s.seed, self.labels,
                                  self.s.retrain_overrides)
         if self.s.device != "auto":
             args.append(f"device={self.s.device}")
@@ -270,10 +326,45 @@ class Teacher:
         if code != 0:
             raise KitError(failure_line(folder / "log.txt", code))
         best, best_dir, scores = best_folder(out)
-        self.retrain.update(message=f"loading {best}", progress=0.98)
+        self.retrain.update(message=f"loading {best}", progress=0.96)
         clf = Classifier.load(best_dir, device=self.s.device, precision=self.s.precision)
         rnd.best, rnd.folder, rnd.scores = best, str(best_dir.resolve()), scores
-        self._score(rnd.name, clf)
+        self.retrain.update(message="comparing it with the model serving now", progress=0.98)
+        verdict = self._judge(rnd, clf, labels, held)
+        rnd.served, rnd.reason, rnd.verdict = verdict.served, verdict.reason, verdict.public()
+        self.start_score = verdict.start_score
+        if verdict.served:
+            self._score(rnd.name, clf)
+
+    def _judge(self, rnd: Round, clf, labels: dict, held: dict):
+        """The round against the model serving now (serving.py): on the held-out labels, or cross-validated when
+        they are few and the round is TF-IDF."""
+        incumbent = self.shared.current()
+        start = self.start.classifier
+        if self.s.dev or len(held) >= MIN_HELDOUT or rnd.recipe != "tfidf":
+            method = "dev" if self.s.dev else "held-out"
+            score = macro_f1(clf, held, self.labels)
+            inc = macro_f1(incumbent, held, self.labels)
+            start_score = inc if incumbent is start else macro_f1(start, held, self.labels)
+            return judge(rnd.name, score, self.serving if incumbent is not None else None, inc, start_score, method,
+                         len(held))
+        from ..config import load_config
+        from ..finetune.config import FinetuneConfig
+
+        cfg = load_config(FinetuneConfig, "sentiment", list(self.s.retrain_overrides))
+        score, _ = cv_tfidf(self.start_data, labels, self.labels, self.s.seed, cfg.baseline)
+        unseen = {t: lab for t, lab in labels.items() if t not in self._trained_on(self.serving)}
+        inc = macro_f1(incumbent, unseen, self.labels)
+        start_score = macro_f1(start, labels, self.labels)
+        return judge(rnd.name, score, self.serving if incumbent is not None else None, inc, start_score,
+                     "cross-validation", len(labels))
+
+    def _trained_on(self, name: str | None) -> set:
+        """The analyst's texts the model ``name`` trained on: a round's train.csv; none for the starting model."""
+        rnd = next((r for r in self.rounds if r.name == name), None)
+        if rnd is None:
+            return set()
+        return {t for t, _ in _read_rows(self.dir / "rounds" / rnd.name / "train.csv")}
 
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""
@@ -299,7 +390,8 @@ class Teacher:
         st = self.log.state()
         counts = self.log.counts()
         labelled = sum(counts.values())
-        return {"pool": self.pool.name, "rows": len(self.pool.texts), "text_column": self.pool.column,
+        return {"pool": self.pool.name, "rows": len(self.pool.texts), "distinct": len(self.queue.distinct),
+                "empty_rows": sum(1 for t in self.pool.texts if not t), "text_column": self.pool.column,
                 "labels": self.labels, "counts": counts, "labelled": labelled, "skipped": len(st.skipped),
                 "remaining": self.queue.remaining(set(st.labels) | st.skipped), "labels_file": self.log.path.name,
                 "problem": self.log.problem, "source": self.queue.source, "serving": self.serving,
@@ -307,6 +399,8 @@ class Teacher:
                 "retrain_every": self.s.retrain_every,
                 "next_retrain_in": max(0, self.s.retrain_every - (labelled - self.labels_at_last_round)),
                 "waiting_for": self.missing(), "dev": self.s.dev and Path(self.s.dev).name,
+                "start_model": self.start_name if self.start.classifier is not None else None,
+                "start_score": self.start_score, "heldout": len(self.heldout.texts) if not self.s.dev else None,
                 "rounds": [r.public() for r in self.rounds]}
 
     def close(self) -> None:
@@ -318,6 +412,38 @@ def teach_dir(labels: str) -> Path:
     """LABELS.teach/ beside LABELS.csv: the rounds of this labels file."""
     path = Path(labels)
     return path.with_name(path.stem + ".teach")
+
+
+def _write_rows(path: Path, rows: list) -> None:
+    """A table ``finetune`` and ``baseline`` read: review,label."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["review", "label"])
+        writer.writerows(rows)
+
+
+def _read_rows(path: Path) -> list:
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return [(r["review"], r["label"]) for r in csv.DictReader(f)]
+    except (OSError, KeyError, csv.Error):
+        return []
+
+
+def _rows(path: Path) -> int:
+    return len(_read_rows(path))
+
+
+def _read_dev(path: str, names: list[str]) -> dict:
+    """--dev as text -> label (read as finetune reads it)."""
+    from ..finetune.data import read_labelled
+
+    data = read_labelled(path, names)
+    return {t: names[i] for t, i in zip(data.texts, data.y)}
 
 
 def _number(path: Path) -> int:

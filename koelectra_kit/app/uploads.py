@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
+from ..tables import TEXT_COLUMNS, detect_encoding, is_wide, looks_like_text, pick_column, read_records
 from ..workbook import cell as _cell
 from ..workbook import xlsx_to_csv
 
 # upload extension -> kind; every kind but xlsx is a format the labeller reads directly
-KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
+KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl",
          ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx"}
 PREVIEW_CHARS = 200  # a preview cell is cut here: the page shows what a column holds, not a whole essay
 
@@ -29,7 +29,7 @@ class Upload:
     name: str  # the file's name as the user gave it
     folder: Path  # this upload's own folder under the app's workdir (its results go here too)
     original: Path  # the uploaded bytes
-    kind: str  # csv | tsv | jsonl | parquet | xlsx
+    kind: str  # csv | tsv | txt (one review per line, no header) | jsonl | parquet | xlsx
     source: Path = None  # what the labeller reads: ``original``, or the workbook's CSV copy
     source_format: str = ""
     encoding: str | None = None  # None for parquet (binary)
@@ -108,21 +108,22 @@ def _inspect(up: Upload, preview_rows: int) -> None:
 
         up.rows = pq.ParquetFile(up.source).metadata.num_rows
     elif up.kind != "xlsx":
-        up.rows = _count_lines(up.source, up.encoding) - (up.kind != "jsonl")
+        up.rows = _count_lines(up.source, up.encoding) - (up.kind not in ("jsonl", "txt"))
 
 
 def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -> tuple[str, str]:
-    """The text column by name (the toolkit's one list), else the column whose first rows hold the most
-    non-numeric text; a file where no column holds any text is refused."""
+    """The text column by name (the toolkit's one list), else the column whose first rows hold the most review-like
+    text (not numbers, dates or ids: ``tables.looks_like_text``); a file where no column holds any is refused, in
+    one line naming its columns. A column picked by name is checked when labelling starts (``label``'s check)."""
     by_name = pick_column(columns, None)
     if by_name:
         return by_name, ""
     width = len(columns)
-    scores = [sum(len(v) for row in preview if len(row) == width and (v := row[i]) and not _is_number(v))
+    scores = [sum(len(v) for row in preview if len(row) == width and looks_like_text(v := row[i]))
               for i in range(width)]
     if not any(scores):
-        raise InputError(f"{name}: no column holds text (columns: {', '.join(columns)}; the first rows hold only "
-                         "numbers or nothing); upload the file with its column of reviews")
+        raise InputError(f"{name}: no column holds review text (columns: {', '.join(columns)}; the first rows hold "
+                         "only numbers, dates, ids or nothing); upload the file with its column of reviews")
     best = columns[scores.index(max(scores))]
     return best, (f"no column is named like a text column ({', '.join(TEXT_COLUMNS[:3])}, 리뷰, ...): guessed "
                   f"'{best}' from the first rows; check it below")
@@ -135,10 +136,6 @@ def _detect_encoding(up: Upload) -> str:
         where = re.search(r"\((.*?)\)", str(e))
         raise InputError(f"{up.name} is not UTF-8 or cp949/EUC-KR text ({where.group(1) if where else str(e)}): "
                          "save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again") from None
-
-
-def _is_number(text: str) -> bool:
-    return re.fullmatch(r"\s*[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*", text, flags=re.IGNORECASE) is not None
 
 
 def _count_lines(path: Path, encoding: str | None = None) -> int:

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from ..errors import ConfigError
 from .dedupe import CACHE_ROWS
 
-FORMATS = ("csv", "tsv", "jsonl", "parquet")
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "txt")  # txt: one review per line, no header
 BACKENDS = ("auto", "torch", "onnx")
 WRITABLE = (".csv", ".tsv", ".jsonl")
 MAX_BATCH = 4096  # texts per model call, at most (LabelConfig.validate says why)

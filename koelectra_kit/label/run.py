@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..fileio import check_input_file
 from ..hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
-from ..tables import check_not_numbers, column_hint, detect_encoding, read_records, table_format
+from ..tables import LINES_COLUMN, check_not_numbers, column_hint, detect_encoding, read_records, table_format
 from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
@@ -58,6 +58,9 @@ class FileLabeller:
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a workbook can't be streamed and resumed); "
                              "Excel opens the .csv this writes (UTF-8 with a BOM)")
         self.out_fmt = table_format(self.dst)
+        if self.out_fmt == "txt":
+            raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a .txt file holds one review per line: no "
+                             "room for the label columns)")
         if self.out_fmt == "parquet":
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (parquet output can't be streamed and "
                              "resumed); convert afterwards with pandas if you need parquet")
@@ -93,6 +96,8 @@ class FileLabeller:
         else:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                       errors=cfg.encoding_errors)
+        if self.read_fmt == "txt":  # one review per line: the line is the text, whatever --text-column says
+            self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}")
@@ -241,7 +246,7 @@ class FileLabeller:
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
         df = pd.DataFrame(rows, columns=self.columns, dtype=object)
         if state.bytes_done == 0:
-            check_not_numbers(df[cfg.text_column], cfg.text_column, self.columns, self.src)
+            check_not_numbers(df[cfg.text_column], cfg.text_column, self.columns, self.src, empty=True)
         reused_before = self.cache.reused if self.cache is not None else 0
         out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
             (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)

@@ -178,8 +178,11 @@ function showProgress(job) {
 function showResults(job) {
   const s = job.summary;
   $("progress-box").dataset.done = "true";
-  $("summary-text").textContent = `${s.rows.toLocaleString()} rows labelled in ${job.seconds.toFixed(1)} s ` +
-    `(${Math.round(job.rows_per_s || 0).toLocaleString()} rows/s); text column “${job.text_column}”.`;
+  const secs = job.seconds < 1 ? `${Math.max(1, Math.round(job.seconds * 1000))} ms` : `${job.seconds.toFixed(1)} s`;
+  $("summary-text").textContent = `${s.rows.toLocaleString()} rows labelled in ${secs} ` +
+    `(${Math.round(job.rows_per_s || 0).toLocaleString()} rows/s); text column “${job.text_column}”.` +
+    (info.corrections ? ` ${s.human.toLocaleString()} row${s.human === 1 ? "" : "s"} carry your own label from ` +
+      `${info.labels_file} (label_source = human); the download always holds your latest answers and fixes.` : "");
   const labelled = Object.values(s.per_label).reduce((a, b) => a + b, 0) || 1;
   drawBars($("dist"), info.labels.map((name) => {
     const n = s.per_label[name] || 0;
@@ -194,11 +197,14 @@ function showResults(job) {
     id: `download-${d.kind}`, class: i === 0 ? "button primary" : "button",
     href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
   })));
-  const row = (r) => [r.row, r.text, r.label, r.confidence, ...r.probs.map((p) => (p == null ? "" : p)), r.status];
-  const header = ["row", job.text_column, "label", "confidence", ...info.labels.map((l) => `prob_${l}`), "status"];
-  drawTable($("review-table"), header, job.review.map(row), 1);
+  const ids = [...job.review, ...job.flagged].some((r) => r.id != null); // the file's own id column, when it has one
+  const row = (r) => [r.row, ...(ids ? [r.id] : []), r.text, r.label, r.confidence,
+    ...r.probs.map((p) => (p == null ? "" : p)), r.status];
+  const header = ["row", ...(ids ? ["id"] : []), job.text_column, "label", "confidence",
+    ...info.labels.map((l) => `prob_${l}`), "status"];
+  drawTable($("review-table"), header, job.review.map(row), ids ? 2 : 1);
   if (info.corrections) addFixes(job);
-  drawTable($("flagged-table"), header, job.flagged.map(row), 1);
+  drawTable($("flagged-table"), header, job.flagged.map(row), ids ? 2 : 1);
   $("flagged-title").hidden = $("flagged-table").parentElement.hidden = !job.flagged.length;
   $("results").hidden = false;
 }
@@ -222,6 +228,7 @@ function addFixes(job) {
           body: JSON.stringify({ job: job.id, row: r.row, label: select.value, answer_id: `${answerId}-${n}` }) });
         n += 1; // a later fix of the same row is a new answer (the latest one counts)
         save.textContent = `saved: ${a.label}`;
+        save.title = `in ${a.labels_file} and in the next download`;
       } catch (e) {
         save.textContent = e.message;
       } finally {

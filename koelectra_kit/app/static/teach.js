@@ -1,10 +1,11 @@
 // koelectra-kit app, teach mode: one review at a time, answered with a key. Uses app.js's helpers ($, el, api,
-// drawBars, drawTable, pct, showError). Every answer carries an id made here: a retried request, or a reload
-// replaying the answers it never heard back about (kept in localStorage until the server confirms), is kept once.
+// drawBars, drawTable, pct, showError). An answer's id belongs to the card it answers (made when the card is shown),
+// not to the key press: pressing a key twice on one card, a retried request, or a reload replaying the answers it
+// never heard back about (kept in localStorage until the server confirms) is one answer.
 "use strict";
 
 const PENDING = "koelectra-teach-pending";
-const teach = { client: null, item: null, state: null, keys: {}, busy: false, serving: undefined };
+const teach = { client: null, item: null, card: null, state: null, keys: {}, busy: false, serving: undefined };
 
 const newId = () => (window.crypto && crypto.randomUUID ? crypto.randomUUID()
   : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`);
@@ -55,7 +56,10 @@ async function act(action, label = null) {
   if (teach.busy || !teach.item && action !== "undo") return;
   teach.busy = true;
   showError("teach-error", "");
-  const body = { client: teach.client, action, answer_id: newId(), row: teach.item ? teach.item.row : null, label };
+  // one id per card and kind of event: a second press on the same card (the app down, nothing moved) is the same
+  // answer (its label the latest pressed), a second undo on the same card the same undo
+  const answerId = action === "undo" ? `${teach.card || newId()}-undo` : teach.card;
+  const body = { client: teach.client, action, answer_id: answerId, row: teach.item ? teach.item.row : null, label };
   try {
     const r = await sendEvent(body);
     showItem(r.item);
@@ -68,11 +72,13 @@ async function act(action, label = null) {
 }
 
 function showItem(item) {
+  if (!item || !teach.item || item.row !== teach.item.row) teach.card = item ? newId() : null; // a new card
   teach.item = item;
   $("teach-card").hidden = !item;
   if (!item) return;
   $("teach-card").dataset.row = item.row;
   $("teach-text").textContent = item.text;
+  $("teach-where").textContent = `row ${item.row.toLocaleString()}` + (item.id ? ` · id ${item.id}` : "");
   $("teach-guess-line").hidden = item.guess == null;
   if (item.guess != null) {
     $("teach-guess").textContent = item.guess;
@@ -83,7 +89,11 @@ function showItem(item) {
 
 function showState(s) {
   teach.state = s;
-  $("teach-pool").textContent = `${s.pool} · ${s.rows.toLocaleString()} rows · column “${s.text_column}”`;
+  const repeats = s.rows - s.distinct - s.empty_rows;
+  $("teach-pool").textContent = `${s.pool} · ${s.rows.toLocaleString()} rows · column “${s.text_column}”` +
+    (repeats || s.empty_rows ? ` · ${s.distinct.toLocaleString()} distinct reviews (${[
+      repeats ? `${repeats.toLocaleString()} repeat${repeats === 1 ? "" : "s"} of another row, asked once` : "",
+      s.empty_rows ? `${s.empty_rows.toLocaleString()} empty or unreadable` : ""].filter(Boolean).join(", ")})` : "");
   $("teach-file").textContent = s.labels_file;
   $("teach-source").textContent = s.source === "random"
     ? "No classifier yet: these are a seeded random sample of the file (no repeated or near-duplicate reviews). " +
@@ -95,22 +105,29 @@ function showState(s) {
   drawBars($("teach-counts"), s.labels.map((name) => ({
     name, fraction: s.counts[name] / Math.max(1, s.labelled), text: s.counts[name].toLocaleString(),
   })));
-  $("teach-progress-text").textContent = `${s.skipped} skipped · ${s.remaining.toLocaleString()} reviews not yet ` +
-    "answered" + (s.scoring ? ` · the model is reading the file: ${s.scoring.done.toLocaleString()} / ` +
+  $("teach-progress-text").textContent = `${s.labelled} answered · ${s.skipped} skipped · ` +
+    `${s.remaining.toLocaleString()} of ${s.distinct.toLocaleString()} distinct reviews not yet answered` + (s.scoring ? ` · the model is reading the file: ${s.scoring.done.toLocaleString()} / ` +
       `${s.scoring.total.toLocaleString()}` : "");
   const r = s.retrain;
   $("teach-serving").textContent = s.serving || "none yet";
   const running = r.state === "running";
   $("retrain-progress").hidden = !running;
   $("retrain-progress").value = Math.round(100 * (r.progress || 0));
-  $("retrain-text").textContent = running ? `retraining ${r.round || ""}: ${r.message}`
+  $("retrain-text").textContent = running ? (r.round ? `Retraining ${r.round}: ${r.message}` : "Retrain queued.")
     : s.waiting_for ? `Waiting: ${s.waiting_for}.`
       : `Next retrain after ${s.next_retrain_in} more label${s.next_retrain_in === 1 ? "" : "s"} (every ${s.retrain_every}).`;
   showError("retrain-error", r.state === "failed" ? r.message : "");
+  const last = s.rounds[s.rounds.length - 1];
+  showError("retrain-note", last && last.state === "done" && !last.served ? `${last.name} ${last.reason}` : "");
   $("retrain-btn").disabled = running || !!s.waiting_for;
   $("label-pool-btn").disabled = !s.serving;
   $("label-pool-btn").textContent = `Label the whole file (${s.pool})` + (s.serving ? ` with ${s.serving}` : "");
-  $("teach-dev").textContent = s.dev || "the held-out 10% of the labels";
+  $("teach-dev").textContent = s.dev ? `--dev ${s.dev}` : `${(s.heldout || 0).toLocaleString()} held-out labels ` +
+    "(never trained on; cross-validation while they are fewer than 30 and rounds are TF-IDF)";
+  $("teach-start").textContent = s.start_model ? `Starting model ${s.start_model}: macro-F1 ` +
+    `${s.start_score == null ? "not scored yet (after the first round)" : s.start_score.toFixed(4)} on the labels ` +
+    "the latest round was compared on. A round serves only if it scores at least as well as the model serving " +
+    "when it ends." : "";
   drawRounds(s.rounds);
   if (!teach.item) {
     $("teach-empty").hidden = false;
@@ -127,11 +144,17 @@ function showState(s) {
 }
 
 function drawRounds(rounds) {
-  const names = ["encoder", "tfidf", "ensemble"];
-  drawTable($("rounds-table"), ["round", "labels", "recipe", "serving", ...names.map((n) => `macro-F1 ${n}`),
-    "seconds"],
-    rounds.map((r) => [r.name, r.labels, r.recipe || "full", r.state === "done" ? r.best : `failed: ${r.message}`,
-      ...names.map((n) => (r.scores[n] == null ? "" : r.scores[n])), r.seconds]));
+  const f = (x) => (x == null || Number.isNaN(x) ? "" : x.toFixed(4));
+  const how = (v) => (!v.method ? "" : v.method === "cross-validation" ? `${v.n} labels, ${v.method}`
+    : `${v.n} ${v.method === "dev" ? "dev rows" : "held-out labels"}`);
+  drawTable($("rounds-table"), ["round", "labels", "recipe", "scored on", "macro-F1", "serving then", "starting model",
+    "served", "seconds"],
+  rounds.map((r) => {
+    const v = r.verdict || {};
+    const state = r.state === "done" ? (r.served ? `yes (${r.best})` : `no: ${r.reason}`) : `${r.state}: ${r.message}`;
+    return [r.name, r.labels, r.recipe || "full", how(v), f(v.score),
+      v.incumbent ? `${v.incumbent} ${f(v.incumbent_score)}` : "", f(v.start_score), state, r.seconds];
+  }));
   const svg = $("rounds-chart");
   svg.replaceChildren();
   const done = rounds.filter((r) => r.state === "done");
@@ -150,7 +173,7 @@ function drawRounds(rounds) {
   add("text", { x: 2, y: 14 }, "1.0");
   add("text", { x: 2, y: 108 }, "0.0");
   add("text", { x: 560, y: 118 }, `${maxLabels} labels`);
-  const best = done.map((r) => r.scores[r.best]);
+  const best = done.map((r) => (r.verdict && r.verdict.score != null ? r.verdict.score : r.scores[r.best]));
   add("polyline", { points: done.map((r, i) => `${x(r)},${y(best[i])}`).join(" "), fill: "none",
     stroke: "#2f6fed", "stroke-width": 2 });
   done.forEach((r, i) => add("circle", { cx: x(r), cy: y(best[i]), r: 3.5, fill: "#2f6fed" }));
@@ -186,6 +209,13 @@ async function pollTeach() {
 
 function onKey(e) {
   if ($("teach").hidden || e.ctrlKey || e.metaKey || e.altKey) return;
+  // Enter and Space never answer: a button clicked earlier may still hold the focus, and its default action would
+  // answer the next review with the last label clicked
+  if ((e.key === "Enter" || e.key === " ") && $("teach-card").contains(document.activeElement)
+      && document.activeElement.tagName === "BUTTON") {
+    e.preventDefault();
+    return;
+  }
   if (["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) return;
   const key = e.key.toLowerCase();
   if (key === "s") act("skip");
@@ -227,16 +257,16 @@ async function initTeach() {
     const b = el("button", { type: "button", class: `answer ${labelClass(label)}`, "data-label": label });
     const keys = Object.entries(teach.keys).filter(([, l]) => l === label).map(([k]) => k);
     b.append(...keys.map((k) => el("kbd", { text: k })), document.createTextNode(label));
-    b.addEventListener("click", () => act("answer", label));
+    b.addEventListener("click", () => { b.blur(); act("answer", label); }); // no button stays armed for Enter
     return b;
   }), el("button", { type: "button", id: "skip-btn", text: "skip (s)" }),
   el("button", { type: "button", id: "undo-btn", text: "undo (u)" }));
-  $("skip-btn").addEventListener("click", () => act("skip"));
-  $("undo-btn").addEventListener("click", () => act("undo"));
+  $("skip-btn").addEventListener("click", () => { $("skip-btn").blur(); act("skip"); });
+  $("undo-btn").addEventListener("click", () => { $("undo-btn").blur(); act("undo"); });
   $("teach-keyhelp").textContent = Object.entries(teach.keys).map(([k, l]) => `${k} ${l}`).join(" · ");
   $("retrain-btn").addEventListener("click", retrainNow);
   $("label-pool-btn").addEventListener("click", labelPool);
-  document.addEventListener("keydown", onKey);
+  document.addEventListener("keydown", onKey, true); // capture: before a focused button's own Enter
   await replayPending();
   showState(state);
   await fetchNext();

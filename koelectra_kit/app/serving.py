@@ -1,0 +1,187 @@
+"""Which model teach mode serves: a round replaces the serving model only when it scores at least as well on
+labels neither of them trained on, and a started-from model keeps what it knew.
+
+    held = HeldOut(teach / "heldout.jsonl").update(labels)            # texts no round ever trains on
+    verdict = judge(candidate, incumbent, ...)                          # serve it, or say why not
+
+**The held-out labels** (``HeldOut``): without ``--dev``, about 10% of the analyst's labels of each class (at least
+one) are held out, chosen by a hash of their text so the choice does not depend on the order they came in, and
+kept in ``heldout.jsonl``: a text once held out stays held out, so no round ever trains on it and every round, the
+serving one and the starting model are scored on the same texts. With ``--dev`` that file is the held-out set.
+
+**How a round is compared** (``judge``), in this order:
+
+- ``--dev``, or ``MIN_HELDOUT`` held-out labels or more, or a round that fine-tunes an encoder: on the held-out
+  labels (the dev file), candidate against the model serving now;
+- fewer held-out labels and a TF-IDF round: by ``k``-fold cross-validation over all the analyst's labels (the
+  round's recipe refitted ``k`` times, start data included, each fold predicted by a fit that never saw it), against
+  the serving model on every label it did not train on (all of them for the starting model). 2-3 held-out labels
+  (17 answers) decide nothing; the cross-validated score uses every answer.
+
+A round that scores below the serving model is kept on disk and in the history, marked not served, with the
+reason; the page shows it. Ties serve the round (it has seen more of the analyst's labels).
+
+**What a round starts from** (``StartData``): a TF-IDF starting folder records the file it was fitted on
+(``baseline_config.yaml``); when that file is still there, TF-IDF rounds fit on its rows plus the analyst's labels
+(the analyst's label wins for a text in both), so a round knows what the starting model knew. Fine-tuned starts
+keep their knowledge in their weights: every full round starts from them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MIN_HELDOUT = 30  # held-out labels from which a comparison on them alone means something (else: cross-validation)
+HELDOUT_SHARE = 0.1
+CV_FOLDS = 5
+
+
+def _rank(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class HeldOut:
+    """The held-out texts, appended to a file as they are chosen (one JSON string per line)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.texts: list[str] = []
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    text = json.loads(line)
+                except json.JSONDecodeError:  # a torn last line (a kill mid-write): that text is chosen again
+                    continue
+                if isinstance(text, str):
+                    self.texts.append(text)
+        self._set = set(self.texts)
+
+    def update(self, labels: dict, names: list[str]) -> dict:
+        """Hold out more texts where a class has fewer than its share; the held-out labels now (text -> label)."""
+        new = []
+        for name in names:
+            texts = [t for t, lab in labels.items() if lab == name]
+            want = max(1, round(HELDOUT_SHARE * len(texts))) if len(texts) >= 2 else 0
+            have = sum(t in self._set for t in texts)
+            for text in sorted((t for t in texts if t not in self._set), key=_rank)[:max(0, want - have)]:
+                new.append(text)
+                self._set.add(text)
+        if new:
+            self.texts += new
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in new))
+                f.flush()
+                os.fsync(f.fileno())
+        return {t: labels[t] for t in self.texts if t in labels}
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._set
+
+
+@dataclass
+class StartData:
+    """The rows a TF-IDF starting folder was fitted on (empty when it records none, or the file is gone)."""
+
+    texts: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+    source: str = ""
+
+    @classmethod
+    def of(cls, folder: str | Path, names: list[str]) -> "StartData":
+        from ..config import load_config
+        from ..errors import KitError
+        from ..finetune.config import FinetuneConfig
+        from ..finetune.data import read_labelled
+
+        recorded = Path(folder) / "baseline_config.yaml"
+        if not recorded.is_file():
+            return cls()
+        try:
+            cfg = load_config(FinetuneConfig, str(recorded), [])
+            if not cfg.train or list(cfg.labels) != list(names):
+                return cls()
+            data = read_labelled(cfg.train, list(cfg.labels), text_column=cfg.text_column,
+                                 label_column=cfg.label_column, rating_column=cfg.rating_column,
+                                 rating_map=cfg.rating_map, label_map=cfg.label_map,
+                                 drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
+        except (KitError, OSError):
+            return cls()  # the file moved or no longer reads: rounds fit on the analyst's labels alone
+        return cls(list(data.texts), [names[i] for i in data.y], str(cfg.train))
+
+    def rows(self, labels: dict) -> list[tuple[str, str]]:
+        """The start's rows, then the analyst's labels; a text in both keeps the analyst's label."""
+        return [(t, lab) for t, lab in zip(self.texts, self.labels) if t not in labels] + list(labels.items())
+
+
+def macro_f1(clf, labels: dict, names: list[str]) -> float | None:
+    """Macro-F1 of ``clf`` on ``labels`` (text -> label), or None when there is nothing to score."""
+    if not labels or clf is None:
+        return None
+    from ..metrics import classification_report
+
+    texts = list(labels)
+    probs = np.asarray(clf.predict(texts).probs)
+    y = [names.index(labels[t]) for t in texts]
+    return round(float(classification_report(y, probs.argmax(1), names)["macro_f1"]), 4)
+
+
+def cv_tfidf(start: StartData, labels: dict, names: list[str], seed: int, baseline_cfg=None) -> tuple[float, int]:
+    """(out-of-fold macro-F1 of the TF-IDF round recipe over the analyst's labels, folds): each fold predicted by
+    TF-IDF fitted on the start's rows plus the other folds."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from ..metrics import classification_report
+    from ..tfidf import TfidfClassifier
+
+    texts = list(labels)
+    y = np.array([names.index(labels[t]) for t in texts])
+    k = int(min(CV_FOLDS, np.bincount(y, minlength=len(names)).min()))
+    if k < 2:
+        return float("nan"), 0
+    pred = np.zeros(len(texts), dtype=np.int64)
+    for train, test in StratifiedKFold(k, shuffle=True, random_state=seed).split(texts, y):
+        rows = start.rows({texts[i]: labels[texts[i]] for i in train})
+        clf = TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
+                                  baseline_cfg)
+        pred[test] = clf.predict([texts[i] for i in test]).probs.argmax(1)
+    return round(float(classification_report(y, pred, names)["macro_f1"]), 4), k
+
+
+@dataclass
+class Verdict:
+    served: bool
+    method: str  # "held-out" | "dev" | "cross-validation"
+    n: int  # labels scored
+    score: float | None  # the round's
+    incumbent: str | None  # the model serving when the round ended
+    incumbent_score: float | None
+    start_score: float | None  # the starting model's, on the same labels (None: it has no classifier)
+    reason: str
+
+    def public(self) -> dict:
+        return dict(self.__dict__)
+
+
+def judge(name: str, score: float | None, incumbent: str | None, incumbent_score: float | None,
+          start_score: float | None, method: str, n: int) -> Verdict:
+    """Serve ``name`` unless the model serving now scored higher on the same labels."""
+    where = {"held-out": f"{n} held-out labels", "dev": f"{n} --dev rows",
+             "cross-validation": f"{n} labels, cross-validated"}[method]
+    if incumbent is None or incumbent_score is None:
+        return Verdict(True, method, n, score, incumbent, incumbent_score, start_score,
+                       f"{name} serves: the first classifier (macro-F1 {_f(score)} on {where})")
+    if score is not None and score >= incumbent_score:
+        return Verdict(True, method, n, score, incumbent, incumbent_score, start_score,
+                       f"{name} serves: macro-F1 {_f(score)} >= {incumbent} {_f(incumbent_score)} on {where}")
+    return Verdict(False, method, n, score, incumbent, incumbent_score, start_score,
+                   f"not served: macro-F1 {_f(score)} < {incumbent} {_f(incumbent_score)} on {where}; "
+                   f"{incumbent} keeps serving")
+
+
+def _f(x) -> str:
+    return "n/a" if x is None or x != x else f"{x:.4f}"
