@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +43,13 @@ class Setup:
     step: int
     until: int
     dedupe_threshold: float
+    start_rows: int = 0  # > 0: rounds start from a TF-IDF model fitted on this many --train rows outside the pool
 
     def differs(self, other: dict) -> list[str]:
-        """Keys whose values would make finished rounds a different experiment than this one."""
-        return [k for k, v in asdict(self).items() if k != "until" and other.get(k) != v]
+        """Keys whose values would make finished rounds a different experiment than this one (a key an older
+        settings.json lacks has its default)."""
+        defaults = {f.name: f.default for f in fields(self)}
+        return [k for k, v in asdict(self).items() if k != "until" and other.get(k, defaults[k]) != v]
 
     @property
     def sizes(self) -> list[int]:
@@ -80,9 +83,10 @@ def sentiment_config(overrides: list[str]):
     return load_config(FinetuneConfig, "sentiment", overrides)
 
 
-def read_rows(path: str, limit: int | None = None, seed: int = 0) -> Rows:
+def read_rows(path: str, limit: int | None = None, seed: int = 0, start: int = 0) -> Rows:
     """A labelled table (nsmc3's TSV, any table ``finetune`` reads) with the sentiment labels; ``limit``: a seeded
-    sample of that many rows, kept in file order (the pool)."""
+    sample of that many rows, kept in file order (the pool); ``start`` > 0: instead, ``start`` rows of the same draw
+    that are not in the pool (what the starting model was fitted on)."""
     from koelectra_kit.finetune import read_labelled
 
     labels = sentiment_config([]).labels
@@ -90,6 +94,9 @@ def read_rows(path: str, limit: int | None = None, seed: int = 0) -> Rows:
     texts, y = data.texts, data.y
     if limit is not None and limit < len(texts):
         keep = np.sort(np.random.default_rng(seed).choice(len(texts), limit, replace=False))
+        if start:  # drawn from the rows the pool left (the pool's own draw is unchanged)
+            rest = np.setdiff1d(np.arange(len(texts)), keep)
+            keep = np.sort(np.random.default_rng(seed + 1).choice(rest, min(start, len(rest)), replace=False))
         texts, y = [texts[i] for i in keep], y[keep]
     return Rows(texts, y, labels)
 
@@ -210,6 +217,8 @@ def append_round(path: Path, record: dict) -> None:
 def run_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, device: str = "cpu",
               say=print) -> list[dict]:
     """Every round of ``chain`` not yet in ``runs/<chain>.jsonl``; returns all its rounds."""
+    if setup.start_rows:
+        return run_start_chain(chain, setup, runs, dev, say)
     pool = read_rows(setup.train, setup.pool_size, setup.pool_seed)
     results, work, log = runs / f"{chain.name}.jsonl", runs / chain.name, runs / f"{chain.name}.log"
     work.mkdir(parents=True, exist_ok=True)
@@ -253,4 +262,97 @@ def run_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, device: str = "
         labelled = labelled + record["next"]
         say(f"{chain.name}: {size:,} labels, best {best}, dev macro-F1 {dev_scores[best]['macro_f1']:.4f} "
             f"(train {t1 - t0:.0f}s, score {t2 - t1:.0f}s)")
+    return rounds
+
+
+# ---------------------------------------------------------------------------------------------------------
+# From a starting model (--start-rows, issue 41): teach mode's rule for which model serves
+# ---------------------------------------------------------------------------------------------------------
+
+class Serving:
+    """The model teach mode serves in a chain from a start: the start itself until a round beats it (the app's
+    ``serving.compare``), then the newest round that did. ``trained``: the analyst's texts it trained on."""
+
+    def __init__(self, clf, name: str, trained: set):
+        self.clf, self.name, self.trained = clf, name, trained
+
+
+def fit_tfidf_round(start, labels: dict, names: list[str]):
+    """TF-IDF on the start's rows plus ``labels``, as a TF-IDF round of the app fits it (``baseline``'s defaults)."""
+    from koelectra_kit.tfidf import TfidfClassifier
+
+    rows = start.rows(labels)
+    return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
+                               sentiment_config([]).baseline)
+
+
+def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print) -> list[dict]:
+    """Every round of ``chain`` from a TF-IDF start fitted on ``setup.start_rows`` rows outside the pool: each
+    round refits TF-IDF on those rows plus the labels not held out, the app's ``compare`` decides whether it serves,
+    and the serving model asks for the next rows. Each line holds the dev scores of the round, of the model serving
+    after it and of the start."""
+    from koelectra_kit.app.serving import HeldOut, StartData, compare
+
+    if setup.recipe != "tfidf":
+        raise SystemExit("error: --start-rows runs the TF-IDF recipe (a TF-IDF start, TF-IDF rounds)")
+    pool = read_rows(setup.train, setup.pool_size, setup.pool_seed)
+    base = read_rows(setup.train, setup.pool_size, setup.pool_seed, start=setup.start_rows)
+    names = pool.labels
+    start_data = StartData(base.texts, [names[i] for i in base.y], f"{setup.start_rows} rows of {setup.train}")
+    start = fit_tfidf_round(start_data, {}, names)
+    results, work = runs / f"{chain.name}.jsonl", runs / chain.name
+    work.mkdir(parents=True, exist_ok=True)
+    rounds = read_rounds(results)
+    if not rounds:
+        (work / "heldout.jsonl").unlink(missing_ok=True)  # a chain started afresh holds out afresh
+    held_file = HeldOut(work / "heldout.jsonl")
+    as_labels = lambda rows: {pool.texts[i]: names[pool.y[i]] for i in rows}  # noqa: E731
+    serving = Serving(start, "start", set())
+    if rounds:  # rebuild what served after the last finished round (rounds are deterministic given their labels)
+        last = next((r for r in reversed(rounds) if r["served"]), None)
+        labelled = rounds[-1]["labelled"] + rounds[-1]["next"]
+        if last is not None:
+            held = set(held_file.texts[:last["heldout_texts"]])
+            train = {t: lab for t, lab in as_labels(last["labelled"]).items() if t not in held}
+            serving = Serving(fit_tfidf_round(start_data, train, names), f"n{last['labels']}", set(train))
+    else:  # the start model asks for the first rows, as the app does when it starts from a classifier
+        labelled = pick(start, pool, [], setup.start, chain.strategy if chain.strategy == "random" else "margin",
+                        chain.seed, setup.dedupe_threshold).indices.tolist()
+    start_dev = score({"start": start}, dev)["start"]
+    for r, size in enumerate(setup.sizes):
+        if r < len(rounds):
+            continue
+        if len(labelled) < size:
+            say(f"{chain.name}: the pool has no more distinct unlabelled rows ({len(labelled)} labelled); stopped")
+            break
+        t0 = time.perf_counter()
+        labels = as_labels(labelled)
+        held = held_file.update(labels, names)
+        train = {t: lab for t, lab in labels.items() if t not in held}
+        clf = fit_tfidf_round(start_data, train, names)
+        verdict = compare(f"n{size}", clf, "tfidf", labels, held, names, incumbent=serving.clf,
+                          incumbent_name=serving.name, incumbent_trained=serving.trained, start=start,
+                          start_data=start_data, seed=chain.seed, baseline_cfg=sentiment_config([]).baseline)
+        if verdict.served:
+            serving = Serving(clf, f"n{size}", set(train))
+        t1 = time.perf_counter()
+        dev_scores = score({"round": clf, "serving": serving.clf}, dev)
+        picked = pick(serving.clf, pool, labelled, setup.step, chain.strategy, chain.seed * 1000 + r + 1,
+                      setup.dedupe_threshold)
+        record = {"strategy": chain.strategy, "seed": chain.seed, "round": r, "labels": len(labelled),
+                  "recipe": "tfidf", "start_rows": setup.start_rows, "best": "tfidf",
+                  "dev": {"tfidf": dev_scores["serving"], "best": dev_scores["serving"], "round": dev_scores["round"],
+                          "start": start_dev},
+                  "served": verdict.served, "serving": serving.name, "verdict": verdict.public(),
+                  "heldout_texts": len(held_file.texts),
+                  "class_counts": np.bincount(pool.y[labelled], minlength=len(names)).tolist(),
+                  "seconds": {"round": round(t1 - t0, 1), "total": round(time.perf_counter() - t0, 1)},
+                  "picked_margin": round(float(np.mean(picked.scores)), 4) if len(picked.scores) else None,
+                  "skipped": picked.skipped, "labelled": labelled, "next": picked.indices.tolist()}
+        append_round(results, record)
+        rounds.append(record)
+        labelled = labelled + record["next"]
+        say(f"{chain.name}: {size:,} labels, {verdict.reason}; dev macro-F1 serving "
+            f"{dev_scores['serving']['macro_f1']:.4f}, round {dev_scores['round']['macro_f1']:.4f}, start "
+            f"{start_dev['macro_f1']:.4f}")
     return rounds

@@ -76,6 +76,22 @@ def fmt(x, points: bool = False) -> str:
     return f"{x:+.2f}" if points else f"{x:.4f}"
 
 
+def start_verdict(fig: Figures) -> str:
+    """From a start (--start-rows): the rounds whose serving model scores below the start on dev, per chain."""
+    lines, below_all, total = [], 0, 0
+    for (strategy, seed), rows in sorted(fig.rounds.items()):
+        gaps = [100 * (r["dev"]["best"]["macro_f1"] - r["dev"]["start"]["macro_f1"]) for r in rows]
+        below = sum(g < 0 for g in gaps)
+        below_all, total = below_all + below, total + len(rows)
+        served = sum(r["served"] for r in rows)
+        lines.append(f"  {strategy}-s{seed}: {len(rows)} rounds, {served} served; serving minus start on dev: min "
+                     f"{min(gaps):+.2f}, last {gaps[-1]:+.2f} points; rounds below the start: {below}")
+    head = (f"from a start fitted on {fig.settings['start_rows']:,} rows (dev macro-F1 "
+            f"{next(iter(fig.rounds.values()))[0]['dev']['start']['macro_f1']:.4f}): {below_all} of {total} rounds "
+            f"served a model below it on dev ({'met' if below_all == 0 else 'NOT met'}: none may)")
+    return "\n".join([head, *lines])
+
+
 def verdict(fig: Figures) -> str:
     """The acceptance line at 1,000 labels, for each non-random strategy, against random in the same run."""
     lines = []

@@ -7,10 +7,17 @@ the bar (>= +2 points of macro-F1, mean of seeds).
     python benchmarks/bench_active.py --recipe full --encoder runs/l30/sub/discriminator --runs runs/active-full \\
         --device cuda --parallel 4 --train ../shared/data/nsmc3/train.tsv --dev ../shared/data/nsmc3/dev.tsv
     python benchmarks/bench_active.py --runs runs/active-tfidf --report-only     # page + plot from the JSON lines
+    python benchmarks/bench_active.py --recipe tfidf --start-rows 3000 --runs runs/active-start --seeds 1 2
 
 Recipes: ``full`` (the default) is `finetune`'s sentiment defaults from --encoder with ensemble=tfidf and dev=null,
 as the app's teach mode retrains: the encoder, TF-IDF and their ensemble, the next rows chosen by the one best on the
 held-out 10%. ``tfidf`` is TF-IDF + logistic regression alone (`baseline` with dev=null): seconds a round on a CPU.
+
+``--start-rows N`` (issue 41) starts teach mode from a TF-IDF model fitted on N --train rows outside the pool, as an
+analyst starts from a model they already have: each round refits TF-IDF on those rows plus the labels not held out,
+and the app's own rule (``koelectra_kit.app.serving.compare``) decides whether it replaces the model serving; the
+serving model asks for the next rows. The run prints, per round, the dev macro-F1 of the model serving against the
+start's: the bar is that no round serves below the start.
 
 Each strategy x seed is a chain of rounds run in order; chains are separate processes with --parallel > 1 (each
 with --threads torch threads). RUNS holds settings.json, a JSON line per finished round of each chain
@@ -33,7 +40,7 @@ from pathlib import Path
 from common import NSMC_DEV, NSMC_TRAIN, ROOT
 
 from active_loop import RECIPES, Chain, Setup, read_rows, run_chain  # noqa: E402  (after common puts ROOT on the path)
-from active_report import AT, Figures, plot, section, verdict, table, write_page  # noqa: E402
+from active_report import AT, Figures, plot, section, start_verdict, verdict, table, write_page  # noqa: E402
 
 STRATEGIES = ("margin", "entropy", "random")  # random is the baseline every other strategy is measured against
 PAGE = ROOT / "docs" / "results" / "active-learning.md"
@@ -53,6 +60,8 @@ def options() -> Parser:
     ap.add_argument("--pool-size", type=int, default=20000, help="rows of --train in the unlabelled pool")
     ap.add_argument("--pool-seed", type=int, default=0, help="which rows (the same pool for every chain)")
     ap.add_argument("--start", type=int, default=100, help="random labels before the first round")
+    ap.add_argument("--start-rows", type=int, default=0,
+                    help="start from a TF-IDF model fitted on this many --train rows outside the pool (tfidf recipe)")
     ap.add_argument("--step", type=int, default=100, help="labels added a round")
     ap.add_argument("--until", type=int, default=2000, help="labels of the last round")
     ap.add_argument("--strategies", nargs="+", default=["margin", "random"], help="of " + ", ".join(STRATEGIES))
@@ -79,6 +88,8 @@ def check(ap: Parser, args) -> None:
         ap.error("--strategies: include random, the baseline the others are measured against in the same run")
     if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         ap.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct seeds >= 0")
+    if args.start_rows < 0 or (args.start_rows and args.recipe != "tfidf"):
+        ap.error(f"--start-rows {args.start_rows}: a count >= 0, with --recipe tfidf (a TF-IDF start)")
     for key in ("start", "step", "until", "pool_size", "parallel"):
         if getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')} {getattr(args, key)}: must be at least 1")
@@ -115,7 +126,7 @@ def check(ap: Parser, args) -> None:
 def settings(ap: Parser, args, runs: Path) -> Setup:
     """This run's Setup; a RUNS folder made with another one is refused (its rounds are another experiment)."""
     setup = Setup(args.recipe, args.encoder, args.train, args.dev, args.pool_size, args.pool_seed, args.start,
-                  args.step, args.until, args.dedupe_threshold)
+                  args.step, args.until, args.dedupe_threshold, args.start_rows)
     path = runs / "settings.json"
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
@@ -198,6 +209,8 @@ def report(args, runs: Path) -> None:
         sys.exit(f"error: {runs}: no finished rounds yet")
     print("\n".join(table(fig)))
     print(verdict(fig))
+    if fig.settings.get("start_rows"):
+        print(start_verdict(fig))
     page = Path(args.out)
     png = page.parent / f"{page.stem}-{fig.settings['recipe']}.png"
     plot(fig, png)
@@ -240,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     fig = Figures.read(runs)
     print("\n".join(table(fig)))
     print(verdict(fig))
+    if setup.start_rows:
+        print(start_verdict(fig))
     print(f"(--report-only --runs {runs} writes the page and the plot; bar measured at {AT:,} labels)")
 
 

@@ -165,7 +165,7 @@ def _read_back(kind: str, data: bytes) -> pd.DataFrame:
 BAD_UPLOADS = {
     "empty": ("empty.csv", b"", "empty.csv is empty (0 bytes)"),
     "wrong encoding": ("latin.csv", "review\ncafé crème\n".encode("latin-1"), "is not UTF-8 or cp949/EUC-KR text"),
-    "no text column": ("numbers.csv", b"id,score\n1,5\n2,3\n", "no column holds text"),
+    "no text column": ("numbers.csv", b"id,score\n1,5\n2,3\n", "no column holds review text"),
     "zero rows": ("header.csv", "리뷰,평점\n".encode(), "has a header row but no rows"),
     "blank rows only": ("blank.csv", b"review\n\n\n", "has a header row but no rows"),
     "unknown format": ("notes.docx", b"PK\x03\x04", "can't tell the format"),

@@ -289,3 +289,36 @@ def test_a_column_of_numbers_is_not_review_text(capsys, tmp_path, tiny_classifie
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
                          tmp_path / "o.csv", "--no-progress")
     assert rc == 0, err
+
+
+def test_a_column_of_dates_or_ids_or_mostly_empty_is_not_review_text(capsys, tmp_path, tiny_classifier_dir):
+    """Issue 41: a file with only id,rating,date was labelled on `date` (60 dates, exit 0)."""
+    src = tmp_path / "in.csv"
+    out = tmp_path / "o.csv"
+    src.write_text("id,rating,date\n" + "".join(f"A{i:03d},{i % 5},2024-01-{i % 28 + 1:02d}\n" for i in range(60)),
+                   encoding="utf-8")
+    for column, needle in (("date", "'date' holds numbers, dates or ids"), ("id", "'id' holds numbers, dates or ids")):
+        rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output", out,
+                             "--text-column", column, "--no-progress")
+        assert_one_line_error(rc, err, needle, "name the text column", "rating")
+    src.write_text("review,id\n" + "좋아요,1\n" + ",2\n" * 30, encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output", out,
+                         "--no-progress")
+    assert_one_line_error(rc, err, "'review' is empty in 30 of its first 31 rows")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # nothing written
+
+
+def test_a_txt_file_is_one_review_per_line_with_no_header(capsys, tmp_path, tiny_classifier_dir):
+    """Issue 41: a .txt of 40 reviews was read as a TSV with a header: 39 rows, the first review lost."""
+    import pandas as pd
+
+    src = tmp_path / "reviews.txt"
+    src.write_text("\ufeff" + "".join(f"리뷰 {i}번 좋아요\n" for i in range(40)), encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--no-progress")
+    assert rc == 0, err
+    got = pd.read_csv(tmp_path / "o.csv", encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    assert len(got) == 40 and got["text"].tolist() == [f"리뷰 {i}번 좋아요" for i in range(40)]
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", tmp_path / "o.csv", "--output",
+                         tmp_path / "o.txt", "--text-column", "text", "--no-progress")
+    assert_one_line_error(rc, err, "write .csv, .tsv or .jsonl")

@@ -11,12 +11,12 @@ serving one and the starting model are scored on the same texts. With ``--dev`` 
 
 **How a round is compared** (``judge``), in this order:
 
-- ``--dev``, or ``MIN_HELDOUT`` held-out labels or more, or a round that fine-tunes an encoder: on the held-out
-  labels (the dev file), candidate against the model serving now;
-- fewer held-out labels and a TF-IDF round: by ``k``-fold cross-validation over all the analyst's labels (the
-  round's recipe refitted ``k`` times, start data included, each fold predicted by a fit that never saw it), against
-  the serving model on every label it did not train on (all of them for the starting model). 2-3 held-out labels
-  (17 answers) decide nothing; the cross-validated score uses every answer.
+- ``--dev``, or ``MIN_HELDOUT`` held-out labels or more that the serving model never trained on, or a round that
+  fine-tunes an encoder: on those held-out labels (the dev file), candidate against the model serving now;
+- fewer, and a TF-IDF round: on every label the serving model never trained on (all of them for the starting
+  model), the round's side by ``k``-fold cross-validation (the round's recipe refitted ``k`` times over all the
+  analyst's labels, start data included, each label predicted by a fit that never saw it). 2-3 held-out labels
+  (17 answers) decide nothing; this uses every answer, and both sides are scored on the same labels.
 
 A round that scores below the serving model is kept on disk and in the history, marked not served, with the
 reason; the page shows it. Ties serve the round (it has seen more of the analyst's labels).
@@ -122,34 +122,38 @@ def macro_f1(clf, labels: dict, names: list[str]) -> float | None:
     """Macro-F1 of ``clf`` on ``labels`` (text -> label), or None when there is nothing to score."""
     if not labels or clf is None:
         return None
-    from ..metrics import classification_report
-
     texts = list(labels)
     probs = np.asarray(clf.predict(texts).probs)
-    y = [names.index(labels[t]) for t in texts]
-    return round(float(classification_report(y, probs.argmax(1), names)["macro_f1"]), 4)
+    return _f1([names.index(labels[t]) for t in texts], probs.argmax(1), names)
 
 
-def cv_tfidf(start: StartData, labels: dict, names: list[str], seed: int, baseline_cfg=None) -> tuple[float, int]:
-    """(out-of-fold macro-F1 of the TF-IDF round recipe over the analyst's labels, folds): each fold predicted by
-    TF-IDF fitted on the start's rows plus the other folds."""
+def cv_predict(start: StartData, labels: dict, names: list[str], seed: int, baseline_cfg=None) -> np.ndarray | None:
+    """Out-of-fold label indices of the TF-IDF round recipe for each of ``labels`` (in its order): each fold
+    predicted by TF-IDF fitted on the start's rows plus the other folds; None when a class has under 2 labels."""
     from sklearn.model_selection import StratifiedKFold
 
-    from ..metrics import classification_report
     from ..tfidf import TfidfClassifier
 
     texts = list(labels)
     y = np.array([names.index(labels[t]) for t in texts])
     k = int(min(CV_FOLDS, np.bincount(y, minlength=len(names)).min()))
     if k < 2:
-        return float("nan"), 0
+        return None
     pred = np.zeros(len(texts), dtype=np.int64)
     for train, test in StratifiedKFold(k, shuffle=True, random_state=seed).split(texts, y):
         rows = start.rows({texts[i]: labels[texts[i]] for i in train})
         clf = TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
                                   baseline_cfg)
         pred[test] = clf.predict([texts[i] for i in test]).probs.argmax(1)
-    return round(float(classification_report(y, pred, names)["macro_f1"]), 4), k
+    return pred
+
+
+def _f1(y_true: list, y_pred, names: list[str]) -> float | None:
+    from ..metrics import classification_report
+
+    if not len(y_true):
+        return None
+    return round(float(classification_report(y_true, y_pred, names)["macro_f1"]), 4)
 
 
 @dataclass
@@ -165,6 +169,31 @@ class Verdict:
 
     def public(self) -> dict:
         return dict(self.__dict__)
+
+
+def compare(name: str, clf, recipe: str, labels: dict, held: dict, names: list[str], *, incumbent,
+            incumbent_name: str | None, incumbent_trained: set, start, start_data: StartData, seed: int,
+            baseline_cfg=None, dev: bool = False) -> Verdict:
+    """Round ``name`` (``clf``, trained by ``recipe`` on ``labels`` minus ``held``) against the model serving now
+    (``incumbent``, None for none, which trained on the analyst's texts ``incumbent_trained``), on labels neither
+    trained on: the held-out ones the incumbent never saw (a text held out after it was trained may have been in
+    its training set), else, when those are few and the round is TF-IDF, every label the incumbent never saw, the
+    round's side predicted out of fold. ``start`` (None: an encoder) is scored on the same labels for the page."""
+    fair = held if dev else {t: lab for t, lab in held.items() if t not in incumbent_trained}
+    if dev or len(fair) >= MIN_HELDOUT or recipe != "tfidf":
+        inc = macro_f1(incumbent, fair, names)
+        start_score = inc if incumbent is start else macro_f1(start, fair, names)
+        return judge(name, macro_f1(clf, fair, names), incumbent_name if incumbent is not None else None, inc,
+                     start_score, "dev" if dev else "held-out", len(fair))
+    unseen = {t: lab for t, lab in labels.items() if t not in incumbent_trained}
+    pred = cv_predict(start_data, labels, names, seed, baseline_cfg)
+    at = {t: i for i, t in enumerate(labels)}
+    score = None if pred is None else _f1([names.index(lab) for lab in unseen.values()],
+                                          pred[[at[t] for t in unseen]], names)
+    inc = macro_f1(incumbent, unseen, names)
+    start_score = inc if incumbent is start else macro_f1(start, unseen, names)
+    return judge(name, score, incumbent_name if incumbent is not None else None, inc, start_score,
+                 "cross-validation", len(unseen))
 
 
 def judge(name: str, score: float | None, incumbent: str | None, incumbent_score: float | None,

@@ -28,7 +28,7 @@ from .pool import Pool, Queue, score
 from .jobs import Busy
 from .retrain import (Progress, Round, append_round, baseline_args, best_folder, failure_line, finetune_args, now,
                       read_rounds, recipe_for, run_finetune)
-from .serving import MIN_HELDOUT, HeldOut, StartData, cv_tfidf, judge, macro_f1
+from .serving import HeldOut, StartData, compare
 
 logger = logging.getLogger("koelectra_kit.app")
 MAX_ID = 100  # characters of a client-made answer id
@@ -337,27 +337,16 @@ class Teacher:
             self._score(rnd.name, clf)
 
     def _judge(self, rnd: Round, clf, labels: dict, held: dict):
-        """The round against the model serving now (serving.py): on the held-out labels, or cross-validated when
-        they are few and the round is TF-IDF."""
-        incumbent = self.shared.current()
-        start = self.start.classifier
-        if self.s.dev or len(held) >= MIN_HELDOUT or rnd.recipe != "tfidf":
-            method = "dev" if self.s.dev else "held-out"
-            score = macro_f1(clf, held, self.labels)
-            inc = macro_f1(incumbent, held, self.labels)
-            start_score = inc if incumbent is start else macro_f1(start, held, self.labels)
-            return judge(rnd.name, score, self.serving if incumbent is not None else None, inc, start_score, method,
-                         len(held))
+        """The round against the model serving now (serving.compare): on the held-out labels, or cross-validated
+        when they are few and the round is TF-IDF."""
         from ..config import load_config
         from ..finetune.config import FinetuneConfig
 
-        cfg = load_config(FinetuneConfig, "sentiment", list(self.s.retrain_overrides))
-        score, _ = cv_tfidf(self.start_data, labels, self.labels, self.s.seed, cfg.baseline)
-        unseen = {t: lab for t, lab in labels.items() if t not in self._trained_on(self.serving)}
-        inc = macro_f1(incumbent, unseen, self.labels)
-        start_score = macro_f1(start, labels, self.labels)
-        return judge(rnd.name, score, self.serving if incumbent is not None else None, inc, start_score,
-                     "cross-validation", len(labels))
+        cfg = load_config(FinetuneConfig, "sentiment", list(self.s.retrain_overrides))  # the round's TF-IDF knobs
+        return compare(rnd.name, clf, rnd.recipe, labels, held, self.labels, incumbent=self.shared.current(),
+                       incumbent_name=self.serving, incumbent_trained=self._trained_on(self.serving),
+                       start=self.start.classifier, start_data=self.start_data, seed=self.s.seed,
+                       baseline_cfg=cfg.baseline, dev=bool(self.s.dev))
 
     def _trained_on(self, name: str | None) -> set:
         """The analyst's texts the model ``name`` trained on: a round's train.csv; none for the starting model."""
