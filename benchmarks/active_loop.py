@@ -271,9 +271,9 @@ def run_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, device: str = "
 
 class Serving:
     """The model teach mode serves in a chain from a start: the start itself until a round beats it (the app's
-    ``serving.compare``), then the newest round that did. ``trained``: the analyst's texts it trained on."""
+    ``serving.compare``), then the newest round that did. ``trained``: the analyst's labels it trained on."""
 
-    def __init__(self, clf, name: str, trained: set):
+    def __init__(self, clf, name: str, trained: dict):
         self.clf, self.name, self.trained = clf, name, trained
 
 
@@ -307,14 +307,14 @@ def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print
         (work / "heldout.jsonl").unlink(missing_ok=True)  # a chain started afresh holds out afresh
     held_file = HeldOut(work / "heldout.jsonl")
     as_labels = lambda rows: {pool.texts[i]: names[pool.y[i]] for i in rows}  # noqa: E731
-    serving = Serving(start, "start", set())
+    serving = Serving(start, "start", {})
     if rounds:  # rebuild what served after the last finished round (rounds are deterministic given their labels)
         last = next((r for r in reversed(rounds) if r["served"]), None)
         labelled = rounds[-1]["labelled"] + rounds[-1]["next"]
         if last is not None:
             held = set(held_file.texts[:last["heldout_texts"]])
             train = {t: lab for t, lab in as_labels(last["labelled"]).items() if t not in held}
-            serving = Serving(fit_tfidf_round(start_data, train, names), f"n{last['labels']}", set(train))
+            serving = Serving(fit_tfidf_round(start_data, train, names), f"n{last['labels']}", train)
     else:  # the start model asks for the first rows, as the app does when it starts from a classifier
         labelled = pick(start, pool, [], setup.start, chain.strategy if chain.strategy == "random" else "margin",
                         chain.seed, setup.dedupe_threshold).indices.tolist()
@@ -331,10 +331,11 @@ def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print
         train = {t: lab for t, lab in labels.items() if t not in held}
         clf = fit_tfidf_round(start_data, train, names)
         verdict = compare(f"n{size}", clf, "tfidf", labels, held, names, incumbent=serving.clf,
-                          incumbent_name=serving.name, incumbent_trained=serving.trained, start=start,
-                          start_data=start_data, seed=chain.seed, baseline_cfg=sentiment_config([]).baseline)
+                          incumbent_name=serving.name, incumbent_trained=serving.trained, incumbent_tfidf=True,
+                          start=start, start_data=start_data, seed=chain.seed,
+                          baseline_cfg=sentiment_config([]).baseline)
         if verdict.served:
-            serving = Serving(clf, f"n{size}", set(train))
+            serving = Serving(clf, f"n{size}", train)
         t1 = time.perf_counter()
         dev_scores = score({"round": clf, "serving": serving.clf}, dev)
         picked = pick(serving.clf, pool, labelled, setup.step, chain.strategy, chain.seed * 1000 + r + 1,

@@ -337,23 +337,24 @@ class Teacher:
             self._score(rnd.name, clf)
 
     def _judge(self, rnd: Round, clf, labels: dict, held: dict):
-        """The round against the model serving now (serving.compare): on the held-out labels, or cross-validated
-        when they are few and the round is TF-IDF."""
+        """The round against the model serving now (serving.compare): paired cross-validation of the two TF-IDF
+        recipes, or the held-out labels the serving model never saw."""
         from ..config import load_config
         from ..finetune.config import FinetuneConfig
 
         cfg = load_config(FinetuneConfig, "sentiment", list(self.s.retrain_overrides))  # the round's TF-IDF knobs
+        serving = next((r for r in self.rounds if r.name == self.serving), None)
+        tfidf = serving.recipe == "tfidf" if serving is not None else self.start.kind == "tfidf"
         return compare(rnd.name, clf, rnd.recipe, labels, held, self.labels, incumbent=self.shared.current(),
-                       incumbent_name=self.serving, incumbent_trained=self._trained_on(self.serving),
-                       start=self.start.classifier, start_data=self.start_data, seed=self.s.seed,
-                       baseline_cfg=cfg.baseline, dev=bool(self.s.dev))
+                       incumbent_name=self.serving, incumbent_trained=self._trained_on(serving),
+                       incumbent_tfidf=tfidf, start=self.start.classifier, start_data=self.start_data,
+                       seed=self.s.seed, baseline_cfg=cfg.baseline, dev=bool(self.s.dev))
 
-    def _trained_on(self, name: str | None) -> set:
-        """The analyst's texts the model ``name`` trained on: a round's train.csv; none for the starting model."""
-        rnd = next((r for r in self.rounds if r.name == name), None)
+    def _trained_on(self, rnd: Round | None) -> dict:
+        """What the round ``rnd`` trained on (its train.csv: text -> label); nothing for the starting model."""
         if rnd is None:
-            return set()
-        return {t for t, _ in _read_rows(self.dir / "rounds" / rnd.name / "train.csv")}
+            return {}
+        return dict(_read_rows(self.dir / "rounds" / rnd.name / "train.csv"))
 
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""

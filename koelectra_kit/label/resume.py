@@ -32,10 +32,10 @@ def input_fingerprint(path: Path, mtime: bool = True) -> str:
 def model_digest(clf) -> str:
     """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
     agree, a retrained model does not."""
+    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with (and no
+        return clf.digest()  # torch import: 3.5 s of a TF-IDF file job's first run went to it, issue 41)
     import torch
 
-    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with
-        return clf.digest()
     # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
     # file; a torch run hashes as before backends existed, so its records still resume
     backend = getattr(clf, "backend", "torch")

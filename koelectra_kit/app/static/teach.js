@@ -123,7 +123,7 @@ function showState(s) {
   $("label-pool-btn").disabled = !s.serving;
   $("label-pool-btn").textContent = `Label the whole file (${s.pool})` + (s.serving ? ` with ${s.serving}` : "");
   $("teach-dev").textContent = s.dev ? `--dev ${s.dev}` : `${(s.heldout || 0).toLocaleString()} held-out labels ` +
-    "(never trained on; cross-validation while they are fewer than 30 and rounds are TF-IDF)";
+    "(never trained on); TF-IDF rounds are compared by cross-validation on every label the serving model never saw";
   $("teach-start").textContent = s.start_model ? `Starting model ${s.start_model}: macro-F1 ` +
     `${s.start_score == null ? "not scored yet (after the first round)" : s.start_score.toFixed(4)} on the labels ` +
     "the latest round was compared on. A round serves only if it scores at least as well as the model serving " +
