@@ -6,6 +6,7 @@ module; the last test kills the app):
 1. Enter never answers: after a click on an answer button, Enter does nothing.
 2. A round worse than the starting model is not served, and the page says so, with the scores and the held-out size.
 3. The analyst's answers, and a fix saved in the results table, are in the downloaded file (label_source = human).
+   The table of rows to review fits a 1280-px window: nothing scrolls sideways, no column name breaks (item 7).
 4. A file with no text column is refused in one line naming its columns.
 5. A .txt file is one review per line: 40 lines are 40 rows.
 6. Pressing a key twice on one card while the app is down is one answer after the restart; undo takes it back.
@@ -131,15 +132,16 @@ def test_1_enter_after_a_click_never_answers_the_next_review(analyst):
 
 
 def test_2_a_worse_round_is_not_served_and_the_page_says_why(analyst, tmp_path):
-    from selenium.webdriver.common.by import By
+    def first_round() -> str:  # read in one script: the page redraws the table on every poll
+        return analyst.browser.execute_script(
+            "const tr = document.querySelector('#rounds-table tbody tr'); return tr ? tr.innerText : ''")
 
-    rounds = lambda: analyst.browser.find_elements(By.CSS_SELECTOR, "#rounds-table tbody tr")  # noqa: E731
-    while not rounds() and len(analyst.answers()) < 60:
+    while not first_round() and len(analyst.answers()) < 60:
         analyst.answer_with_key()
-    analyst.wait.until(lambda b: rounds() and "running" not in analyst.find("retrain-text").text.lower())
-    analyst.wait.until(lambda b: "not served" in rounds()[0].text)
-    row = rounds()[0].text
+    analyst.wait.until(lambda b: "no:" in first_round())
+    row = first_round()
     assert "cross-validation" in row and "tfidf 0." in row, row  # how it was scored, and the serving model's score
+    assert "not served" in analyst.find("retrain-note").text
     assert analyst.find("teach-serving").text == "tfidf"
     note = analyst.find("retrain-note")
     assert note.is_displayed() and "not served" in note.text and "tfidf keeps serving" in note.text
@@ -169,6 +171,13 @@ def test_3_answers_and_a_fix_are_in_the_downloaded_file(analyst, tmp_path):
     analyst.wait.until(lambda b: save.text.startswith("saved"))
     fix = _rows(analyst.labels)[-1]
     assert (fix["label"], fix["source"], fix["row"]) == (fixed, "correction:pool.csv", cells[0].text)
+    # readable at 1280 px: the table fits its box (no sideways scroll), no header breaks inside a word
+    fits = analyst.browser.execute_script("const t = document.getElementById('review-table'); "
+                                          "return t.scrollWidth <= t.parentElement.clientWidth")
+    lines = analyst.browser.execute_script(  # the lines each header and number cell is drawn on
+        "return [...document.querySelectorAll('#review-table th, #review-table td.num')].map((c) => {"
+        "const r = document.createRange(); r.selectNodeContents(c); return r.getClientRects().length; })")
+    assert fits and set(lines) == {1}, lines
     _screenshot(analyst.browser, "teach-human-labels.png", tmp_path)
     analyst.find("download-csv").click()
     target = analyst.downloads / "pool.labelled.utf8.csv"

@@ -276,7 +276,7 @@ def _chromium(download_dir: Path):
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1200,1000", "--lang=ko-KR"):
+                "--window-size=1280,1000", "--lang=ko-KR"):
         opts.add_argument(arg)
     opts.add_experimental_option("prefs", {"download.default_directory": str(download_dir),
                                            "download.prompt_for_download": False})
@@ -286,11 +286,11 @@ def _chromium(download_dir: Path):
 def _screenshot(browser, name: str, tmp_path: Path) -> None:
     """Whole-page PNG into tmp_path, and into $KOELECTRA_APP_SCREENSHOTS (docs/app for the README) when set."""
     height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1200, min(height + 120, 2400))
+    browser.set_window_size(1280, min(height + 120, 2400))
     for folder in filter(None, [tmp_path, os.environ.get("KOELECTRA_APP_SCREENSHOTS")]):
         Path(folder).mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(Path(folder) / name))
-    browser.set_window_size(1200, 1000)
+    browser.set_window_size(1280, 1000)
 
 
 @pytest.fixture

@@ -151,7 +151,8 @@ function drawRounds(rounds) {
     "served", "seconds"],
   rounds.map((r) => {
     const v = r.verdict || {};
-    const state = r.state === "done" ? (r.served ? `yes (${r.best})` : `no: ${r.reason}`) : `${r.state}: ${r.message}`;
+    const state = r.state === "done" ? (r.served ? `yes (${r.best})` : `no: ${r.reason.replace(/^not served: /, "")}`)
+      : `${r.state}: ${r.message}`;
     return [r.name, r.labels, r.recipe || "full", how(v), f(v.score),
       v.incumbent ? `${v.incumbent} ${f(v.incumbent_score)}` : "", f(v.start_score), state, r.seconds];
   }));
