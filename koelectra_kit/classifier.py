@@ -228,6 +228,7 @@ class Classifier:
                              "tokenizer.json + koelectra_tokenizer.json") from None
         labels = [config.id2label[i] for i in sorted(config.id2label)]
         kit = getattr(config, "koelectra_kit", None) or {}
+        _check_recorded_labels(name_or_dir, labels, kit.get("labels"))
         max_length = max_length or int(kit.get("max_length", 0) or min(512, getattr(config,
                                                                                    "max_position_embeddings", 512)))
         dev = resolve_device(device)
@@ -301,6 +302,16 @@ class Classifier:
         return (f"Classifier({self.source!r}, labels={self.labels}, max_length={self.max_length}, "
                 f"device={self.device}, dtype={self.dtype}, backend={getattr(self, 'backend', 'torch')}"
                 f"{', int8' if getattr(self, 'quantized', False) else ''})")
+
+
+def _check_recorded_labels(source, labels: list[str], recorded) -> None:
+    """A folder fine-tuned here records its labels twice in config.json: ``id2label``, which names the head's rows,
+    and ``koelectra_kit.labels``, the toolkit's own record. A hand-edited ``id2label`` would name every row wrong, so
+    the two must agree; a model from elsewhere (a hub model) has no record and loads as before."""
+    if isinstance(recorded, list) and [str(x) for x in recorded] != labels:
+        raise InputError(f"{source}/config.json: id2label lists {labels} but the model was fine-tuned with "
+                         f"{[str(x) for x in recorded]} (koelectra_kit.labels; names and order must match); put "
+                         "id2label back or fine-tune again")
 
 
 def toolkit_kind(name_or_dir) -> str | None:

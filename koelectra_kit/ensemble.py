@@ -141,8 +141,11 @@ class EnsembleClassifier:
             members.append(Classifier.load(path, **options))
             names.append(e["path"])
         member_labels = check_same_labels(members, names)
-        if sorted(labels) != sorted(member_labels):
-            raise InputError(f"{folder}/{MANIFEST}: labels {labels} differ from its members' {member_labels}")
+        # Both writers declare the first member's labels in its order, so a list that differs from it, in names
+        # or order, was edited by hand (or the member was replaced); the other members are aligned by name
+        if [str(x) for x in labels] != member_labels:
+            raise InputError(f"{folder}/{MANIFEST}: labels {labels} are not its first member's {member_labels} "
+                             f"({names[0]}; names and order must match); put the list back or write it again")
         return cls(members, weights, [str(x) for x in labels], str(folder), names)
 
     def __repr__(self) -> str:

@@ -259,3 +259,55 @@ def test_onnx_export_of_a_tfidf_or_ensemble_folder_is_one_line(tfidf_dir, ensemb
         err = capsys.readouterr().err
         assert err.startswith("error:") and "folder: --onnx exports fine-tuned encoders" in err
         assert not (folder / "onnx").exists()
+
+
+def _reorder_labels(folder: Path, kind: str) -> None:
+    """The hand edit issue 40 found labelling every row wrong: a folder's label list put in another order."""
+    if kind == "finetuned":
+        path = folder / "config.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        names = [cfg["id2label"][k] for k in sorted(cfg["id2label"], key=int)][::-1]
+        cfg["id2label"] = {str(i): n for i, n in enumerate(names)}
+        cfg["label2id"] = {n: i for i, n in enumerate(names)}
+    else:
+        path = folder / "classifier.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg["labels"] = cfg["labels"][::-1]
+    path.write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "ensemble", "finetuned"])
+def test_a_reordered_label_list_is_one_error_line(kind, tfidf_dir, ensemble_dir, tiny_classifier_dir, split,
+                                                  tmp_path, capsys):
+    import shutil
+
+    from koelectra_kit.classifier import Classifier
+
+    from .test_bad_input import assert_one_line_error, run_cli
+
+    src = {"tfidf": tfidf_dir, "ensemble": ensemble_dir, "finetuned": tiny_classifier_dir}[kind]
+    bad = tmp_path / "bad"
+    shutil.copytree(src, bad)
+    assert Classifier.load(bad).labels == LABELS  # the copy, unedited, loads
+    _reorder_labels(bad, kind)
+    rc, _, err = run_cli(capsys, "label", "--model", bad, "--input", split[1], "--output", tmp_path / "o.csv")
+    assert_one_line_error(rc, err, str(LABELS), str(LABELS[::-1]))
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_tfidf_folder_without_the_trained_labels_record_loads_as_before(tfidf_dir, tmp_path):
+    """Folders written before the weights carried their label names have nothing to compare: they load."""
+    import shutil
+
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    from koelectra_kit.classifier import Classifier
+
+    old = tmp_path / "old"
+    shutil.copytree(tfidf_dir, old)
+    weights = old / "tfidf.safetensors"
+    with safe_open(str(weights), framework="np") as f:
+        assert json.loads(f.metadata()["labels"]) == LABELS
+    save_file(load_file(str(weights)), str(weights))  # no metadata, as before issue 40
+    assert Classifier.load(old).labels == LABELS
