@@ -45,7 +45,7 @@ def _has_task_head(path: Path) -> bool:
     """Whether the model folder ``path`` is a fine-tuned sequence classifier (real label names), not a bare encoder."""
     import json
 
-    from ..classifier import placeholder_labels
+    from ..classify.classifier import placeholder_labels
 
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
@@ -58,8 +58,8 @@ def _has_task_head(path: Path) -> bool:
 
 def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
     """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
-    from ..classifier import Classifier, toolkit_kind
-    from ..modelio import check_model_source
+    from ..classify.classifier import Classifier, toolkit_kind
+    from ..hub.modelio import check_model_source
 
     kind = toolkit_kind(model)
     if kind is None:
@@ -110,7 +110,7 @@ class Teacher:
         """Serve the newest finished round of an earlier session with this --model, else the model given."""
         done = [r for r in self.rounds if r.state == "done" and Path(r.folder).is_dir()]
         if done:
-            from ..classifier import Classifier
+            from ..classify.classifier import Classifier
 
             try:
                 clf = Classifier.load(done[-1].folder, device=self.s.device, precision=self.s.precision)
@@ -241,7 +241,7 @@ class Teacher:
         self.maybe_retrain()  # answers that came in while it trained may already call for the next round
 
     def _train(self, rnd: Round, folder: Path) -> None:
-        from ..classifier import Classifier
+        from ..classify.classifier import Classifier
 
         out = folder / "model"
         rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, not self.start.fine_tuned, self.s.dev)

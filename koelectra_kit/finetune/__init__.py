@@ -16,7 +16,7 @@ One module a concern, in the order a run uses them:
                Hugging Face model folder with eval.json, data_report.json, confusion.png and curves.png
   output.py    which output folders may be replaced
 """
-from ..classifier import collate, predict_logits
+from ..classify.classifier import collate, predict_logits
 from .batching import length_grouped_batches, shuffled_batches
 from .config import (
     DEFAULT_LABELS,
@@ -39,7 +39,7 @@ from .data import (
     stratified_subsample,
 )
 from .model import align_head, default_lr, load_model, param_groups
-from .output import OUTPUT_MARKERS, check_out_dir
+from ..io.output import OUTPUT_MARKERS, check_out_dir
 from .recipe import FinetuneRecipe, finetune, train_step
 from .tokens import encode_texts
 

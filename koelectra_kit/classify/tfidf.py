@@ -23,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .predictions import Predictions
+from .registry import FORMAT, MANIFEST, read_manifest
 
-FORMAT = 1
-MANIFEST = "classifier.json"  # the toolkit's own classifier folders (tfidf, ensemble) carry this file
 WEIGHTS = "tfidf.safetensors"
 
 
@@ -51,8 +50,7 @@ class TfidfClassifier:
     def fit(cls, texts: list[str], y: np.ndarray, labels: list[str], cfg=None,
             class_weight: str | None = None) -> "TfidfClassifier":
         """Fit on ``texts`` with label indices ``y`` (``cfg``: a BaselineConfig; None for its defaults)."""
-        from .finetune.config import BaselineConfig
-        from .references import fit_tfidf
+        from .references import BaselineConfig, fit_tfidf
 
         b = cfg or BaselineConfig()
         vec, model, name = fit_tfidf(texts, np.asarray(y), b, class_weight=class_weight)
@@ -102,7 +100,7 @@ class TfidfClassifier:
         (idf, coef, intercept, classes) into ``folder`` (each written beside and renamed into place)."""
         from safetensors.numpy import save as st_save
 
-        from .fileio import write_bytes_atomic, write_json_atomic
+        from ..io.fileio import write_bytes_atomic, write_json_atomic
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -118,8 +116,9 @@ class TfidfClassifier:
                                               "settings": self.settings, "vocabulary": [t for t, _ in vocab]})
 
     @classmethod
-    def load(cls, folder: str | Path) -> "TfidfClassifier":
-        """The folder ``save`` wrote; a missing, truncated or edited file is one ``InputError`` line."""
+    def load(cls, folder: str | Path, **_) -> "TfidfClassifier":
+        """The folder ``save`` wrote; a missing, truncated or edited file is one ``InputError`` line. ``Classifier.load``'s
+        options (device, precision, ...) are accepted and mean nothing here: no torch."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         folder = Path(folder)
@@ -156,25 +155,6 @@ class TfidfClassifier:
 
     def __repr__(self) -> str:
         return f"TfidfClassifier({self.source!r}, labels={self.labels}, {len(self.vectorizer.vocabulary_)} n-grams)"
-
-
-def read_manifest(folder: Path, kind: str | None = None) -> dict:
-    """``folder/classifier.json`` as a dict, checked to be ``kind`` (any of ours when None)."""
-    path = Path(folder) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{folder}: no {MANIFEST} (not a TF-IDF or ensemble classifier folder)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: damaged or truncated ({str(e).splitlines()[0]}); write the folder again") from None
-    if not isinstance(manifest, dict) or manifest.get("type") not in ("tfidf", "ensemble"):
-        raise InputError(f"{path}: not a koelectra-kit classifier manifest (\"type\" must be tfidf or ensemble)")
-    if kind and manifest["type"] != kind:
-        raise InputError(f"{path}: a {manifest['type']} folder, not a {kind} one")
-    if manifest.get("format") != FORMAT:
-        raise InputError(f"{path}: format {manifest.get('format')!r}; this version reads format {FORMAT} (upgrade "
-                         "koelectra-kit, or write the folder again)")
-    return manifest
 
 
 def check_trained_labels(folder: Path, labels: list[str], trained: list[str] | None) -> None:

@@ -17,6 +17,7 @@ scores its dev set with them, so the scores it reports are the predictor's.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
-from .modelio import check_model_source, loading
+from ..errors import InputError
+from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
-from .runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
+from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
+from ..runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
 
 
 def placeholder_labels(labels) -> bool:
@@ -197,22 +199,16 @@ class Classifier:
         auto (onnx when quantizing and onnxruntime is installed, else torch). ``quantize``: int8 weights and
         dynamic activations, CPU only: onnxruntime's quantizer (onnx) or torchao (torch)."""
         kind = toolkit_kind(name_or_dir)
-        if kind:  # the toolkit's own folders (classifier.json): imported here, they import this module
+        if kind:  # the toolkit's own folders (classifier.json): their classes, found through the registry
             if quantize or backend == "onnx":
                 raise InputError(f"{name_or_dir} is a {kind} folder: --quantize and backend=onnx apply to fine-tuned "
                                  "encoders only")
-            if kind == "tfidf":
-                from .tfidf import TfidfClassifier
-
-                return TfidfClassifier.load(name_or_dir)
-            from .ensemble import EnsembleClassifier
-
-            return EnsembleClassifier.load(name_or_dir, device=device, precision=precision, threads=threads,
-                                           max_length=max_length)
+            return load_kind(kind, name_or_dir, device=device, precision=precision, threads=threads,
+                             max_length=max_length)
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
-        from .tokenizer import KoTokenizer
+        from ..tokenizer import KoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
@@ -314,18 +310,27 @@ def _check_recorded_labels(source, labels: list[str], recorded) -> None:
                          "id2label back or fine-tune again")
 
 
-def toolkit_kind(name_or_dir) -> str | None:
-    """"tfidf" or "ensemble" for a folder with the toolkit's ``classifier.json``; None for anything else (a
-    transformers model folder or a hub id)."""
-    from .tfidf import MANIFEST, read_manifest
-
-    path = Path(os.path.expanduser(str(name_or_dir)))
-    if path.is_dir() and (path / MANIFEST).is_file():
-        return read_manifest(path)["type"]
-    return None
-
-
 def model_info(model_dir: str | Path) -> dict:
     """The training summary a fine-tuned dir carries (eval.json), for reports; {} when absent."""
     p = Path(model_dir) / "eval.json"
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+
+
+def model_digest(clf) -> str:
+    """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
+    agree, a retrained model does not. What ``label --resume`` compares; here, beside the loaders, so that an
+    ensemble digests its members without importing the labeller."""
+    import torch
+
+    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with
+        return clf.digest()
+    # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
+    # file; a torch run hashes as before backends existed, so its records still resume
+    backend = getattr(clf, "backend", "torch")
+    engine = "" if backend == "torch" else f";backend={backend}"
+    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}{engine}".encode())
+    for name, value in clf.model.state_dict().items():
+        if torch.is_tensor(value) and not value.is_quantized:
+            h.update(name.encode())
+            h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:24]

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .electra_prior import positional_prior_
-from .runtime import optimizer_step
+from .prior import positional_prior_
+from ..runtime import optimizer_step
 
 # ---------------------------------------------------------------------------------------------
 # Model building
