@@ -30,11 +30,12 @@ MOVED = {
 # (koelectra_kit.hub, .electra and .suggest are packages now, and re-export the old modules' names: not moved.)
 
 
-def _moved(old: str):
-    """The module at an old path's new one, after a DeprecationWarning that names it."""
+def _moved(old: str, stacklevel: int):
+    """The module at an old path's new one, after a DeprecationWarning that names it (``stacklevel``: the frame
+    of the code that used the old path; the import system's own frames are skipped by warnings)."""
     new = f"{__name__}.{MOVED[old]}"
     warnings.warn(f"{__name__}.{old} moved to {new}; import it from there (the old path goes in the next release)",
-                  DeprecationWarning, stacklevel=3)
+                  DeprecationWarning, stacklevel=stacklevel + 1)
     return importlib.import_module(new)
 
 
@@ -49,7 +50,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.machinery.ModuleSpec(name, self)
 
     def create_module(self, spec):
-        module = _moved(spec.name.removeprefix(f"{__name__}."))
+        module = _moved(spec.name.removeprefix(f"{__name__}."), stacklevel=2)
         spec.loader_state = module.__spec__  # the import system sets the old path's spec on the module next
         return module
 
@@ -59,9 +60,10 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def __getattr__(name: str):
     """``koelectra_kit.classifier`` as an attribute (after ``import koelectra_kit``), and
-    ``from koelectra_kit import classifier``: the moved module, through the finder above."""
+    ``from koelectra_kit import classifier``: the moved module, registered under the old name as the finder does."""
     if name in MOVED:
-        return importlib.import_module(f"{__name__}.{name}")
+        module = sys.modules[f"{__name__}.{name}"] = _moved(name, stacklevel=2)
+        return module
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
