@@ -119,7 +119,7 @@ class PretrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast, fp16+scaling on old GPUs
     compile: bool = False  # torch.compile the model (minutes of compiling; measure before relying on it)
     threads: int = 0  # torch CPU threads (0: torch's default = cores); 1 is faster when the CPU is shared
-    fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra_cpu.py)
+    fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra/cpu.py)
 
     # --- logging and checkpoints
     log_every: int = 100  # steps between metrics rows (metrics.jsonl) and log lines

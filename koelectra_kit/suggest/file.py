@@ -1,6 +1,6 @@
 """``koelectra-kit suggest`` as a command: a pool file in (label's readers, formats and column rules), the rows
-``suggest.suggest_rows`` picks written out whole (``out``: .csv .tsv .jsonl) with the model's guess beside each.
-The scores and the choice itself live in ``suggest.py``."""
+``rows.suggest_rows`` picks written out whole (``out``: .csv .tsv .jsonl) with the model's guess beside each.
+The scores and the choice itself live in ``rows.py``."""
 from __future__ import annotations
 
 import contextlib
