@@ -32,7 +32,6 @@ class BaselineConfig:
     max_iter: int = 1000
 
 
-
 def majority_reference(y_train: np.ndarray, y_eval: np.ndarray, labels: list[str]) -> dict:
     """Predict the training set's most frequent class for every row."""
     top = int(np.bincount(y_train, minlength=len(labels)).argmax())
