@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from koelectra_kit.predictions import Predictions
+from koelectra_kit.classify.predictions import Predictions
 
 RECIPES = ("tfidf", "full")
 FOLDERS = {"full": ("encoder", "tfidf", "ensemble"), "tfidf": ("tfidf",)}
@@ -127,7 +127,7 @@ class Answered:
 
 def pick(clf, pool: Rows, labelled: list[int], n: int, strategy: str, seed: int, threshold: float):
     """The next ``n`` pool rows as ``koelectra-kit suggest`` picks them (labelled texts excluded)."""
-    from koelectra_kit.suggest import suggest_rows
+    from koelectra_kit.suggest.rows import suggest_rows
 
     return suggest_rows(clf, pool.texts, n, strategy, exclude=[pool.texts[i] for i in labelled],
                         threshold=threshold, seed=seed)
@@ -147,7 +147,7 @@ def retrain(setup: Setup, labels: Path, out: Path, seed: int, device: str) -> tu
     held-out scores of each folder). Both recipes hold out ``dev=null``'s stratified 10%, as the app does."""
     common = [f"train={labels}", "dev=null", f"out={out}", f"seed={seed}", "plots=false"]
     if setup.recipe == "tfidf":
-        from koelectra_kit.baseline import run_baseline
+        from koelectra_kit.finetune.baseline import run_baseline
 
         result = run_baseline(sentiment_config(common))
         return "tfidf", {"tfidf": _scores(result["dev"])}
@@ -163,7 +163,7 @@ def retrain(setup: Setup, labels: Path, out: Path, seed: int, device: str) -> tu
 
 def load_folders(recipe: str, out: Path, device: str) -> dict:
     """Each folder the round wrote, loaded as ``Classifier.load`` loads it for ``suggest`` and ``label``."""
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     if recipe == "tfidf":
         return {"tfidf": Classifier.load(out)}
@@ -174,8 +174,8 @@ def load_folders(recipe: str, out: Path, device: str) -> dict:
 
 def score(folders: dict, dev: Rows) -> dict:
     """Dev accuracy and macro-F1 of each folder."""
-    from koelectra_kit.ensemble import EnsembleClassifier
-    from koelectra_kit.metrics import classification_report
+    from koelectra_kit.classify.ensemble import EnsembleClassifier
+    from koelectra_kit.classify.metrics import classification_report
 
     probs = {}
     for name, clf in folders.items():
@@ -279,7 +279,7 @@ class Serving:
 
 def fit_tfidf_round(start, labels: dict, names: list[str]):
     """TF-IDF on the start's rows plus ``labels``, as a TF-IDF round of the app fits it (``baseline``'s defaults)."""
-    from koelectra_kit.tfidf import TfidfClassifier
+    from koelectra_kit.classify.tfidf import TfidfClassifier
 
     rows = start.rows(labels)
     return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,

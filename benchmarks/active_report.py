@@ -141,10 +141,10 @@ def plot(fig: Figures, path: Path) -> Path:
     """Best-folder dev macro-F1 by labels (mean of seeds, each seed thin) and the gap to random with the bar."""
     import matplotlib
 
-    matplotlib.use("Agg")  # no display needed (as koelectra_kit.plots)
+    matplotlib.use("Agg")  # no display needed (as koelectra_kit.io.plots)
     import matplotlib.pyplot as plt
 
-    from koelectra_kit.plots import save_png
+    from koelectra_kit.io.plots import save_png
 
     figure, (ax, gap) = plt.subplots(1, 2, figsize=(11, 4))
     for i, s in enumerate(fig.strategies):
@@ -218,7 +218,7 @@ sampling, from the same first labels, scored on nsmc3 dev (10,000 reviews of mov
 
 def write_page(path: Path, text: str, recipe: str) -> None:
     """Put the recipe's section into the page, replacing its earlier section and keeping the other recipe's."""
-    from koelectra_kit.fileio import write_text_atomic
+    from koelectra_kit.io.fileio import write_text_atomic
 
     old = path.read_text(encoding="utf-8") if path.exists() else PAGE_HEAD
     marked = re.compile(rf"<!-- bench_active:{recipe} -->.*?<!-- /bench_active:{recipe} -->", re.S)

@@ -85,7 +85,7 @@ def main() -> None:
 
     from koelectra_kit.app import AppSettings, create_app
     from koelectra_kit.app.server import serve_in_thread
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     clf = Classifier.load(args.model)
     print(f"model {args.model}; torch {torch.__version__}, {torch.get_num_threads()} threads, {clf.device}")

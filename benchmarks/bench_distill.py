@@ -26,7 +26,7 @@ def scores(path: Path, gold: list[str]) -> tuple[float, float, float]:
     import numpy as np
     import pandas as pd
 
-    from koelectra_kit.metrics import classification_report
+    from koelectra_kit.classify.metrics import classification_report
 
     df = pd.read_csv(path, keep_default_na=False, encoding="utf-8-sig")
     # the input has a "label" column, so the added columns are called pred_*

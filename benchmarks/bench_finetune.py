@@ -95,7 +95,7 @@ def main() -> None:
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    from koelectra_kit.classifier import collate
+    from koelectra_kit.classify.classifier import collate
     from koelectra_kit.finetune import length_grouped_batches, param_groups, train_step
     from koelectra_kit.tokenizer import KoTokenizer
     from koelectra_kit.runtime import cpu_has_bf16

@@ -76,7 +76,7 @@ def main() -> None:
     import kiwipiepy
     from kiwipiepy import Kiwi
 
-    from koelectra_kit.normalize import NormalizeConfig, Normalizer
+    from koelectra_kit.tokenizer.normalize import NormalizeConfig, Normalizer
     from koelectra_kit.tokenizer.kiwi import kiwi_instance, kiwi_versions
 
     cores = os.cpu_count() or 1

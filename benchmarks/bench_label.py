@@ -117,7 +117,7 @@ def side_by_side(dev, models: list[str], tmp: Path) -> None:
     """(e) nsmc3 dev accuracy and macro-F1 of fine-tuned classifiers side by side (e.g. the same preset pretrained
     with the kiwi and the kiwi_word pre-split), each labelling dev with `label`'s defaults."""
     from koelectra_kit.label import label_file
-    from koelectra_kit.metrics import classification_report
+    from koelectra_kit.classify.metrics import classification_report
     from koelectra_kit.tokenizer import KoTokenizer
 
     src = tmp / "dev.csv"
@@ -299,7 +299,7 @@ def app_review_like(dev, rows: int, repeat_rate: float = 0.24, seed: int = 0):
 def dedupe_effect(args, dev, tmp: Path, model_dir: str) -> None:
     """(d) label --no-dedupe vs label (dedupe) vs label --backend onnx on the app-review-like file, and (a) on it;
     median of --rounds in turns."""
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.label import label_file
 
     data = app_review_like(dev, args.dup_rows)

@@ -155,7 +155,7 @@ def head(path: Path, mb: float) -> Path:
 def child_code(corpus: Path, mode: str, cache: Path, workers: int | None, word_cache: int | None,
                progress: bool) -> str:
     extra = f", word_cache={word_cache}" if word_cache is not None else ""
-    return ("import json, sys, time; from koelectra_kit.normalize import NormalizeConfig; "
+    return ("import json, sys, time; from koelectra_kit.tokenizer.normalize import NormalizeConfig; "
             "from koelectra_kit.tokenizer import presplit_file; t = time.perf_counter(); "
             f"p = presplit_file({str(corpus)!r}, text_column=None, normalize=NormalizeConfig(), presplit={mode!r}, "
             f"cache_dir={str(cache)!r}, num_workers={workers!r}, progress={progress!r}{extra}); "
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
     ap = options()
     args = ap.parse_args(argv)
     check(ap, args)
-    from koelectra_kit.fileio import cache_dir
+    from koelectra_kit.io.fileio import cache_dir
 
     work = Path(args.work) if args.work else cache_dir() / "bench-presplit"
     work.mkdir(parents=True, exist_ok=True)

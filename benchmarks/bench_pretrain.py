@@ -66,7 +66,7 @@ def straightforward_step(cfg, ids, V: int, special: list[int], device):
     import torch
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-    from koelectra_kit import electra
+    from koelectra_kit.electra import model as electra
 
     m, (B, L) = cfg.model, ids.shape
     gshape = electra.generator_shape(m, cfg.generator)
@@ -110,7 +110,7 @@ def straightforward_step(cfg, ids, V: int, special: list[int], device):
 def speed(args) -> None:
     import torch
 
-    from koelectra_kit import electra, electra_cpu
+    from koelectra_kit.electra import cpu as electra_cpu, model as electra
     from koelectra_kit.config import load_config
     from koelectra_kit.pretrain import PretrainConfig
     from koelectra_kit.runtime import autocast_dtype

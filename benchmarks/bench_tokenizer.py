@@ -89,7 +89,7 @@ def main() -> None:
     if not Path(args.corpus).exists():
         sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")
 
-    from koelectra_kit.corpus import iter_texts
+    from koelectra_kit.io.corpus import iter_texts
     from koelectra_kit.tokenizer import (KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer, wordfile,
                                          wordsplit)
 

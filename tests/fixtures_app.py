@@ -199,7 +199,7 @@ def tfidf_start(folder: Path, start_rows: int = 300) -> tuple[Path, Path, dict]:
     labels by text)."""
     import pandas as pd
 
-    from koelectra_kit.baseline import run_baseline
+    from koelectra_kit.finetune.baseline import run_baseline
     from koelectra_kit.config import load_config
     from koelectra_kit.finetune import FinetuneConfig
     from tests.conftest import SAMPLE

@@ -28,6 +28,6 @@ def tiny_classifier_dir(tmp_path_factory, sample_tokenizer) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_classifier(tiny_classifier_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     return Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32")

@@ -301,7 +301,7 @@ def browser_app(app_client, tmp_path):
     if not model:
         yield app_client
         return
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     with start_app(Classifier.load(model), Path(model), tmp_path / "work") as client:
         yield client

@@ -329,7 +329,7 @@ def _interrupted(tmp_path, clf, src, out, **kw):
 def test_resume_with_another_model_is_refused(label, capsys, tmp_path, good_csv, tiny_classifier):
     import torch
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     out = tmp_path / "out.csv"
     _interrupted(tmp_path, tiny_classifier, good_csv, out)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from koelectra_kit.baseline import run_baseline
+from koelectra_kit.finetune.baseline import run_baseline
 from koelectra_kit.cli import main
 from koelectra_kit.config import load_config
 from koelectra_kit.finetune import FinetuneConfig

@@ -1,7 +1,7 @@
 """Corpus readers: formats, encodings, bad bytes, the public-corpus registry."""
 import pytest
 
-from koelectra_kit.corpus import CORPORA, iter_corpus, iter_texts
+from koelectra_kit.io.corpus import CORPORA, iter_corpus, iter_texts
 from koelectra_kit.errors import InputError
 
 

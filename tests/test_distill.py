@@ -58,7 +58,7 @@ def test_exclude_drops_dev_texts_by_normalized_match(tmp_path):
 
 
 def test_binary_accuracy_on_positive_and_negative_rows_only():
-    from koelectra_kit.metrics import classification_report, format_report
+    from koelectra_kit.classify.metrics import classification_report, format_report
 
     labels = ["부정", "중립", "긍정"]
     y = np.array([0, 2, 1, 2, 0])
@@ -103,7 +103,7 @@ def distilled(tmp_path_factory, distill_data, finetuned_dir, tiny_encoder_dir):
 
 
 def test_student_folder_loads_labels_a_file_and_reports(distilled, distill_data, finetuned_dir, tmp_path):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     out, result = distilled
     rep = result["distill"]["transfer"]

@@ -52,7 +52,7 @@ def test_finetune_beats_majority_and_round_trips(finetuned_dir, sample_dir):
     assert (pred == dev.y).mean() == pytest.approx(result["dev"]["accuracy"])
 
     # The toolkit's predictor gives the same labels.
-    classifier = pytest.importorskip("koelectra_kit.classifier")
+    classifier = pytest.importorskip("koelectra_kit.classify.classifier")
     clf = classifier.Classifier.load(out, device="cpu", precision="fp32")
     preds = clf.predict(dev.texts, batch_size=7)
     assert list(clf.labels) == ["negative", "neutral", "positive"]
@@ -169,7 +169,7 @@ def test_random_init_control(tmp_path, finetuned_dir, sample_dir, capsys):
 
 
 def test_evaluate_cli(tmp_path, finetuned_dir, sample_dir, capsys):
-    pytest.importorskip("koelectra_kit.classifier")
+    pytest.importorskip("koelectra_kit.classify.classifier")
     out = tmp_path / "eval"
     rc = main(["evaluate", "--model", str(finetuned_dir), "--data", str(sample_dir / "reviews_labelled.csv"),
                "--out", str(out), "--precision", "fp32"])
@@ -189,7 +189,7 @@ def test_evaluate_cli(tmp_path, finetuned_dir, sample_dir, capsys):
 
 def test_evaluate_config_file_and_overrides(tmp_path, finetuned_dir, sample_dir, capsys):
     """evaluate speaks the --config + key=value dialect too; a flag given wins over both."""
-    pytest.importorskip("koelectra_kit.classifier")
+    pytest.importorskip("koelectra_kit.classify.classifier")
     config = tmp_path / "eval.yaml"
     config.write_text(f"model: {finetuned_dir}\ndata: /nonexistent.csv\nprecision: fp32\nplots: false\n",
                       encoding="utf-8")
@@ -207,7 +207,7 @@ def test_evaluate_config_file_and_overrides(tmp_path, finetuned_dir, sample_dir,
 
 
 def test_evaluate_python_signature(finetuned_dir, sample_dir):
-    from koelectra_kit.evaluate import evaluate
+    from koelectra_kit.classify.evaluate import evaluate
 
     result = evaluate(str(finetuned_dir), str(sample_dir / "reviews_labelled.csv"), precision="fp32",
                       fmt="csv", plots=False)
@@ -215,7 +215,7 @@ def test_evaluate_python_signature(finetuned_dir, sample_dir):
 
 
 def test_evaluate_unknown_labels_error(tmp_path, finetuned_dir, capsys):
-    pytest.importorskip("koelectra_kit.classifier")
+    pytest.importorskip("koelectra_kit.classify.classifier")
     data = tmp_path / "t.csv"
     data.write_text("text,label\n좋아요,positive\n별로,bad\n그냥,meh\n", encoding="utf-8")
     rc = main(["evaluate", "--model", str(finetuned_dir), "--data", str(data)])

@@ -1,4 +1,4 @@
-"""Hugging Face ``datasets`` as inputs (koelectra_kit/hfdata.py): a ``save_to_disk`` folder (``FOLDER[:SPLIT]``), a
+"""Hugging Face ``datasets`` as inputs (koelectra_kit/io/hfdata.py): a ``save_to_disk`` folder (``FOLDER[:SPLIT]``), a
 folder of Parquet shards and ``hf:OWNER/NAME[:CONFIG]:SPLIT`` in every command that reads a corpus, a labelled table,
 a transfer set or a file to label, with the files' column rules and one-line errors. Datasets are built here; the
 hub is never reached: ``datasets.load_dataset`` is replaced by one that records its arguments, and the one test
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from koelectra_kit import hfdata
+from koelectra_kit.io import hfdata
 from koelectra_kit.cli import main
-from koelectra_kit.corpus import iter_texts
+from koelectra_kit.io.corpus import iter_texts
 from koelectra_kit.errors import InputError
 from koelectra_kit.finetune import read_labelled
 from koelectra_kit.label import label_file, merge_shards

@@ -110,7 +110,7 @@ def test_pipeline_label_equals_classifier_on_sample(hf_model_dir, sample_dir):
 def check_pipeline_against_classifier(folder: Path, texts: list[str]) -> None:
     from transformers import pipeline
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     texts = [t for t in texts if t.strip()]  # an empty input is no text for the pipeline
     pipe = pipeline("text-classification", model=str(folder), device="cpu")

@@ -170,7 +170,7 @@ def test_progress_bar_ends_at_the_rows_labelled(tmp_path, tiny_classifier, sampl
 
 
 def test_quantized_predictor_agrees(tiny_classifier_dir, sample_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     texts = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].tolist()
     a = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32").predict(texts)
@@ -180,7 +180,7 @@ def test_quantized_predictor_agrees(tiny_classifier_dir, sample_dir):
 
 def test_overlapped_and_sequential_tokenization_agree(tiny_classifier_dir, sample_dir):
     # CPU default is sequential; the overlapped (GPU default) path must give the same rows, in order, across groups
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     texts = [l for l in (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines() if l.strip()][:150]
     clf = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32")

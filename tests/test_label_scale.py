@@ -239,7 +239,7 @@ MERGE_SHIFT = {"bf16": 0.01, "fp32": 0.0001}
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_merged_shards_are_one_runs_rows_with_probabilities_within_the_stated_shift(
         tmp_path, wider_classifier_dir, sample_dir, precision):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     clf = Classifier.load(wider_classifier_dir, device="cpu", precision=precision)
     texts = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
@@ -368,7 +368,7 @@ def test_merge_accepts_a_copy_of_the_input_and_shards_without_a_record(tmp_path,
 
 
 def test_backend_flag_reaches_the_classifier(tmp_path, tiny_classifier_dir, tiny_classifier, capsys):
-    from koelectra_kit.onnx_backend import onnx_available
+    from koelectra_kit.classify.onnx_backend import onnx_available
 
     if not onnx_available():
         pytest.skip("onnxruntime not installed (pip install 'koelectra-kit[onnx]')")
@@ -394,8 +394,8 @@ def test_cpu_streams_score_like_one_batch_at_a_time(tiny_classifier, monkeypatch
     import numpy as np
     import torch
 
-    import koelectra_kit.classifier as classifier
-    from koelectra_kit.classifier import cpu_streams, predict_logits
+    import koelectra_kit.classify.classifier as classifier
+    from koelectra_kit.classify.classifier import cpu_streams, predict_logits
 
     used = []
     real_pool = classifier._stream_pool
@@ -422,7 +422,7 @@ def test_cpu_streams_change_no_thread_count_but_their_own(tiny_classifier):
     process-wide default that set_num_threads also sets)."""
     import torch
 
-    from koelectra_kit.classifier import _stream_pool, predict_logits
+    from koelectra_kit.classify.classifier import _stream_pool, predict_logits
 
     clf = tiny_classifier
     texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]
@@ -446,7 +446,7 @@ def _scored_from_threads(clf, ids, kw, want) -> None:
     import numpy as np
     import torch
 
-    from koelectra_kit.classifier import predict_logits
+    from koelectra_kit.classify.classifier import predict_logits
 
     before = torch.get_num_threads()
     got, seen, busy, stop = [], [], threading.Event(), threading.Event()
@@ -484,7 +484,7 @@ def test_cpu_streams_in_a_forked_child(tiny_classifier):
     import numpy as np
     import torch
 
-    from koelectra_kit.classifier import _stream_pool, predict_logits
+    from koelectra_kit.classify.classifier import _stream_pool, predict_logits
 
     clf = tiny_classifier
     texts = [t * (1 + i % 5) for i, t in enumerate(TEXTS * 8)]
@@ -519,7 +519,7 @@ def test_classifier_in_a_forked_child(tiny_classifier_dir, backend):
     import numpy as np
     import torch
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     if backend == "onnx":
         pytest.importorskip("onnxruntime")

@@ -41,7 +41,7 @@ def test_encoder_card_parses_and_describes_the_run(tiny_run):
 
 
 def test_base_model_is_a_hub_id_or_left_out(tmp_path):
-    from koelectra_kit.modelcard import hub_id_of
+    from koelectra_kit.classify.modelcard import hub_id_of
 
     assert hub_id_of("monologg/koelectra-small-v3-discriminator") == "monologg/koelectra-small-v3-discriminator"
     assert hub_id_of(str(tmp_path)) is None  # a local folder is no base_model for the hub...

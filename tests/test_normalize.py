@@ -3,7 +3,7 @@ import unicodedata
 
 import pytest
 
-from koelectra_kit.normalize import NormalizeConfig, Normalizer, normalize
+from koelectra_kit.tokenizer.normalize import NormalizeConfig, Normalizer, normalize
 
 CASES = [
     ("ㅋㅋㅋㅋㅋㅋ 진짜 웃기다", "ㅋㅋ 진짜 웃기다"),

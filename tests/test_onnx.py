@@ -15,14 +15,14 @@ pytest.importorskip("onnx")
 
 @pytest.fixture(scope="module")
 def torch_clf(finetuned_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     return Classifier.load(finetuned_dir, device="cpu", precision="fp32", backend="torch")
 
 
 @pytest.fixture(scope="module")
 def onnx_clf(finetuned_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     return Classifier.load(finetuned_dir, device="cpu", backend="onnx")
 
@@ -31,7 +31,7 @@ def compare(torch_clf, other, texts: list[str]) -> tuple[float, float]:
     """(share of equal argmax, max |probability difference|), texts tokenized once for both models."""
     import torch
 
-    from koelectra_kit.classifier import predict_logits
+    from koelectra_kit.classify.classifier import predict_logits
 
     ids = torch_clf.tok.encode_batch(texts, max_length=torch_clf.max_length, return_offsets=False)["input_ids"]
     a, b = (torch.softmax(torch.from_numpy(predict_logits(c.model, ids, pad_id=torch_clf.tok.pad_token_id,
@@ -58,7 +58,7 @@ def test_onnx_backend_matches_torch_on_nsmc3_dev(torch_clf, onnx_clf, shared_dat
 
 
 def test_int8_onnx_stays_close(finetuned_dir, torch_clf, sample_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     q = Classifier.load(finetuned_dir, device="cpu", quantize=True)  # auto + quantize: onnxruntime int8
     assert (q.backend, q.quantized) == ("onnx", True) and q.model.path.name == "model_quantized.onnx"
@@ -72,7 +72,7 @@ def test_export_cli_writes_dynamic_axes_and_the_folder_export_is_used(finetuned_
 
     import onnx
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.cli import main
 
     folder = tmp_path / "clf"
@@ -90,7 +90,7 @@ def test_export_cli_writes_dynamic_axes_and_the_folder_export_is_used(finetuned_
 
 
 def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, capsys):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.cli import main
     from koelectra_kit.errors import InputError
 

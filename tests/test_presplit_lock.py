@@ -3,7 +3,7 @@ waits for the first instead of sweeping its half-written pieces (it failed with 
 import multiprocessing as mp
 from pathlib import Path
 
-from koelectra_kit.normalize import NormalizeConfig
+from koelectra_kit.tokenizer.normalize import NormalizeConfig
 from koelectra_kit.tokenizer import presplit_file
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from koelectra_kit.cli import main
 from koelectra_kit.errors import InputError
-from koelectra_kit.normalize import NormalizeConfig, Normalizer
+from koelectra_kit.tokenizer.normalize import NormalizeConfig, Normalizer
 from koelectra_kit.tokenizer import (KoTokenizer, TokenizerConfig, kiwi, kiwi_instance, kiwi_versions, mark_pieces,
                                      pieces_from_tokens, presplit_file, tokenizer_fingerprint, train_tokenizer)
 from koelectra_kit.tokenizer import cache as corpus_cache
@@ -292,7 +292,7 @@ def test_a_presplit_killed_by_sigkill_continues_to_the_same_cache(sample_dir, tm
         for k in range(80):  # lightly perturbed copies, not one text block repeated
             for i, line in enumerate(lines):
                 f.write(f"{line} {k}번째 {i % 7}\n" if (i + k) % 3 else f"{k} {line}\n")
-    code = ("import sys; from koelectra_kit.normalize import NormalizeConfig; "
+    code = ("import sys; from koelectra_kit.tokenizer.normalize import NormalizeConfig; "
             "from koelectra_kit.tokenizer import presplit_file; "
             f"presplit_file({str(corpus)!r}, text_column=None, normalize=NormalizeConfig(), presplit='kiwi_word', "
             "cache_dir=sys.argv[1], num_workers=2, piece_bytes=64 << 10)")

@@ -50,7 +50,7 @@ def test_export_loads_with_transformers_and_matches_toolkit(tiny_run):
     from safetensors.torch import load_model
     from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassification
 
-    from koelectra_kit import electra
+    from koelectra_kit.electra import model as electra
     from koelectra_kit.config import load_config
     from koelectra_kit.pretrain import PretrainConfig
     from koelectra_kit.tokenizer import KoTokenizer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from koelectra_kit import electra, electra_cpu
+from koelectra_kit.electra import cpu as electra_cpu, model as electra
 from koelectra_kit.config import load_config
 from koelectra_kit.errors import ConfigError
 from koelectra_kit.pretrain import (PretrainConfig, RowOrder, budget_progress, disc_weight_at, lr_factor,

@@ -160,7 +160,7 @@ def test_damaged_vocabularies_are_one_line_errors(pub, sample_dir, tmp_path, cap
 def test_finetuned_published_folder_labels_the_same_in_plain_transformers(pub, pub_finetuned, sample_dir):
     from transformers import AutoTokenizer, pipeline
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.tokenizer import KoTokenizer
 
     out = pub_finetuned
@@ -185,7 +185,7 @@ def test_label_and_evaluate_a_published_finetune_and_a_published_classifier(pub,
                                                                               tmp_path):
     from transformers import pipeline
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     for i, model in enumerate((pub_finetuned, pub.clf)):
         labelled = tmp_path / f"labelled{i}.csv"
@@ -207,7 +207,7 @@ def test_label_and_evaluate_a_published_finetune_and_a_published_classifier(pub,
 def test_distill_export_and_app_with_published_folders(pub, pub_finetuned, sample_dir, tmp_path):
     from transformers import AutoTokenizer
 
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     # the student is the published discriminator; the teacher a fine-tuned published checkpoint
     student = tmp_path / "student"

@@ -32,7 +32,7 @@ def test_ray_adapter_labels_every_row_once_like_label(local_ray, tmp_path, tiny_
                                                       sample_dir):
     from koelectra_kit.label import label_file
     from koelectra_kit.label.ray_adapter import label_dataset
-    from koelectra_kit.tables import read_table
+    from koelectra_kit.io.tables import read_table
 
     src = _reviews(sample_dir, tmp_path)
     label_file(None, src, tmp_path / "ref.csv", "review", classifier=tiny_classifier, progress=False)

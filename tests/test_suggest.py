@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from koelectra_kit.cli import main
-from koelectra_kit.predictions import Predictions
-from koelectra_kit.suggest import NearDuplicates, jaccard, shingles, suggest_rows
+from koelectra_kit.classify.predictions import Predictions
+from koelectra_kit.suggest.rows import NearDuplicates, jaccard, shingles, suggest_rows
 from tests.test_bad_input import assert_one_line_error, run_cli
 
 LABELS = ["negative", "neutral", "positive"]
@@ -50,7 +50,7 @@ def tfidf_dir(tmp_path_factory, sample_dir):
 
 @pytest.fixture(scope="module")
 def tfidf(tfidf_dir):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     return Classifier.load(tfidf_dir)
 

@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from koelectra_kit.errors import InputError
-from koelectra_kit.tables import detect_encoding, read_table, require_columns
+from koelectra_kit.io.tables import detect_encoding, read_table, require_columns
 
 ROWS = [("정말 재밌어요, 강추!", "positive"), ('그냥 "보통"', "neutral"), ("별로\n다신 안 봄", "negative")]
 

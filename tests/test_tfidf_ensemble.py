@@ -42,9 +42,9 @@ def ensemble_dir(tmp_path_factory, tiny_classifier_dir, tfidf_dir, split) -> Pat
 
 
 def test_tfidf_folder_predicts_what_the_fitted_model_does(tfidf_dir, split):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.finetune.config import BaselineConfig
-    from koelectra_kit.references import fit_tfidf
+    from koelectra_kit.classify.references import fit_tfidf
 
     train = pd.read_csv(split[0])
     vec, model, _ = fit_tfidf(train.review.tolist(), np.array([LABELS.index(x) for x in train.label]),
@@ -62,7 +62,7 @@ def test_tfidf_folder_predicts_what_the_fitted_model_does(tfidf_dir, split):
 
 def test_two_label_tfidf_uses_the_binary_model(tmp_path):
     """scikit-learn fits one coefficient row for two classes: the folder must give its probabilities too."""
-    from koelectra_kit.tfidf import TfidfClassifier
+    from koelectra_kit.classify.tfidf import TfidfClassifier
 
     texts = ["좋아요 최고", "최고 추천", "별로 최악", "최악 비추", "좋아요 추천해요", "비추 별로예요"] * 3
     y = np.array([1, 1, 0, 0, 1, 0] * 3)
@@ -89,7 +89,7 @@ def test_label_and_evaluate_take_a_tfidf_folder(tfidf_dir, split, sample_dir, tm
 
 def test_resume_refuses_a_refitted_tfidf_folder(tfidf_dir, split, tmp_path):
     """label --resume compares the model's digest: a TF-IDF fitted on other rows is another model."""
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.errors import InputError
     from koelectra_kit.label import label_file
 
@@ -141,7 +141,7 @@ def test_damaged_tfidf_folder_is_one_error_line(tfidf_dir, tmp_path, damage, cap
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "o.csv").exists()
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.errors import InputError
 
     with pytest.raises(InputError):
@@ -150,7 +150,7 @@ def test_damaged_tfidf_folder_is_one_error_line(tfidf_dir, tmp_path, damage, cap
 
 def test_ensemble_averages_its_members_with_the_weights_it_chose(ensemble_dir, tiny_classifier_dir, tfidf_dir,
                                                                  split):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     m = json.loads((ensemble_dir / "classifier.json").read_text())
     weights = [e["weight"] for e in m["members"]]
@@ -228,7 +228,7 @@ def test_bad_ensembles_are_one_error_line(case, ensemble_dir, tfidf_dir, split, 
 
 
 def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir, split, tmp_path, capsys):
-    from koelectra_kit.classifier import Classifier
+    from koelectra_kit.classify.classifier import Classifier
 
     out = tmp_path / "clf"
     assert main(["finetune", "--config", "tiny", f"model={tiny_encoder_dir}", f"train={split[0]}",
@@ -247,7 +247,7 @@ def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir,
     dev = pd.read_csv(split[1])
     got = ens.predict(dev.review.tolist())
     f1 = json.loads((out / "ensemble" / "eval.json").read_text())["dev"]["macro_f1"]
-    from koelectra_kit.metrics import macro_f1
+    from koelectra_kit.classify.metrics import macro_f1
 
     assert macro_f1(np.array([LABELS.index(x) for x in dev.label]), got.probs.argmax(1), 3) == pytest.approx(f1)
     assert Classifier.load(out / "tfidf").labels == LABELS
@@ -259,3 +259,55 @@ def test_onnx_export_of_a_tfidf_or_ensemble_folder_is_one_line(tfidf_dir, ensemb
         err = capsys.readouterr().err
         assert err.startswith("error:") and "folder: --onnx exports fine-tuned encoders" in err
         assert not (folder / "onnx").exists()
+
+
+def _reorder_labels(folder: Path, kind: str) -> None:
+    """The hand edit issue 40 found labelling every row wrong: a folder's label list put in another order."""
+    if kind == "finetuned":
+        path = folder / "config.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        names = [cfg["id2label"][k] for k in sorted(cfg["id2label"], key=int)][::-1]
+        cfg["id2label"] = {str(i): n for i, n in enumerate(names)}
+        cfg["label2id"] = {n: i for i, n in enumerate(names)}
+    else:
+        path = folder / "classifier.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg["labels"] = cfg["labels"][::-1]
+    path.write_text(json.dumps(cfg, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "ensemble", "finetuned"])
+def test_a_reordered_label_list_is_one_error_line(kind, tfidf_dir, ensemble_dir, tiny_classifier_dir, split,
+                                                  tmp_path, capsys):
+    import shutil
+
+    from koelectra_kit.classify.classifier import Classifier
+
+    from .test_bad_input import assert_one_line_error, run_cli
+
+    src = {"tfidf": tfidf_dir, "ensemble": ensemble_dir, "finetuned": tiny_classifier_dir}[kind]
+    bad = tmp_path / "bad"
+    shutil.copytree(src, bad)
+    assert Classifier.load(bad).labels == LABELS  # the copy, unedited, loads
+    _reorder_labels(bad, kind)
+    rc, _, err = run_cli(capsys, "label", "--model", bad, "--input", split[1], "--output", tmp_path / "o.csv")
+    assert_one_line_error(rc, err, str(LABELS), str(LABELS[::-1]))
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_tfidf_folder_without_the_trained_labels_record_loads_as_before(tfidf_dir, tmp_path):
+    """Folders written before the weights carried their label names have nothing to compare: they load."""
+    import shutil
+
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    from koelectra_kit.classify.classifier import Classifier
+
+    old = tmp_path / "old"
+    shutil.copytree(tfidf_dir, old)
+    weights = old / "tfidf.safetensors"
+    with safe_open(str(weights), framework="np") as f:
+        assert json.loads(f.metadata()["labels"]) == LABELS
+    save_file(load_file(str(weights)), str(weights))  # no metadata, as before issue 40
+    assert Classifier.load(old).labels == LABELS

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
-from ..tables import check_not_numbers
+from ..io.tables import check_not_numbers
 from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..predictions import Predictions
+from ..classify.predictions import Predictions
 
 QUEUE = 50  # rows picked per refill: enough that a refill is rare, few enough that it follows the model
 LEASE_S = 120  # a row shown in one tab is not shown in another for this long (unless the first answers it)
@@ -34,9 +34,9 @@ class Pool:
     @classmethod
     def read(cls, path: str, text_column: str | None = None) -> "Pool":
         """The pool's texts with the readers, encodings and text-column rules of ``label`` and ``suggest``."""
-        from ..fileio import check_input_file
-        from ..suggest_file import read_texts
-        from ..tables import CONFIG_HINTS, detect_encoding, read_records, table_format
+        from ..io.fileio import check_input_file
+        from ..suggest.file import read_texts
+        from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, table_format
 
         src = check_input_file(path)
         if src.suffix.lower() in (".xlsx", ".xls"):
@@ -179,7 +179,7 @@ class Queue:
         return None
 
     def _refill(self, done: set) -> None:
-        from ..suggest import suggest_rows
+        from ..suggest.rows import suggest_rows
 
         leased = {self.pool.texts[r] for r, (_, t) in self.leases.items() if time.monotonic() - t <= LEASE_S}
         if self.probs is None:

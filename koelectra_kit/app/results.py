@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InputError
-from ..fileio import atomic_path
+from ..io.fileio import atomic_path
 from ..label import write_chunk
 
 MASTER_ENCODING = "utf-8-sig"

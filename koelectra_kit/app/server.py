@@ -111,7 +111,7 @@ def _models(settings: AppSettings, classifier):
         teacher = Teacher(settings, shared, start, pool, log)
         return shared, teacher, log
     if classifier is None:
-        from ..classifier import Classifier
+        from ..classify.classifier import Classifier
 
         classifier = Classifier.load(settings.model, device=settings.device, precision=settings.precision)
     check_trained_head(classifier)

@@ -102,7 +102,7 @@ class StartData:
         from ..config import load_config
         from ..errors import KitError
         from ..finetune.config import FinetuneConfig
-        from ..finetune.data import read_labelled
+        from ..io.labelled import read_labelled
 
         recorded = Path(folder) / "baseline_config.yaml"
         if not recorded.is_file():
@@ -141,7 +141,7 @@ def cv_paired(start: StartData, labels: dict, names: list[str], seed: int, incum
     predicts as it is). None when a class has under 2 labels."""
     from sklearn.model_selection import StratifiedKFold
 
-    from ..tfidf import TfidfClassifier
+    from ..classify.tfidf import TfidfClassifier
 
     def fit(rows: list):
         return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
@@ -166,7 +166,7 @@ def cv_paired(start: StartData, labels: dict, names: list[str], seed: int, incum
 
 
 def _f1(y_true: list, y_pred, names: list[str]) -> float | None:
-    from ..metrics import classification_report
+    from ..classify.metrics import classification_report
 
     if not len(y_true):
         return None

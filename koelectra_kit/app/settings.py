@@ -62,7 +62,7 @@ class AppSettings:
         self._validate_teach()
 
     def _validate_teach(self) -> None:
-        from ..suggest import STRATEGIES
+        from ..suggest.rows import STRATEGIES
 
         if self.teach and not self.labels:
             raise ConfigError("--teach needs --labels LABELS.csv: the file every answer is appended to")

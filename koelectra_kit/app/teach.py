@@ -47,7 +47,7 @@ def _has_task_head(path: Path) -> bool:
     """Whether the model folder ``path`` is a fine-tuned sequence classifier (real label names), not a bare encoder."""
     import json
 
-    from ..classifier import placeholder_labels
+    from ..classify.classifier import placeholder_labels
 
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
@@ -60,8 +60,8 @@ def _has_task_head(path: Path) -> bool:
 
 def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
     """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
-    from ..classifier import Classifier, toolkit_kind
-    from ..modelio import check_model_source
+    from ..classify.classifier import Classifier, toolkit_kind
+    from ..hub.modelio import check_model_source
 
     kind = toolkit_kind(model)
     if kind is None:
@@ -135,7 +135,7 @@ class Teacher:
         """Serve the newest served round of an earlier session with this --model, else the model given."""
         done = [r for r in self.rounds if r.state == "done" and r.served and Path(r.folder).is_dir()]
         if done:
-            from ..classifier import Classifier
+            from ..classify.classifier import Classifier
 
             try:
                 clf = Classifier.load(done[-1].folder, device=self.s.device, precision=self.s.precision)
@@ -296,7 +296,7 @@ class Teacher:
         return held, dev
 
     def _train(self, rnd: Round, folder: Path, labels: dict) -> None:
-        from ..classifier import Classifier
+        from ..classify.classifier import Classifier
 
         out = folder / "model"
         rnd.recipe = recipe_for(self.s.retrain_recipe, rnd.labels, not self.start.fine_tuned, self.s.dev)
@@ -430,7 +430,7 @@ def _rows(path: Path) -> int:
 
 def _read_dev(path: str, names: list[str]) -> dict:
     """--dev as text -> label (read as finetune reads it)."""
-    from ..finetune.data import read_labelled
+    from ..io.labelled import read_labelled
 
     data = read_labelled(path, names)
     return {t: names[i] for t, i in zip(data.texts, data.y)}

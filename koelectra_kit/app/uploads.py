@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..tables import TEXT_COLUMNS, detect_encoding, is_wide, looks_like_text, pick_column, read_records
-from ..workbook import cell as _cell
-from ..workbook import xlsx_to_csv
+from ..io.tables import TEXT_COLUMNS, detect_encoding, is_wide, looks_like_text, pick_column, read_records
+from ..io.workbook import cell as _cell
+from ..io.workbook import xlsx_to_csv
 
 # upload extension -> kind; every kind but xlsx is a format the labeller reads directly
 KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl",

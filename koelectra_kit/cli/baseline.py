@@ -30,7 +30,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..baseline import run_baseline
+    from ..finetune.baseline import run_baseline
     from ..config import load_config
     from ..finetune import FinetuneConfig
 

@@ -11,7 +11,7 @@ examples:
   koelectra-kit ensemble "members=[runs/sentiment,runs/tfidf]" dev=dev.csv out=runs/ensemble
   koelectra-kit label --model runs/ensemble --input new.csv --output labelled.csv
 
-Keys (EnsembleConfig, koelectra_kit/ensemble.py): members, dev, out, grid_step (0.1), the dev table's
+Keys (EnsembleConfig, koelectra_kit/classify/ensemble.py): members, dev, out, grid_step (0.1), the dev table's
 text_column / label_column / rating_column / rating_map / label_map / format / encoding (as evaluate reads
 them), batch_size, device, precision. Members are copied into OUT/members/, so the folder moves as one.
 `koelectra-kit finetune ... ensemble=tfidf` builds the encoder + TF-IDF ensemble in the same run."""
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..config import load_config
-    from ..ensemble import EnsembleConfig, run_ensemble
+    from ..classify.ensemble import EnsembleConfig, run_ensemble
 
     run_ensemble(load_config(EnsembleConfig, args.config, list(args.overrides)))
     return 0

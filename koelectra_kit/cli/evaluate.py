@@ -12,7 +12,7 @@ examples:
       --rating-column rating --rating-map nsmc10 --out runs/sentiment-test
   koelectra-kit evaluate --config eval.yaml data=other.csv batch_size=128
 
-Every flag is also a key of EvaluateConfig (koelectra_kit/evaluate.py), settable in a --config YAML or as
+Every flag is also a key of EvaluateConfig (koelectra_kit/classify/evaluate.py), settable in a --config YAML or as
 key=value; a flag given wins. Prints accuracy, macro-F1, per-class precision/recall/F1/support and the
 confusion matrix. With --out: eval.json, confusion.png and predictions.csv (every row with gold,
 predicted, probabilities)."""
@@ -66,7 +66,7 @@ def _label_map(items: list[str]) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from ..evaluate import EvaluateConfig, run_evaluate
+    from ..classify.evaluate import EvaluateConfig, run_evaluate
 
     keys = [key for key, _ in FLAGS.values()] + ["drop_unknown_labels", "plots"]
     cfg = config_from_args(EvaluateConfig, args, {k: getattr(args, k) for k in keys})

@@ -39,7 +39,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from ..errors import InputError
-    from ..hub import check_repo_id
+    from ..hub.repo import check_repo_id
     from ..runtime import log
 
     if not args.onnx and not args.push_to_hub:
@@ -51,7 +51,7 @@ def run(args) -> int:
         raise InputError(f"--opset {args.opset}: the model's attention needs ONNX opset {MIN_OPSET} or later "
                          "(leave it out for the default 17)")
     if args.onnx:
-        from ..classifier import toolkit_kind
+        from ..classify.registry import toolkit_kind
 
         kind = toolkit_kind(args.model)
         if kind:  # (a --push-to-hub of such a folder is fine: it is files)
@@ -62,7 +62,7 @@ def run(args) -> int:
         for line in export_classifier(args.model, out, int8=args.int8, opset=args.opset):
             print(line)
     if args.push_to_hub:
-        from ..hub import push_folder
+        from ..hub.repo import push_folder
 
         if not Path(args.model).is_dir():
             raise InputError(f"--model {args.model}: no such folder to push")
@@ -78,8 +78,8 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     from transformers import AutoModelForSequenceClassification
 
     from ..errors import InputError, KitError
-    from ..modelio import check_model_source, loading
-    from ..onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
+    from ..hub.modelio import check_model_source, loading
+    from ..classify.onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
                                 max_logit_difference, probe_batch, quantize_onnx, require_onnxruntime)
     from ..runtime import quiet_transformers
     from ..tokenizer import KoTokenizer

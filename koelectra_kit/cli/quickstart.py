@@ -173,7 +173,7 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
     from . import build_parser
     from ..config import load_config
     from ..errors import ConfigError, InputError
-    from ..fileio import check_input_file
+    from ..io.fileio import check_input_file
 
     if args.show < 0:
         raise ConfigError(f"--show {args.show}: give a number of rows, 0 or more")
@@ -226,8 +226,8 @@ def _config_class(command: str):
 def _columns(path: str, encoding: str | None) -> list[str] | None:
     """The header of a csv/tsv file to label (None for other formats); an undecodable file is refused now, not
     after minutes of pretraining."""
-    from ..tables import detect_encoding, read_records, table_format
-    from ..workbook import WORKBOOK_SUFFIXES
+    from ..io.tables import detect_encoding, read_records, table_format
+    from ..io.workbook import WORKBOOK_SUFFIXES
 
     if Path(path).suffix.lower() in WORKBOOK_SUFFIXES:  # label reads these; table_format (for tables) does not
         return None
@@ -244,7 +244,7 @@ def _columns(path: str, encoding: str | None) -> list[str] | None:
 def _show(args, seconds: float) -> None:
     import pandas as pd
 
-    from ..tables import read_table
+    from ..io.tables import read_table
 
     out = Path(args.out)
     labelled_csv = out / "labelled.csv"

@@ -11,7 +11,7 @@ examples:
   koelectra-kit suggest model=runs/tfidf pool=reviews.csv out=next.csv labelled=labels.csv strategy=entropy
   koelectra-kit suggest model=runs/ensemble pool=reviews.xlsx out=sample.csv strategy=random seed=1
 
-Keys (SuggestConfig, koelectra_kit/suggest_file.py): model (any folder label takes), pool, out (.csv .tsv .jsonl),
+Keys (SuggestConfig, koelectra_kit/suggest/file.py): model (any folder label takes), pool, out (.csv .tsv .jsonl),
 n (100), strategy (margin | entropy | random; margin: smallest top-1 minus top-2 probability first),
 text_column, labelled (a table or a list of tables of rows already labelled: their texts are skipped),
 labelled_text_column, dedupe_threshold (0.7: character 3-gram Jaccard from which a row is a near-duplicate of
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..config import load_config
-    from ..suggest_file import SuggestConfig, run_suggest
+    from ..suggest.file import SuggestConfig, run_suggest
 
     summary = run_suggest(load_config(SuggestConfig, args.config, list(args.overrides)))
     print("\n".join(summary.lines()))

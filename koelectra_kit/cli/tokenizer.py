@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 def run_train(args) -> int:
     from ..config import load_config
-    from ..hfdata import corpus_paths
+    from ..io.hfdata import corpus_paths
     from ..tokenizer import TokenizerConfig, train_tokenizer
 
     cfg = load_config(TokenizerConfig, args.config, args.overrides)

@@ -36,7 +36,7 @@ class DistillConfig:
 
     # --- transfer set: unlabelled text the teacher labels
     transfer: list[str] = field(default_factory=list)  # .txt one text a line, or .csv/.tsv/.jsonl/.parquet tables
-    transfer_text_column: str | None = None  # tables: the text column (None: the usual names, see tables.py)
+    transfer_text_column: str | None = None  # tables: the text column (None: the usual names, see io/tables.py)
     # Transfer texts that also appear (normalized, exact) in these files are dropped: training the student on the
     # teacher's labels of dev inputs would inflate the dev figure. The dev split's own texts are dropped too.
     exclude: list[str] = field(default_factory=list)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..corpus import iter_texts
+from ..io.corpus import iter_texts
 from ..errors import InputError
-from ..hfdata import check_input
-from ..normalize import normalize
+from ..io.hfdata import check_input
+from ..tokenizer.normalize import normalize
 
 
 @dataclass

@@ -16,18 +16,18 @@ from typing import Callable
 
 import numpy as np
 
-from ..classifier import collate, cpu_streams, predict_logits
+from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
-from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import default_lr, load_model, param_groups
-from ..finetune.output import check_not_input, check_out_dir
+from ..io.output import check_not_input, check_out_dir
 from ..finetune.tokens import encode_texts
-from ..hfdata import check_input
-from ..metrics import classification_report, format_report
-from ..modelio import check_model_source
+from ..io.hfdata import check_input
+from ..classify.metrics import classification_report, format_report
+from ..hub.modelio import check_model_source
 from ..runtime import autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed, warn
 from . import checkpoint
 from .config import NOT_TRAINING, TFIDF, DistillConfig
@@ -298,7 +298,7 @@ class DistillRecipe:
                         "teacher_dev": self.teacher_dev, "transfer": self.transfer.report},
         }
         if cfg.references:
-            from ..references import reference_scores
+            from ..classify.references import reference_scores
 
             result["references"] = reference_scores(sp.train.texts, sp.train.y, sp.dev.texts, sp.dev.y, self.labels,
                                                     cfg.baseline)
@@ -307,7 +307,7 @@ class DistillRecipe:
         write_text_atomic(staging / "distill_config.yaml", dump_yaml(cfg))
         shutil.copy(self.work / "metrics.jsonl", staging / "metrics.jsonl")
         if cfg.plots:
-            from ..plots import plot_confusion
+            from ..io.plots import plot_confusion
 
             plot_confusion(report, staging / "confusion.png")
         return result
@@ -331,7 +331,7 @@ class DistillRecipe:
         print(format_report(self.report, title=f"student dev (best step {self.progress.best_step} of "
                                                 f"{self.progress.step})"))
         if "references" in result:
-            from ..references import format_references
+            from ..classify.references import format_references
 
             print(format_references(self.report, {**result["references"], "teacher": {
                 "name": "teacher ensemble", **self.teacher_dev["ensemble"]}}))
@@ -357,7 +357,7 @@ def load_student(cfg: DistillConfig, labels: list[str]):
         return load_model(cfg.data_config(labels), labels)
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from ..modelio import loading
+    from ..hub.modelio import loading
 
     name = check_model_source(cfg.student, "student")
     with loading(name, "student"), quiet_transformers():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..fileio import staged_dir
+from ..io.fileio import staged_dir
 from ..runtime import log, warn
 from .config import TFIDF
 
@@ -30,11 +30,12 @@ def teacher_labels(spec: str) -> list[str] | None:
         return None
     from transformers import AutoConfig
 
-    from ..classifier import placeholder_labels, toolkit_kind
-    from ..modelio import check_model_source, loading
+    from ..classify.classifier import placeholder_labels
+    from ..classify.registry import toolkit_kind
+    from ..hub.modelio import check_model_source, loading
 
     if toolkit_kind(spec):  # a TF-IDF or ensemble folder: its labels are in its classifier.json
-        from ..tfidf import read_manifest
+        from ..classify.registry import read_manifest
 
         return [str(x) for x in read_manifest(Path(spec)).get("labels") or []]
     name = check_model_source(spec, "teacher")
@@ -80,7 +81,7 @@ def teacher_fingerprint(spec: str, train_texts: list[str], y_train: np.ndarray, 
 
 def _folder_digest(folder: Path, h) -> None:
     """A model folder's files into ``h``; an ensemble's members too (its own folder holds only their paths)."""
-    from ..tfidf import MANIFEST, read_manifest
+    from ..classify.registry import MANIFEST, read_manifest
 
     for f in sorted(folder.iterdir()):
         if f.is_file() and (f.suffix in (".json", ".safetensors", ".bin", ".txt")) and f.name != "eval.json":
@@ -106,12 +107,12 @@ class TeacherPredictor:
     def __init__(self, spec: str, labels: list[str], train, cfg):
         self.spec, self.labels = spec, labels
         if spec == TFIDF:
-            from ..tfidf import TfidfClassifier
+            from ..classify.tfidf import TfidfClassifier
 
             self.clf = TfidfClassifier.fit(train.texts, train.y, labels, cfg.baseline)
             self.cols, self.batch_size = list(range(len(labels))), cfg.teacher_batch_size
         else:
-            from ..classifier import Classifier
+            from ..classify.classifier import Classifier
 
             self.clf = Classifier.load(spec, device=cfg.device, precision=cfg.precision)
             self.cols = check_labels(spec, list(self.clf.labels), labels)
@@ -186,7 +187,7 @@ def simplex_grid(m: int, step: float) -> list[np.ndarray]:
 
 def choose_weights(dev_probs: list[np.ndarray], y_dev: np.ndarray, labels: list[str], step: float) -> np.ndarray:
     """The grid point with the best dev macro-F1 of the averaged probabilities (ties: lower dev log-loss)."""
-    from ..metrics import classification_report
+    from ..classify.metrics import classification_report
 
     best, best_key = None, None
     for w in simplex_grid(len(dev_probs), step):

@@ -5,18 +5,19 @@ sentiment, or any single-label text classification.
         model=runs/pretrain/discriminator train=reviews.csv dev=dev.csv out=runs/sentiment
 
 One module a concern, in the order a run uses them:
-  config.py    ``FinetuneConfig`` (YAML + ``key=value`` overrides), the label and rating vocabularies
-  data.py      columns, label or rating mapping, dropped rows reported, stratified dev split / subsample
-               (no torch: ``evaluate`` and the TF-IDF ``baseline`` read their rows with it too)
+  config.py    ``FinetuneConfig`` (YAML + ``key=value`` overrides)
+  data.py      the train and dev rows: tables read by ``io.labelled`` (columns, label or rating mapping,
+               dropped rows reported), stratified dev split / subsample (no torch: ``baseline`` uses it too)
   tokens.py    texts encoded once with the model's own tokenizer, and the token cache
   batching.py  length-grouped batches (padding per batch: ``classifier.collate``)
   model.py     the model with a classification head for our labels, layer-wise lr decay groups
   recipe.py    the run: setup, one explicit training loop with dev evaluation, early stopping and
                best-checkpoint selection on macro-F1, the best checkpoint published atomically as a
                Hugging Face model folder with eval.json, data_report.json, confusion.png and curves.png
-  output.py    which output folders may be replaced
+  baseline.py  ``koelectra-kit baseline``: TF-IDF + logistic regression on the same split, a classifier folder
+(Which output folders may be replaced: ``io.output``.)
 """
-from ..classifier import collate, predict_logits
+from ..classify.classifier import collate, predict_logits
 from .batching import length_grouped_batches, shuffled_batches
 from .config import (
     DEFAULT_LABELS,
@@ -39,7 +40,7 @@ from .data import (
     stratified_subsample,
 )
 from .model import align_head, default_lr, load_model, param_groups
-from .output import OUTPUT_MARKERS, check_out_dir
+from ..io.output import OUTPUT_MARKERS, check_out_dir
 from .recipe import FinetuneRecipe, finetune, train_step
 from .tokens import encode_texts
 

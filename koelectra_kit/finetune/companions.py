@@ -27,12 +27,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def write_companions(staging: Path, splits, labels: list[str], encoder_logits: np.ndarray, cfg) -> dict:
     """Fit TF-IDF on ``splits.train``, choose the ensemble's weights on ``splits.dev`` with the encoder's best dev
     logits, write ``staging/tfidf`` and ``staging/ensemble``; returns eval.json's ``candidates`` block."""
-    from ..baseline import tfidf_card
+    from .baseline import tfidf_card
     from ..config import dump_yaml
-    from ..ensemble import choose_weights, ensemble_card, write_ensemble
-    from ..fileio import write_json_atomic, write_text_atomic
-    from ..metrics import classification_report
-    from ..tfidf import TfidfClassifier
+    from ..classify.ensemble import choose_weights, ensemble_card, write_ensemble
+    from ..io.fileio import write_json_atomic, write_text_atomic
+    from ..classify.metrics import classification_report
+    from ..classify.tfidf import TfidfClassifier
 
     y_dev = splits.dev.y
     tfidf = TfidfClassifier.fit(splits.train.texts, splits.train.y, labels, cfg.baseline,

@@ -1,44 +1,17 @@
-"""What one fine-tuning run is: ``FinetuneConfig`` (YAML + ``key=value`` overrides, see ``koelectra_kit.config``),
-the TF-IDF baseline's knobs, the label and rating vocabularies every reader of a labelled table shares."""
+"""What one fine-tuning run is: ``FinetuneConfig`` (YAML + ``key=value`` overrides, see ``koelectra_kit.config``).
+The TF-IDF baseline's knobs (``BaselineConfig``) live with the fit in ``classify.references``, and the label and
+rating vocabularies every reader of a labelled table shares in ``io.labelled``; both are re-exported here."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..classify.references import BaselineConfig
 from ..errors import ConfigError
+from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS,  # noqa: F401 - re-exported
+                          RATING_PRESETS, parse_rating_map)
 
 DEFAULT_LABELS = ["negative", "neutral", "positive"]
-# Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
-RATING_PRESETS = {
-    "stars5": "1-2:negative,3:neutral,4-5:positive",  # 1-5 stars (shops, app stores)
-    "nsmc10": "1-4:negative,5-8:neutral,9-10:positive",  # Naver movie 1-10 (nsmc3's own bands)
-}
-# Column names tried, in order, when label_column / rating_column are not given (text columns:
-# tables.TEXT_COLUMNS, the list every stage shares).
-ID_COLUMNS = ("id", "review_id", "doc_id", "번호", "아이디")  # kept in evaluate's predictions.csv
-LABEL_COLUMNS = ("label", "labels", "sentiment", "class", "라벨", "레이블", "감성", "감정")
-RATING_COLUMNS = ("rating", "stars", "star", "score", "별점", "평점")
-# File label values that mean the same sentiment; used only when the label set has exactly one
-# member of a group, so "긍정" in a file maps to "positive" (and "positive" to "긍정") by itself.
-LABEL_ALIASES = (
-    {"positive", "pos", "긍정", "긍정적"},
-    {"negative", "neg", "부정", "부정적"},
-    {"neutral", "neu", "중립", "중립적", "보통"},
-)
-
-
-@dataclass
-class BaselineConfig:
-    """TF-IDF character n-grams + logistic regression (``koelectra-kit baseline``)."""
-
-    analyzer: Literal["char", "char_wb"] = "char_wb"  # char_wb: n-grams don't cross spaces
-    ngram_min: int = 1
-    ngram_max: int = 3
-    min_df: int = 2  # drop n-grams seen in fewer training texts (noise, typos): smaller, faster
-    max_features: int | None = None  # cap the vocabulary (None = all that pass min_df)
-    C: float = 1.0  # inverse L2 strength (nsmc3: C=1 beats 2 and 4 by 0.1-0.5 points of macro-F1)
-    max_iter: int = 1000
 
 
 @dataclass
@@ -126,7 +99,7 @@ class FinetuneConfig:
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
 
     def validate(self) -> None:
-        from ..hub import check_repo_id
+        from ..hub.repo import check_repo_id
 
         check_repo_id(self.push_to_hub)
         if len(self.labels) < 2:
@@ -180,24 +153,3 @@ class FinetuneConfig:
                 raise ConfigError(f"baseline.{key}: must be at least 1, got {getattr(b, key)}")
         if b.max_features is not None and b.max_features < 1:
             raise ConfigError(f"baseline.max_features: must be at least 1 (or null: no cap), got {b.max_features}")
-
-
-def parse_rating_map(spec: str) -> list[tuple[float, float, str]]:
-    """``"1-2:negative,3:neutral,4-5:positive"`` (or a preset name) -> [(lo, hi, label)], inclusive."""
-    text = RATING_PRESETS.get(spec, spec)
-    bands = []
-    for part in str(text).split(","):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:-\s*(\d+(?:\.\d+)?))?\s*[:=]\s*(.+?)\s*", part)
-        if not m:
-            raise ConfigError(f"rating_map: can't read band '{part.strip()}' in '{spec}'; write bands like "
-                              f"'1-2:negative,3:neutral,4-5:positive' or use a preset ({', '.join(RATING_PRESETS)})")
-        lo = float(m.group(1))
-        hi = float(m.group(2)) if m.group(2) else lo
-        if hi < lo:
-            raise ConfigError(f"rating_map: band '{part.strip()}' ends below its start")
-        bands.append((lo, hi, m.group(3)))
-    bands.sort()
-    for (lo1, hi1, _), (lo2, _, _) in zip(bands, bands[1:]):
-        if lo2 <= hi1:
-            raise ConfigError(f"rating_map: bands overlap at {lo2:g} in '{spec}'")
-    return bands

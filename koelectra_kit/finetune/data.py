@@ -1,190 +1,18 @@
-"""Labelled tables -> rows to train and score on: columns, label or rating mapping, dropped rows (always
-reported, never silent), the stratified dev split and subsample, and the printed data report.
+"""A run's train and dev rows: the labelled tables read by ``io.labelled`` (columns, label or rating mapping,
+dropped rows always reported), the stratified dev split and subsample, and the printed data report.
 
-Shared by ``finetune``, ``evaluate`` and the TF-IDF ``baseline`` so all three read the same rows with the
-same labels. No torch here: the baseline and evaluate's data path import this module alone.
+Shared by ``finetune``, ``distill`` and the TF-IDF ``baseline`` so all three train on the same rows with the
+same labels. No torch here: the baseline's data path imports this module alone.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..hfdata import is_dataset_source, read_dataframe
-from ..tables import CONFIG_HINTS, TEXT_COLUMNS, check_not_numbers, detect_encoding, pick_column, read_table, table_format
-from .config import ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS, RATING_PRESETS, FinetuneConfig, parse_rating_map
-
-
-@dataclass
-class Labelled:
-    """Rows of one table that made it: texts, class indices, 1-based data-row numbers, report."""
-
-    texts: list[str]
-    y: np.ndarray  # int64 class indices into the label set
-    rows: np.ndarray  # 1-based row number in the file (header not counted), for reports
-    report: dict
-    ids: list | None = None  # the file's id column, as written, when it has one (predictions.csv keeps it)
-
-    def take(self, idx) -> "Labelled":
-        idx = np.asarray(idx, dtype=np.int64)
-        ids = None if self.ids is None else [self.ids[i] for i in idx]
-        return Labelled([self.texts[i] for i in idx], self.y[idx], self.rows[idx], self.report, ids)
-
-
-def _column_as_str(df, col) -> "list[str]":
-    s = df[col]
-    return [("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)) for v in s.tolist()]
-
-
-def _norm(value: str) -> str:
-    return str(value).strip().casefold()
-
-
-def label_resolver(labels: list[str], label_map: dict | None = None):
-    """A function file value -> label (or None). Tries, in order: the explicit ``label_map``, an
-    exact label name, the same ignoring case/spaces, then the built-in Korean/English sentiment
-    aliases (긍정/pos/positive ...) when the label set has exactly one label of that meaning."""
-    table: dict[str, str] = {}
-    for group in LABEL_ALIASES:
-        targets = [lab for lab in labels if _norm(lab) in group]
-        if len(targets) == 1:
-            table.update({alias: targets[0] for alias in group})
-    table.update({_norm(lab): lab for lab in labels})
-    table.update({_norm(k): v for k, v in (label_map or {}).items()})
-    exact = {str(k): v for k, v in (label_map or {}).items()}
-
-    def resolve(value: str) -> str | None:
-        if value in exact:
-            return exact[value]
-        if value in labels:
-            return value
-        return table.get(_norm(value))
-
-    return resolve
-
-
-def _examples(rows, texts, values=None, n: int = 3) -> list[str]:
-    out = []
-    for i in range(min(n, len(rows))):
-        t = texts[i] if len(texts[i]) <= 40 else texts[i][:40] + "…"
-        out.append(f"row {rows[i]}: {t!r}" + (f" ({values[i]!r})" if values is not None else ""))
-    return out
-
-
-def _pick_columns(df, path, text_column, label_column, rating_column, rating_map) -> tuple[str, str, str]:
-    """(text column, label-or-rating column, "label" | "rating"), or an error listing the columns present."""
-    present = ", ".join(map(str, df.columns))
-    text_col = pick_column(df.columns, text_column, TEXT_COLUMNS, path)
-    if text_col is None:
-        raise InputError(f"{path}: no text column found (tried {', '.join(TEXT_COLUMNS[:6])}, ...); "
-                         f"set text_column=; columns present: {present}")
-    if rating_map and not label_column:
-        kind, candidates, given = "rating", RATING_COLUMNS, rating_column
-    elif rating_column and not label_column:
-        raise ConfigError(f"rating_column={rating_column} needs rating_map= "
-                          f"({', '.join(RATING_PRESETS)} or bands like '1-2:negative,3:neutral,4-5:positive')")
-    else:
-        kind, candidates, given = "label", LABEL_COLUMNS, label_column
-    source_col = pick_column(df.columns, given, candidates, path)
-    if source_col is None:
-        raise InputError(f"{path}: no {kind} column found (tried {', '.join(candidates)}); "
-                         f"set {kind}_column= (or rating_column= with rating_map=); columns present: {present}")
-    return text_col, source_col, kind
-
-
-def _map_labels(raw: list[str], kind: str, source_col: str, labels: list[str], label_map: dict | None,
-                rating_map: str | None, report: dict) -> list[str | None]:
-    """The label of each row (None: maps to no label), from the rating bands or the label column's names."""
-    if kind == "rating":
-        import pandas as pd
-
-        ratings = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=float)
-        band_label: list[str | None] = [None] * len(raw)
-        for lo, hi, lab in parse_rating_map(rating_map):
-            for i in np.flatnonzero((ratings >= lo) & (ratings <= hi)):
-                band_label[i] = lab
-        report["label_source"] = f"rating column '{source_col}' via {rating_map}"
-        resolve = label_resolver(labels)
-        return [resolve(b) if b is not None else None for b in band_label]
-    report["label_source"] = f"label column '{source_col}'"
-    resolve = label_resolver(labels, label_map)
-    cache = {v: resolve(v) for v in set(raw)}
-    renamed = {v: m for v, m in cache.items() if m is not None and m != v}
-    if renamed:
-        report["label_mapping"] = dict(sorted(renamed.items()))
-    return [cache[v] for v in raw]
-
-
-def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, drop: bool) -> dict:
-    """Rows whose label maps to none: an error with counts and examples, or (``drop``) their report entry."""
-    values: dict[str, int] = {}
-    for i in idx:
-        values[raw[i]] = values.get(raw[i], 0) + 1
-    top = sorted(values.items(), key=lambda kv: -kv[1])
-    if not drop:
-        shown = ", ".join(f"{v!r} ({c} rows)" for v, c in top[:6]) + (" ..." if len(top) > 6 else "")
-        examples = "; ".join(_examples(rows[idx], [texts[i] for i in idx], [raw[i] for i in idx]))
-        what = ("ratings fit no band of rating_map " + repr(rating_map)) if kind == "rating" else \
-            f"labels are not in the label set {labels}"
-        hint = ("fix the bands in rating_map=" if kind == "rating" else
-                "map them with label_map={value: label}, change labels=")
-        raise InputError(f"{path}: {len(idx)} rows' {what}: {shown}; e.g. {examples}; "
-                         f"{hint}, or pass drop_unknown_labels=true to drop these rows")
-    return {"count": int(len(idx)), "values": dict(top[:20]), "rows": rows[idx][:10].tolist()}
-
-
-def read_labelled(path: str | Path, labels: list[str], *, text_column: str | None = None,
-                  label_column: str | None = None, rating_column: str | None = None,
-                  rating_map: str | None = None, label_map: dict | None = None,
-                  drop_unknown_labels: bool = False, fmt: str | None = None,
-                  encoding: str | None = None) -> Labelled:
-    """Read one labelled table. Empty texts are dropped (counted, with examples); a label or rating
-    that maps to no label is an error with counts and examples, or dropped and reported with
-    ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
-    if is_dataset_source(path):  # hf:..., a save_to_disk or Parquet folder: no format or encoding to apply
-        df, fmt = read_dataframe(path), "dataset"
-    else:
-        df = read_table(path, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
-        fmt = table_format(path, fmt)
-    text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
-    for src, dst in (label_map or {}).items():
-        if dst not in labels:
-            raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
-    texts = _column_as_str(df, text_col)
-    check_not_numbers(texts, text_col, df.columns, path)
-    raw = [v.strip() for v in _column_as_str(df, source_col)]
-    rows = np.arange(1, len(df) + 1)
-    report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
-    if fmt not in ("parquet", "dataset"):
-        report["encoding"] = detect_encoding(path, encoding, hints=CONFIG_HINTS)
-    mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
-
-    empty = np.array([not t.strip() for t in texts], dtype=bool)
-    unknown = np.array([m is None for m in mapped], dtype=bool) & ~empty
-    dropped = {}
-    if empty.any():
-        idx = np.flatnonzero(empty)
-        dropped["empty_text"] = {"count": int(len(idx)), "rows": rows[idx][:10].tolist()}
-    if unknown.any():
-        dropped["unknown_label"] = _unknown_rows(path, np.flatnonzero(unknown), rows, texts, raw, kind, labels,
-                                                 rating_map, drop_unknown_labels)
-    keep = ~(empty | unknown)
-    if not keep.any():
-        raise InputError(f"{path}: no usable rows ({int(empty.sum())} empty texts, "
-                         f"{int(unknown.sum())} unknown labels out of {len(df)})")
-    index = {lab: i for i, lab in enumerate(labels)}
-    y = np.array([index[mapped[i]] for i in np.flatnonzero(keep)], dtype=np.int64)
-    report["dropped"] = dropped
-    report["rows_kept"] = int(keep.sum())
-    report["class_counts"] = _counts(y, labels)
-    id_col = pick_column(df.columns, None, ID_COLUMNS)
-    ids = None if id_col is None else [v for v, k in zip(_column_as_str(df, id_col), keep) if k]
-    if id_col is not None:
-        report["id_column"] = str(id_col)
-    return Labelled([texts[i] for i in np.flatnonzero(keep)], y, rows[keep], report, ids)
+from ..io.labelled import Labelled, class_counts, format_file_report, label_resolver, read_labelled  # noqa: F401 - re-exported
+from .config import FinetuneConfig
 
 
 def stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -262,29 +90,10 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
         train = train.take(stratified_subsample(train.y, cfg.max_train_rows, cfg.seed))
     seen = {t.strip() for t in train.texts}
     overlap = sum(t.strip() in seen for t in dev.texts)
-    report["train"] = {"rows": len(train.y), "class_counts": _counts(train.y, cfg.labels)}
-    report["dev"] = {"rows": len(dev.y), "class_counts": _counts(dev.y, cfg.labels)}
+    report["train"] = {"rows": len(train.y), "class_counts": class_counts(train.y, cfg.labels)}
+    report["dev"] = {"rows": len(dev.y), "class_counts": class_counts(dev.y, cfg.labels)}
     report["dev_texts_also_in_train"] = overlap
     return Splits(train, dev, report)
-
-
-def _counts(y, labels) -> dict:
-    return {lab: int(c) for lab, c in zip(labels, np.bincount(y, minlength=len(labels)))}
-
-
-def format_file_report(f: dict) -> str:
-    """One table's part of the report: format, encoding, columns, label mapping, dropped rows."""
-    enc = f", {f['encoding']}" if f.get("encoding") else ""
-    lines = [f"{f['path']} ({f['format']}{enc}): {f['rows_read']} rows, text column '{f['text_column']}', "
-             f"labels from {f['label_source']}"]
-    if f.get("label_mapping"):
-        lines.append("  label names mapped: " + ", ".join(f"{k!r} -> {v!r}" for k, v in f["label_mapping"].items()))
-    for reason, d in f["dropped"].items():
-        more = f" values {d['values']}" if "values" in d else ""
-        lines.append(f"  dropped {d['count']} rows: {reason.replace('_', ' ')}{more} (rows {d['rows']}"
-                     f"{' ...' if d['count'] > len(d['rows']) else ''})")
-    lines.append(f"  kept {f['rows_kept']} rows: " + ", ".join(f"{k} {v}" for k, v in f["class_counts"].items()))
-    return "\n".join(lines)
 
 
 def format_data_report(rep: dict) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..classifier import placeholder_labels
+from ..classify.classifier import placeholder_labels
 from ..errors import InputError
 from ..runtime import quiet_transformers
 from .config import FinetuneConfig
@@ -66,7 +66,7 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from ..modelio import check_model_source
+    from ..hub.modelio import check_model_source
 
     name = check_model_source(cfg.model)
     with quiet_transformers():

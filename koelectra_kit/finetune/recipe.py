@@ -15,19 +15,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..classifier import collate, cpu_streams, predict_logits
+from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml
 from ..errors import ConfigError
-from ..fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
-from ..metrics import classification_report, format_report
-from ..modelio import check_model_source
+from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..classify.metrics import classification_report, format_report
+from ..hub.modelio import check_model_source
 from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, quiet_transformers, resolve_device,
                        set_seed, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
 from .model import default_lr, load_model, param_groups
-from .output import check_not_input, check_out_dir
+from ..io.output import check_not_input, check_out_dir
 from .tokens import encode_texts
 
 
@@ -344,7 +344,7 @@ class FinetuneRecipe:
             self.candidates = result["candidates"] = write_companions(staging, self.splits, self.labels,
                                                                       st.best.logits, cfg)
         if cfg.references:
-            from ..references import majority_reference, reference_scores
+            from ..classify.references import majority_reference, reference_scores
 
             if self.candidates:  # the TF-IDF just fitted is the reference: not fitted a second time
                 tf = self.candidates["scores"]["tfidf"]
@@ -358,11 +358,11 @@ class FinetuneRecipe:
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
-        from ..modelcard import classifier_card, write_card
+        from ..classify.modelcard import classifier_card, write_card
 
         write_card(classifier_card(cfg, result, self.labels, self.tok, self.splits.report), staging)
         if cfg.plots:
-            from ..plots import plot_confusion, plot_finetune_curves
+            from ..io.plots import plot_confusion, plot_finetune_curves
 
             plot_confusion(report, staging / "confusion.png")
             plot_finetune_curves(self.metrics.rows, staging / "curves.png", best_step=st.best.step)
@@ -395,7 +395,7 @@ class FinetuneRecipe:
         st = self.state
         print(format_report(self.report, title=f"dev (best step {st.best.step} of {st.step}, {st.stopped})"))
         if "references" in result:
-            from ..references import format_references
+            from ..classify.references import format_references
 
             print(format_references(self.report, result["references"]))
         if self.candidates:
@@ -406,7 +406,7 @@ class FinetuneRecipe:
             f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
             f"{', confusion.png, curves.png' if self.cfg.plots else ''}, README.md)")
         if self.cfg.push_to_hub:  # after the folder is complete: a failed push loses nothing
-            from ..hub import push_folder
+            from ..hub.repo import push_folder
 
             log(f"pushed to {push_folder(self.out, self.cfg.push_to_hub, self.cfg.hub_private)}")
         return result

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import staged_dir
+from ..io.fileio import staged_dir
 from ..runtime import log, warn
 
 TOKEN_CACHE_FORMAT = 1  # bump when what encode_texts stores changes

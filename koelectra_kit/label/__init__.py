@@ -25,7 +25,7 @@ Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``dedup
 text), ``resume`` (the job record), ``run`` (the file loop), ``files`` (many files, one run), ``shard`` (row
 ranges and merging), ``summary`` (the report), ``ray_adapter`` (the same labeller on a Ray cluster).
 """
-from ..tables import read_records
+from ..io.tables import read_records
 from .chunk import check_trained_head, label_chunk, label_dataframe, output_columns
 from .config import LabelConfig
 from .dedupe import PredictionCache

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..classifier import placeholder_labels
+from ..classify.classifier import placeholder_labels
 from ..errors import InputError
-from ..tables import column_hint
+from ..io.tables import column_hint
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
@@ -36,7 +36,7 @@ def check_trained_head(clf, allow_generic_labels: bool = False) -> None:
 
 def load_classifier(model, backend: str = "auto", **options):
     """The classifier a labelling run uses (``Classifier.load``; ``backend``: auto | torch | onnx)."""
-    from ..classifier import Classifier
+    from ..classify.classifier import Classifier
 
     return Classifier.load(model, backend=backend, **options)
 
@@ -96,7 +96,7 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
                     allow_generic_labels: bool = False, dedupe: bool = True, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
     prediction per distinct normalized text, the same output)."""
-    from ..classifier import Classifier
+    from ..classify.classifier import Classifier
 
     if text_column not in df.columns:
         raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}"

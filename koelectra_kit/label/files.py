@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
-from ..hfdata import is_dataset_source
+from ..io.hfdata import is_dataset_source
 from ..runtime import log
 from .config import WRITABLE, LabelConfig
 from .dedupe import PredictionCache

@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..classify.classifier import model_digest  # noqa: F401 - what label/run.py takes from here
 from ..errors import InputError
 
 STATE_VERSION = 2
@@ -26,25 +27,6 @@ def input_fingerprint(path: Path, mtime: bool = True) -> str:
         if st.st_size > 2 << 20:
             f.seek(-(1 << 20), os.SEEK_END)
             h.update(f.read())
-    return h.hexdigest()[:24]
-
-
-def model_digest(clf) -> str:
-    """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
-    agree, a retrained model does not."""
-    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with (and no
-        return clf.digest()  # torch import: 3.5 s of a TF-IDF file job's first run went to it, issue 41)
-    import torch
-
-    # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
-    # file; a torch run hashes as before backends existed, so its records still resume
-    backend = getattr(clf, "backend", "torch")
-    engine = "" if backend == "torch" else f";backend={backend}"
-    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}{engine}".encode())
-    for name, value in clf.model.state_dict().items():
-        if torch.is_tensor(value) and not value.is_quantized:
-            h.update(name.encode())
-            h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return h.hexdigest()[:24]
 
 

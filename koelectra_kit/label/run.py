@@ -15,11 +15,11 @@ from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
-from ..fileio import check_input_file
-from ..hfdata import is_dataset_source, open_rows, parse_source
+from ..io.fileio import check_input_file
+from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
-from ..tables import LINES_COLUMN, check_not_numbers, column_hint, detect_encoding, read_records, table_format
-from ..workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
+from ..io.tables import LINES_COLUMN, check_not_numbers, column_hint, detect_encoding, read_records, table_format
+from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
 from .dedupe import PredictionCache

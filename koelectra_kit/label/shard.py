@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InputError
-from ..fileio import write_json_atomic
+from ..io.fileio import write_json_atomic
 from ..runtime import warn
 
 BOM = b"\xef\xbb\xbf"

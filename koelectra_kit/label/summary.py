@@ -43,6 +43,6 @@ def format_summary(s: LabelSummary) -> str:
 
 
 def plot_distribution(s: LabelSummary, path: str | Path) -> Path:
-    from ..plots import plot_distribution as draw
+    from ..io.plots import plot_distribution as draw
 
     return draw(s.per_label, s.rows, path)

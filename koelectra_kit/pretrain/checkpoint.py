@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import to_dict
 from ..errors import ConfigError, InputError, KitError
-from ..fileio import atomic_path, staged_dir, write_json_atomic
+from ..io.fileio import atomic_path, staged_dir, write_json_atomic
 from .config import PretrainConfig
 
 

@@ -119,7 +119,7 @@ class PretrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast, fp16+scaling on old GPUs
     compile: bool = False  # torch.compile the model (minutes of compiling; measure before relying on it)
     threads: int = 0  # torch CPU threads (0: torch's default = cores); 1 is faster when the CPU is shared
-    fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra_cpu.py)
+    fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra/cpu.py)
 
     # --- logging and checkpoints
     log_every: int = 100  # steps between metrics rows (metrics.jsonl) and log lines
@@ -145,7 +145,7 @@ class PretrainConfig:
     card_datasets: list[str] = field(default_factory=list)  # hub dataset ids for the card (default: file names)
 
     def validate(self) -> None:
-        from ..hub import check_repo_id
+        from ..hub.repo import check_repo_id
 
         m = self.model
         check_repo_id(self.push_to_hub)
@@ -188,14 +188,14 @@ class PretrainConfig:
         if m.hidden_size % m.num_heads:
             raise ConfigError(f"model.hidden_size {m.hidden_size} is not a multiple of model.num_heads {m.num_heads}")
         if self.objective == "electra":
-            from ..electra import generator_shape  # here, not at the top: it imports torch
+            from ..electra.model import generator_shape  # here, not at the top: it imports torch
 
             shape = generator_shape(m, g)
             if shape["hidden_size"] % shape["num_heads"]:
                 raise ConfigError(f"the generator's hidden size {shape['hidden_size']} is not a multiple of its "
                                   f"{shape['num_heads']} heads; set generator.hidden_size / generator.num_heads")
         if m.init == "positional" and not self.init:  # with init= the prior is switched off (continued.py)
-            from ..electra import generator_shape  # here, not at the top: it imports torch
+            from ..electra.model import generator_shape  # here, not at the top: it imports torch
 
             # The generator reads a subset of the position dims when it is narrower (positional_prior_).
             sizes = [m.hidden_size, m.embedding_size]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
-from ..modelio import check_model_source, loading
+from ..hub.modelio import check_model_source, loading
 from ..runtime import quiet_transformers
 from .config import PretrainConfig
 
@@ -164,7 +164,7 @@ def load_init_model(cfg: PretrainConfig, src: InitSource, tok, attn_implementati
     import torch
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-    from ..electra import ElectraPretrainModel, electra_config, generator_shape
+    from ..electra.model import ElectraPretrainModel, electra_config, generator_shape
 
     m = cfg.model
     kw = dict(hidden_dropout_prob=m.hidden_dropout, attention_probs_dropout_prob=m.attention_dropout,

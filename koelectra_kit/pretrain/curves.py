@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
-from ..plots import plot_pretrain_curves
+from ..io.plots import plot_pretrain_curves
 
 
 def read_metrics(path: Path) -> list[dict]:

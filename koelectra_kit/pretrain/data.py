@@ -16,8 +16,8 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import InputError
-from ..fileio import cache_dir, write_json_atomic
-from ..hfdata import DatasetSource, check_input
+from ..io.fileio import cache_dir, write_json_atomic
+from ..io.hfdata import DatasetSource, check_input
 from ..runtime import log
 from .config import PretrainConfig
 
@@ -254,7 +254,7 @@ class BatchSource:
         """(this rank's ``electra.MaskedBatch`` per accumulation step, the global batch's real-token count)."""
         import torch
 
-        from ..electra import mask_batch
+        from ..electra.model import mask_batch
 
         cfg, data, tok, mb_size = self.cfg, self.data, self.tok, self.micro_bs
         rows_all = self.order.rows(data_pos, cfg.batch_size)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import KitError
-from ..fileio import staged_dir
+from ..io.fileio import staged_dir
 from ..runtime import quiet_transformers
 
 
@@ -31,7 +31,7 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
     """``out/discriminator``: the encoder (``ElectraForPreTraining``; for mlm the ``ElectraModel`` of the masked
     LM) + tokenizer, loadable by ``AutoModel`` / ``ElectraForSequenceClassification``. ``out/generator``:
     ``ElectraForMaskedLM`` + tokenizer (fill-mask demos). Each dir is written beside and swapped in whole."""
-    from ..modelcard import encoder_card, write_card
+    from ..classify.modelcard import encoder_card, write_card
 
     encoder = model.discriminator if model.discriminator is not None else model.encoder()
     run, last_row = run_record(out)
@@ -59,6 +59,6 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
 
 def push_discriminator(out: Path, repo_id: str, private: bool) -> str:
     """Upload ``out/discriminator`` (called last, after summary.json and the plot: a failed push loses nothing)."""
-    from ..hub import push_folder
+    from ..hub.repo import push_folder
 
     return push_folder(out / "discriminator", repo_id, private)

@@ -17,8 +17,8 @@ from typing import Callable
 
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
-from ..fileio import write_json_atomic, write_text_atomic
-from ..hfdata import corpus_paths
+from ..io.fileio import write_json_atomic, write_text_atomic
+from ..io.hfdata import corpus_paths
 from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
@@ -144,7 +144,7 @@ class PretrainRecipe:
         self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, self.corpus, self.dist)
 
     def setup_model(self) -> None:
-        from .. import electra, electra_cpu
+        from ..electra import cpu as electra_cpu, model as electra
 
         cfg, tok = self.cfg, self.tok
         set_seed(cfg.seed)  # identical initialisation on every rank
@@ -171,7 +171,7 @@ class PretrainRecipe:
     def setup_optimizer(self) -> None:
         import torch
 
-        from ..electra import build_optimizer
+        from ..electra.model import build_optimizer
 
         cfg = self.cfg
         self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2),
@@ -217,7 +217,7 @@ class PretrainRecipe:
         """DDP and/or torch.compile around the model (``wrapped``: what the forward runs through)."""
         import torch
 
-        from ..electra import generator_shape
+        from ..electra.model import generator_shape
 
         cfg, model = self.cfg, self.model
         self.wrapped = None
@@ -241,7 +241,7 @@ class PretrainRecipe:
     def train(self) -> dict:
         """The loop: schedule, batch, step, count, log, checkpoint; until the budget is used. Then the end of
         the run (``finish``)."""
-        from ..electra import train_step
+        from ..electra.model import train_step
 
         cfg, s, dist = self.cfg, self.state, self.dist
         self.model.train()

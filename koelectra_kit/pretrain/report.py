@@ -17,7 +17,7 @@ def metrics_row(cfg: PretrainConfig, state: LoopState, dist_ctx, n_rows: int, lr
     logits, not sums)."""
     import torch
 
-    from ..electra import replaced_auc
+    from ..electra.model import replaced_auc
 
     w = {k: v.detach().double() for k, v in state.window.items()}
     keys = sorted(w)

@@ -5,7 +5,7 @@
 
 One module per step, the way huggingface/tokenizers splits normalizers / pre_tokenizers / models / trainers:
 
-- ``koelectra_kit.normalize``: noisy-comment normalization with a map back to the text as given;
+- ``koelectra_kit.tokenizer.normalize``: noisy-comment normalization with a map back to the text as given;
 - ``kiwi``: the pre-split ("영화는 봤는데" -> 영화 ##는 봤 ##는데), Kiwi instances and versions;
 - ``wordsplit``: the word-level pre-split (``presplit: kiwi_word``) and its per-process word cache;
 - ``wordfile``: that cache kept in the cache folder from one process to the next;
@@ -17,7 +17,7 @@ One module per step, the way huggingface/tokenizers splits normalizers / pre_tok
 - ``saving``: the saved files, ``from_pretrained``'s reading of them, and their fingerprint;
 - ``config``: ``TokenizerConfig`` and ``Encoding``.
 """
-from ..fileio import cache_dir as default_cache_dir  # the older name of the one cache-dir rule
+from ..io.fileio import cache_dir as default_cache_dir  # the older name of the one cache-dir rule
 from .cache import presplit_file
 from .config import FORMAT, PRESPLITS, SETTINGS_FILE, SPECIAL_TOKENS, Encoding, TokenizerConfig
 from .core import KoTokenizer, iter_corpus_ids

@@ -26,10 +26,10 @@ from typing import Callable, Iterable, Iterator
 
 from .. import runtime
 from ..config import to_dict
-from ..corpus import iter_texts
+from ..io.corpus import iter_texts
 from ..errors import InputError
-from ..fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
-from ..normalize import NormalizeConfig, Normalizer
+from ..io.fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
+from .normalize import NormalizeConfig, Normalizer
 from . import kiwi, wordsplit
 from .config import CORPUS_WORD_CACHE, FORMAT, KIWI_PRESPLITS
 

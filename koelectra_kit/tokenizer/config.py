@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
-from ..normalize import NormalizeConfig
+from .normalize import NormalizeConfig
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
 SETTINGS_FILE = "koelectra_tokenizer.json"

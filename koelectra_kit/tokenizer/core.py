@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..corpus import iter_texts
+from ..io.corpus import iter_texts
 from ..errors import ConfigError
-from ..fileio import check_input_file
-from ..normalize import NormalizeConfig, Normalizer
+from ..io.fileio import check_input_file
+from .normalize import NormalizeConfig, Normalizer
 from . import kiwi, saving, wordsplit
 from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds

@@ -1,5 +1,5 @@
 """A saved tokenizer as a transformers tokenizer: ``KoElectraKitTokenizer``, registered with ``AutoTokenizer`` when
-``koelectra_kit`` is imported (``koelectra_kit.hf_hook``), and named in every saved tokenizer_config.json.
+``koelectra_kit`` is imported (``koelectra_kit.hub.repo.hf_hook``), and named in every saved tokenizer_config.json.
 
     import koelectra_kit
     from transformers import AutoTokenizer, pipeline
@@ -57,12 +57,12 @@ class KoElectraKitTokenizer(PreTrainedTokenizerFast):
     def from_pretrained(cls, pretrained_model_name_or_path, *init_inputs, **kwargs) -> "KoElectraKitTokenizer":
         """A folder saved by koelectra-kit (a tokenizer, or a model folder carrying one), or a hub repo pushed
         by it. Loader-only arguments (revision, cache_dir, trust_remote_code, ...) are ignored."""
-        from ..hub import koelectra_snapshot
+        from ..hub.repo import koelectra_snapshot
 
         name = str(pretrained_model_name_or_path)
         folder = Path(name)
         if not (folder / SETTINGS_FILE).is_file():
-            snapshot = koelectra_snapshot(name)
+            snapshot = koelectra_snapshot(name, SETTINGS_FILE)
             if snapshot is None:
                 raise OSError(f"{name}: no koelectra-kit tokenizer ({SETTINGS_FILE} + tokenizer.json) here or on "
                               "the hub")
@@ -77,7 +77,7 @@ class KoElectraKitTokenizer(PreTrainedTokenizerFast):
         """The ``KoTokenizer`` files (tokenizer_config.json names this class); other files in the folder stay."""
         if push_to_hub or filename_prefix:
             raise ValueError("KoElectraKitTokenizer.save_pretrained: no push_to_hub or filename_prefix; save, then "
-                             "push the folder (koelectra_kit.hub.push_folder)")
+                             "push the folder (koelectra_kit.hub.repo.push_folder)")
         d = self.ko.save(save_directory)
         return tuple(str(p) for p in sorted(d.iterdir()) if p.name in (
             "tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", SETTINGS_FILE))

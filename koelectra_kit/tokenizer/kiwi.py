@@ -14,7 +14,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
-from ..normalize import PLACEHOLDERS
+from .normalize import PLACEHOLDERS
 
 _KIWI: dict = {}  # worker count -> the loaded Kiwi
 _INHERITED: list = []  # a forked child's copies of its parent's Kiwis: kept, never used, never freed

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ..config import from_dict, to_dict
 from ..errors import ConfigError, InputError
-from ..fileio import atomic_path, write_json_atomic
-from ..normalize import NormalizeConfig
+from ..io.fileio import atomic_path, write_json_atomic
+from .normalize import NormalizeConfig
 from .config import FORMAT, KIWI_PRESPLITS, PRESPLITS, SETTINGS_FILE
 from .kiwi import kiwi_versions
 
@@ -180,9 +180,9 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
                          "koelectra-kit) or a Hugging Face tokenizer")
     if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
         raise InputError(f"tokenizer directory not found: {name_or_dir}")
-    from ..hub import koelectra_snapshot
+    from ..hub.repo import koelectra_snapshot
 
-    snapshot = koelectra_snapshot(str(name_or_dir))  # a hub repo saved by this toolkit: read its files as above
+    snapshot = koelectra_snapshot(str(name_or_dir), SETTINGS_FILE)  # a hub repo saved by this toolkit: read its files as above
     if snapshot is not None:
         return load_tokenizer_parts(snapshot)
     from transformers import AutoTokenizer

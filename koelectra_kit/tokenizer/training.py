@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .. import runtime
 from ..errors import InputError
-from ..fileio import check_input_file
-from ..normalize import PLACEHOLDERS
+from ..io.fileio import check_input_file
+from .normalize import PLACEHOLDERS
 from .cache import presplit_file
 from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, TokenizerConfig
 from .core import KoTokenizer

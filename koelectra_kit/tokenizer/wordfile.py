@@ -38,7 +38,7 @@ def enabled() -> bool:
 
 def path() -> Path:
     """This Kiwi's word file."""
-    from ..fileio import cache_dir
+    from ..io.fileio import cache_dir
     from .kiwi import kiwi_versions
 
     v = kiwi_versions()
@@ -108,7 +108,7 @@ def save(cache) -> None:
     """The cache's most recently used ``ENTRIES`` words into the file, if this process analysed new ones."""
     if _STATE["path"] is None or cache.stored == _STATE["stored"] or os.getpid() != _STATE["pid"]:
         return  # off, nothing new, or a forked child (its parent writes)
-    from ..fileio import atomic_path
+    from ..io.fileio import atomic_path
 
     ours = cache.items()
     known = {w for w, _ in ours}

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError
+from ..errors import InputError
 from .fileio import atomic_path, cache_dir, check_input_file
-from .runtime import log
+from ..runtime import log
 from .tables import TEXT_COLUMNS, Record, pick_column, read_records
 
 PREFIX = "hf:"

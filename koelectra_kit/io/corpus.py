@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from . import hfdata, runtime
-from .errors import InputError
+from .. import runtime
+from . import hfdata
+from ..errors import InputError
 from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
 
 # suffix -> tables format; any other file is plain text, one text a line

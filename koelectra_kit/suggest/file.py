@@ -1,6 +1,6 @@
 """``koelectra-kit suggest`` as a command: a pool file in (label's readers, formats and column rules), the rows
-``suggest.suggest_rows`` picks written out whole (``out``: .csv .tsv .jsonl) with the model's guess beside each.
-The scores and the choice itself live in ``suggest.py``."""
+``rows.suggest_rows`` picks written out whole (``out``: .csv .tsv .jsonl) with the model's guess beside each.
+The scores and the choice itself live in ``rows.py``."""
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +13,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .errors import ConfigError, InputError
-from .suggest import Suggestions, check_options, entropies, margins, suggest_rows
+from ..errors import ConfigError, InputError
+from .rows import Suggestions, check_options, entropies, margins, suggest_rows
 
 # -- koelectra-kit suggest ----------------------------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ class SuggestConfig:
     allow_generic_labels: bool = False  # accept a model whose labels are LABEL_0, LABEL_1 (no trained head), as label
 
     def validate(self) -> None:
-        from .label.config import FORMATS, MAX_BATCH, WRITABLE
+        from ..label.config import FORMATS, MAX_BATCH, WRITABLE
 
         for key in ("model", "pool", "out"):
             if not getattr(self, key):
@@ -98,7 +98,7 @@ class SuggestSummary:
 def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
     """Read the pool (and the labelled files), load the model (or use ``classifier``), pick, write ``cfg.out``.
     Every input is checked before the model loads; nothing is written unless all of it succeeds."""
-    from .label import check_trained_head
+    from ..label import check_trained_head
 
     cfg.validate()
     out = _check_out(cfg)
@@ -112,7 +112,7 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
                 exclude += read_texts(again, cfg.labelled_text_column, path, "labelled_text_column",
                                       prefer=column)[2]
         if classifier is None:
-            from .classifier import Classifier
+            from ..classify.classifier import Classifier
 
             classifier = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
         check_trained_head(classifier, cfg.allow_generic_labels)
@@ -126,7 +126,7 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
 
 
 def _check_out(cfg: SuggestConfig) -> Path:
-    from .fileio import check_output_parent
+    from ..io.fileio import check_output_parent
 
     out = Path(cfg.out)
     if out.is_dir():
@@ -147,10 +147,10 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
     """A table to read more than once (the texts, then the picked rows): yields ``reopen() -> (columns, records)``
     with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
     ``hfdata``) and its one-line errors."""
-    from .fileio import check_input_file
-    from .hfdata import is_dataset_source, open_rows
-    from .tables import CONFIG_HINTS, detect_encoding, read_records, table_format
-    from .workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
+    from ..io.fileio import check_input_file
+    from ..io.hfdata import is_dataset_source, open_rows
+    from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, table_format
+    from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 
     if is_dataset_source(path):
         def rows():
@@ -172,7 +172,7 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
 
 def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
     """``given`` (which must be present), else the first of the toolkit's text-column names present."""
-    from .tables import TEXT_COLUMNS, pick_column
+    from ..io.tables import TEXT_COLUMNS, pick_column
 
     column = pick_column(columns, given, path=path)
     if column is None:
@@ -187,7 +187,7 @@ def text_column_of(columns: list[str], given: str | None, path: str, key: str = 
 def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None) -> tuple:
     """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
     ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
-    from .tables import check_not_numbers
+    from ..io.tables import check_not_numbers
 
     columns, records = reopen()
     columns = [str(c) for c in columns]
@@ -251,9 +251,9 @@ def _frame(picked: Suggestions, columns: list[str], rows: dict[int, list]):
 
 
 def _write(out: Path, df) -> None:
-    from .fileio import write_bytes_atomic
-    from .label import write_chunk
-    from .tables import table_format
+    from ..io.fileio import write_bytes_atomic
+    from ..label import write_chunk
+    from ..io.tables import table_format
 
     fmt = table_format(out)
     buf = io.StringIO()

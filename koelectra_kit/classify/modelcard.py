@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .fileio import write_text_atomic
-from .hfdata import card_name
+from ..io.fileio import write_text_atomic
+from ..io.hfdata import card_name
 
 LIBRARY = "transformers"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -45,7 +45,7 @@ def tokenizer_description(tok) -> str:
                              "`##`)"}.get(tok.presplit, "no morpheme pre-split")
     versions = {}
     if tok.presplit in ("kiwi", "kiwi_word"):  # the versions the saved koelectra_tokenizer.json records
-        from .tokenizer import kiwi_versions
+        from ..tokenizer import kiwi_versions
 
         versions = kiwi_versions()
     pinned = (f" Made with {', '.join(f'{k} {v}' for k, v in versions.items())}: another Kiwi model build can split "
@@ -135,7 +135,7 @@ import koelectra_kit  # registers the tokenizer class; without it loading fails 
 from transformers import pipeline
 clf = pipeline("text-classification", model="{name}")
 clf("배송 빠르고 좋아요")
-# or: koelectra_kit.classifier.Classifier.load("{name}").predict(["배송 빠르고 좋아요"]).labels
+# or: koelectra_kit.classify.classifier.Classifier.load("{name}").predict(["배송 빠르고 좋아요"]).labels
 ```
 
 ## Labels and dev scores

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .errors import InputError, KitError
-from .fileio import atomic_path, cache_dir
+from ..errors import InputError, KitError
+from ..io.fileio import atomic_path, cache_dir
 
 ONNX_DIR = "onnx"  # transformers.js / optimum's layout on the hub: onnx/model.onnx, onnx/model_quantized.onnx
 FP32_FILE, INT8_FILE = "model.onnx", "model_quantized.onnx"

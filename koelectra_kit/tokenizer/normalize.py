@@ -32,7 +32,7 @@ class NormalizeConfig:
     collapse_whitespace: bool = True  # any whitespace run (tabs, newlines, NBSP) -> one space; ends stripped
 
     def validate(self) -> None:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         if self.repeat_limit < 0:
             raise ConfigError(f"normalize.repeat_limit must be >= 0, got {self.repeat_limit}")

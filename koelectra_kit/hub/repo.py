@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import ConfigError, KitError
+from ..errors import ConfigError, KitError
 
 # owner/name as the hub spells repo ids: letters, digits, "-", "_", "."; at most 96 characters a part
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -48,18 +48,17 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = False, what: s
     return str(url)
 
 
-def koelectra_snapshot(name: str) -> Path | None:
+def koelectra_snapshot(name: str, settings_file: str) -> Path | None:
     """The local copy of a hub repo's tokenizer files when ``name`` is a repo this toolkit saved (it carries
-    koelectra_tokenizer.json); None for anything else, including no network (the caller then tries
-    transformers, which says why it cannot load)."""
-    from .tokenizer.config import SETTINGS_FILE
-
+    ``settings_file``, the tokenizer's koelectra_tokenizer.json, passed in: the tokenizer imports this module, not
+    the other way round); None for anything else, including no network (the caller then tries transformers,
+    which says why it cannot load)."""
     if Path(name).exists() or not _REPO_ID.match(name):
         return None
     try:
         from huggingface_hub import hf_hub_download, snapshot_download
 
-        hf_hub_download(name, SETTINGS_FILE)
+        hf_hub_download(name, settings_file)
         return Path(snapshot_download(name, allow_patterns=_TOKENIZER_FILES))
     except Exception:  # noqa: BLE001 - not ours, not there, or offline: not a koelectra-kit repo as far as we know
         return None

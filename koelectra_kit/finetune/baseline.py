@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .finetune.config import FinetuneConfig
-from .finetune.data import format_data_report, load_splits
-from .finetune.output import check_not_input, check_report_dir
-from .references import format_references, majority_reference
-from .runtime import log
+from .config import FinetuneConfig
+from .data import format_data_report, load_splits
+from ..io.output import check_not_input, check_report_dir
+from ..classify.references import format_references, majority_reference
+from ..runtime import log
 
 WRITES = ("eval.json", "data_report.json", "baseline_config.yaml", "confusion.png", "classifier.json",
           "tfidf.safetensors", "README.md")
@@ -27,10 +27,10 @@ WRITES = ("eval.json", "data_report.json", "baseline_config.yaml", "confusion.pn
 def run_baseline(cfg: FinetuneConfig) -> dict:
     """Fit on train, score dev; with ``cfg.out`` write the classifier folder (the model, eval.json,
     data_report.json, confusion.png, README.md), built beside it and swapped in whole."""
-    from .config import dump_yaml
-    from .fileio import staged_dir, write_json_atomic, write_text_atomic
-    from .metrics import classification_report, format_report
-    from .tfidf import TfidfClassifier
+    from ..config import dump_yaml
+    from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
+    from ..classify.metrics import classification_report, format_report
+    from ..classify.tfidf import TfidfClassifier
 
     out = Path(cfg.out) if cfg.out else None
     if out:
@@ -62,7 +62,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
             write_text_atomic(staging / "baseline_config.yaml", dump_yaml(cfg))
             write_text_atomic(staging / "README.md", tfidf_card(name, labels, report, len(splits.train.y), n_features))
             if cfg.plots:
-                from .plots import plot_confusion
+                from ..io.plots import plot_confusion
 
                 plot_confusion(report, staging / "confusion.png", title=f"{name}\naccuracy {report['accuracy']:.3f}  "
                                                                        f"macro-F1 {report['macro_f1']:.3f}")
@@ -86,7 +86,7 @@ koelectra-kit label --model THIS_FOLDER --input reviews.csv --output labelled.cs
 ```
 
 ```python
-from koelectra_kit.classifier import Classifier
+from koelectra_kit.classify.classifier import Classifier
 Classifier.load("THIS_FOLDER").predict(["배송 빠르고 좋아요"]).labels
 ```
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # what openpyxl reads
 EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format, readable by none of ours

@@ -23,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .predictions import Predictions
+from .registry import FORMAT, MANIFEST, read_manifest
 
-FORMAT = 1
-MANIFEST = "classifier.json"  # the toolkit's own classifier folders (tfidf, ensemble) carry this file
 WEIGHTS = "tfidf.safetensors"
 
 
@@ -51,8 +50,7 @@ class TfidfClassifier:
     def fit(cls, texts: list[str], y: np.ndarray, labels: list[str], cfg=None,
             class_weight: str | None = None) -> "TfidfClassifier":
         """Fit on ``texts`` with label indices ``y`` (``cfg``: a BaselineConfig; None for its defaults)."""
-        from .finetune.config import BaselineConfig
-        from .references import fit_tfidf
+        from .references import BaselineConfig, fit_tfidf
 
         b = cfg or BaselineConfig()
         vec, model, name = fit_tfidf(texts, np.asarray(y), b, class_weight=class_weight)
@@ -102,21 +100,25 @@ class TfidfClassifier:
         (idf, coef, intercept, classes) into ``folder`` (each written beside and renamed into place)."""
         from safetensors.numpy import save as st_save
 
-        from .fileio import write_bytes_atomic, write_json_atomic
+        from ..io.fileio import write_bytes_atomic, write_json_atomic
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         vocab = sorted(self.vectorizer.vocabulary_.items(), key=lambda kv: kv[1])
         arrays = {"idf": self.vectorizer.idf_.astype(np.float32), "coef": self.coef, "intercept": self.intercept,
                   "classes": self.classes}
-        # C order: scikit-learn's coef_ is Fortran-ordered, and safetensors writes the buffer as it lies
-        write_bytes_atomic(folder / WEIGHTS, st_save({k: np.ascontiguousarray(v) for k, v in arrays.items()}))
+        # C order: scikit-learn's coef_ is Fortran-ordered, and safetensors writes the buffer as it lies. The label
+        # names ride in the weights' own metadata: ``classes`` holds indices only, so a hand-reordered ``labels``
+        # list in classifier.json would otherwise name every row wrong without a sound (load compares the two)
+        write_bytes_atomic(folder / WEIGHTS, st_save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
+                                                     metadata={"labels": json.dumps(self.labels, ensure_ascii=False)}))
         write_json_atomic(folder / MANIFEST, {"type": self.kind, "format": FORMAT, "labels": self.labels,
                                               "settings": self.settings, "vocabulary": [t for t, _ in vocab]})
 
     @classmethod
-    def load(cls, folder: str | Path) -> "TfidfClassifier":
-        """The folder ``save`` wrote; a missing, truncated or edited file is one ``InputError`` line."""
+    def load(cls, folder: str | Path, **_) -> "TfidfClassifier":
+        """The folder ``save`` wrote; a missing, truncated or edited file is one ``InputError`` line. ``Classifier.load``'s
+        options (device, precision, ...) are accepted and mean nothing here: no torch."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         folder = Path(folder)
@@ -127,7 +129,8 @@ class TfidfClassifier:
             raise InputError(f"{folder}/{MANIFEST}: not a TF-IDF classifier manifest (labels, settings and a "
                              "vocabulary of distinct strings are required); write it again with `koelectra-kit "
                              "baseline ... out=`")
-        arrays = _read_weights(folder)
+        arrays, trained = _read_weights(folder)
+        check_trained_labels(folder, [str(x) for x in labels], trained)
         idf, coef, intercept, classes = (arrays[k] for k in ("idf", "coef", "intercept", "classes"))
         v, k = len(vocab), len(labels)
         rows = 1 if len(classes) == 2 else len(classes)  # scikit-learn fits one row for two classes
@@ -154,27 +157,17 @@ class TfidfClassifier:
         return f"TfidfClassifier({self.source!r}, labels={self.labels}, {len(self.vectorizer.vocabulary_)} n-grams)"
 
 
-def read_manifest(folder: Path, kind: str | None = None) -> dict:
-    """``folder/classifier.json`` as a dict, checked to be ``kind`` (any of ours when None)."""
-    path = Path(folder) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{folder}: no {MANIFEST} (not a TF-IDF or ensemble classifier folder)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: damaged or truncated ({str(e).splitlines()[0]}); write the folder again") from None
-    if not isinstance(manifest, dict) or manifest.get("type") not in ("tfidf", "ensemble"):
-        raise InputError(f"{path}: not a koelectra-kit classifier manifest (\"type\" must be tfidf or ensemble)")
-    if kind and manifest["type"] != kind:
-        raise InputError(f"{path}: a {manifest['type']} folder, not a {kind} one")
-    if manifest.get("format") != FORMAT:
-        raise InputError(f"{path}: format {manifest.get('format')!r}; this version reads format {FORMAT} (upgrade "
-                         "koelectra-kit, or write the folder again)")
-    return manifest
+def check_trained_labels(folder: Path, labels: list[str], trained: list[str] | None) -> None:
+    """``labels`` (classifier.json's) must be the names, in order, the weights were fitted with. A folder written
+    before the weights carried their labels (``trained`` None) loads as before: nothing to compare with."""
+    if trained is not None and trained != labels:
+        raise InputError(f"{folder}/{MANIFEST}: labels {labels} are not the labels {WEIGHTS} was trained with "
+                         f"{trained} (names and order must match); put the list back or write the folder again")
 
 
-def _read_weights(folder: Path) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError
+def _read_weights(folder: Path) -> tuple[dict[str, np.ndarray], list[str] | None]:
+    """The arrays, and the label names the weights were fitted with (None in a folder older than that record)."""
+    from safetensors import SafetensorError, safe_open
     from safetensors.numpy import load_file
 
     path = folder / WEIGHTS
@@ -182,9 +175,14 @@ def _read_weights(folder: Path) -> dict[str, np.ndarray]:
         raise InputError(f"{folder}: {WEIGHTS} is missing; write the folder again with `koelectra-kit baseline`")
     try:
         arrays = load_file(str(path))
+        with safe_open(str(path), framework="np") as f:
+            meta = f.metadata() or {}
+        trained = json.loads(meta["labels"]) if "labels" in meta else None
     except (SafetensorError, OSError, ValueError) as e:
         raise InputError(f"{path}: damaged or truncated ({str(e).splitlines()[0]}); write the folder again") from None
     missing = [k for k in ("idf", "coef", "intercept", "classes") if k not in arrays]
     if missing:
         raise InputError(f"{path}: no {', '.join(missing)} array; write the folder again")
-    return arrays
+    if trained is not None and not (isinstance(trained, list) and all(isinstance(x, str) for x in trained)):
+        raise InputError(f"{path}: its labels record is not a list of names; write the folder again")
+    return arrays, trained

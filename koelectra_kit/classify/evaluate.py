@@ -16,11 +16,10 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .errors import ConfigError, InputError, KitError
-from .finetune.config import parse_rating_map
-from .finetune.data import Labelled, format_file_report, read_labelled
-from .finetune.output import check_not_input, check_report_dir
-from .runtime import log
+from ..errors import ConfigError, InputError, KitError
+from ..io.labelled import Labelled, format_file_report, parse_rating_map, read_labelled
+from ..io.output import check_not_input, check_report_dir
+from ..runtime import log
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
 
@@ -126,7 +125,7 @@ def references_for(cfg: EvaluateConfig, rows: Labelled, labels: list[str]) -> di
     TF-IDF (trained on the model's training file when it is here, else cross-validated on this file)."""
     import json
 
-    from .config import read_yaml
+    from ..config import read_yaml
     from .references import cv_tfidf_reference, majority_reference, tfidf_reference
 
     folder = Path(cfg.model)
@@ -162,12 +161,12 @@ def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.nda
     """eval.json, confusion.png and predictions.csv (one row per kept input row, for error analysis)."""
     import pandas as pd
 
-    from .fileio import atomic_path, write_json_atomic
+    from ..io.fileio import atomic_path, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "eval.json", result)
     if plots:
-        from .plots import plot_confusion
+        from ..io.plots import plot_confusion
 
         plot_confusion(result["dev"], out / "confusion.png")
     probs = np.asarray(preds.probs)

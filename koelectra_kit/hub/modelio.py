@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError
+from ..errors import InputError
 
 # What a Hugging Face hub id looks like: "name" or "owner/name", letters, digits, "-", "_", "."
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def cache_dir(override: str | Path | None = None) -> Path:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError
+from ..errors import InputError
 from .fileio import check_input_file
 from .workbook import EXCEL_SUFFIXES
 

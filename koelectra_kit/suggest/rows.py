@@ -35,8 +35,8 @@ from typing import Iterable
 
 import numpy as np
 
-from .errors import ConfigError
-from .normalize import normalize
+from ..errors import ConfigError
+from ..tokenizer.normalize import normalize
 
 STRATEGIES = ("margin", "entropy", "random")
 SHINGLE = 3  # characters per shingle in the near-duplicate test

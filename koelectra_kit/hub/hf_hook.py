@@ -5,6 +5,9 @@ If transformers' tokenizer auto-mapping is already loaded, the class is register
 import hook registers it right after that module first runs, which is before any ``AutoTokenizer.from_pretrained``
 or ``pipeline`` call can look the class up (kiwipiepy's ``transformers_addon`` registers on import the same way,
 but imports transformers to do it).
+
+What to register is given (``koelectra_kit/__init__.py`` passes the tokenizer's ``register``): the hub package sits
+below the tokenizer, which reads hub repos through it, so it must not import the tokenizer back.
 """
 from __future__ import annotations
 
@@ -12,15 +15,18 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
+from typing import Callable
 
 _AUTO_MODULE = "transformers.models.auto.tokenization_auto"
 
 
+_REGISTER: list[Callable[[], None]] = []  # the function register_with_transformers was given
+
+
 def _register() -> None:
     try:
-        from .tokenizer.hf import register
-
-        register()
+        for register in _REGISTER:
+            register()
     except Exception as e:  # noqa: BLE001 - a broken registration must not break importing transformers
         warnings.warn(f"koelectra_kit: could not register its tokenizer with transformers' AutoTokenizer ({e}); "
                       "load tokenizers with koelectra_kit.tokenizer.KoTokenizer.from_pretrained", stacklevel=2)
@@ -48,7 +54,9 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def register_with_transformers() -> None:
+def register_with_transformers(register: Callable[[], None]) -> None:
+    """Run ``register`` once transformers' tokenizer auto-mapping exists: now, or right after it is imported."""
+    _REGISTER[:] = [register]
     if _AUTO_MODULE in sys.modules:
         _register()
     elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):

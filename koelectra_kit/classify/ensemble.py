@@ -28,9 +28,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .predictions import Predictions
-from .tfidf import FORMAT, MANIFEST, read_manifest
+from .registry import FORMAT, MANIFEST, read_manifest
 
 
 def aligned(probs: np.ndarray, member_labels: list[str], labels: list[str]) -> np.ndarray:
@@ -104,7 +104,7 @@ class EnsembleClassifier:
 
     def digest(self) -> str:
         """Members' own digests and the weights: what ``label --resume`` compares."""
-        from .label.resume import model_digest
+        from .classifier import model_digest
 
         h = hashlib.sha256(json.dumps([self.labels, self.weights.round(6).tolist()]).encode())
         for m in self.members:
@@ -141,8 +141,11 @@ class EnsembleClassifier:
             members.append(Classifier.load(path, **options))
             names.append(e["path"])
         member_labels = check_same_labels(members, names)
-        if sorted(labels) != sorted(member_labels):
-            raise InputError(f"{folder}/{MANIFEST}: labels {labels} differ from its members' {member_labels}")
+        # Both writers declare the first member's labels in its order, so a list that differs from it, in names
+        # or order, was edited by hand (or the member was replaced); the other members are aligned by name
+        if [str(x) for x in labels] != member_labels:
+            raise InputError(f"{folder}/{MANIFEST}: labels {labels} are not its first member's {member_labels} "
+                             f"({names[0]}; names and order must match); put the list back or write it again")
         return cls(members, weights, [str(x) for x in labels], str(folder), names)
 
     def __repr__(self) -> str:
@@ -152,7 +155,7 @@ class EnsembleClassifier:
 
 def write_ensemble(folder: Path, member_paths: list[str], weights, labels: list[str], extra: dict | None = None) -> None:
     """``classifier.json`` into ``folder``: members as paths relative to it, with their weights."""
-    from .fileio import write_json_atomic
+    from ..io.fileio import write_json_atomic
 
     members = [{"path": p, "weight": round(float(w), 6)} for p, w in zip(member_paths, weights)]
     write_json_atomic(Path(folder) / MANIFEST, {"type": "ensemble", "format": FORMAT, "labels": list(labels),
@@ -214,8 +217,8 @@ class EnsembleConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 
     def validate(self) -> None:
-        from .errors import ConfigError
-        from .finetune.config import parse_rating_map
+        from ..errors import ConfigError
+        from ..io.labelled import parse_rating_map
 
         for key in ("dev", "out"):
             if not getattr(self, key):
@@ -254,11 +257,11 @@ def run_ensemble(cfg) -> dict:
     """``koelectra-kit ensemble``: load the members, score them on ``cfg.dev``, choose the weights, write
     ``cfg.out`` (the members copied into ``members/``, classifier.json, eval.json, README.md); returns eval.json."""
     from .classifier import Classifier
-    from .fileio import staged_dir, write_json_atomic, write_text_atomic
-    from .finetune.data import format_file_report, read_labelled
-    from .finetune.output import check_not_input, check_out_dir
+    from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
+    from ..io.labelled import format_file_report, read_labelled
+    from ..io.output import check_not_input, check_out_dir
     from .metrics import format_report, format_side_by_side
-    from .runtime import log
+    from ..runtime import log
 
     out = Path(cfg.out)
     check_out_dir(out)

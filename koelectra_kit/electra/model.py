@@ -2,7 +2,7 @@
 shared embeddings, dynamic masking, masked-only generator logits, Gumbel sampling, the joint loss and
 the per-step diagnostics. The ``pretrain`` package (config, data, loop, checkpoints) is the only caller; the
 benchmark imports ``build_pretrain_model`` and ``train_step`` from here to time the real code path. Beside it:
-``electra_cpu`` (cheaper CPU dropout and attention, a speed detail) and ``electra_prior`` (the
+``cpu`` (cheaper CPU dropout and attention, a speed detail) and ``prior`` (the
 positional-attention initialization).
 
 Shapes: B sequences of L tokens, K = masked slots per sequence (fixed: round(mask_prob * L)),
@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .electra_prior import positional_prior_
-from .runtime import optimizer_step
+from .prior import positional_prior_
+from ..runtime import optimizer_step
 
 # ---------------------------------------------------------------------------------------------
 # Model building
@@ -164,7 +164,7 @@ def build_pretrain_model(vocab_size: int, pad_token_id: int, special_ids, model_
                          objective: str = "electra", max_position_embeddings: int = 512,
                          temperature: float = 1.0, attn_implementation: str = "sdpa") -> ElectraPretrainModel:
     """``model_cfg``/``gen_cfg``: ``pretrain.ModelConfig`` / ``pretrain.GeneratorConfig`` (duck-typed); with
-    ``model_cfg.init == "positional"`` the encoders start from ``electra_prior.positional_prior_``."""
+    ``model_cfg.init == "positional"`` the encoders start from ``prior.positional_prior_``."""
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     common = dict(embedding_size=model_cfg.embedding_size, max_position_embeddings=max_position_embeddings,

@@ -17,6 +17,7 @@ scores its dev set with them, so the scores it reports are the predictor's.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
-from .modelio import check_model_source, loading
+from ..errors import InputError
+from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
-from .runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
+from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
+from ..runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
 
 
 def placeholder_labels(labels) -> bool:
@@ -197,22 +199,16 @@ class Classifier:
         auto (onnx when quantizing and onnxruntime is installed, else torch). ``quantize``: int8 weights and
         dynamic activations, CPU only: onnxruntime's quantizer (onnx) or torchao (torch)."""
         kind = toolkit_kind(name_or_dir)
-        if kind:  # the toolkit's own folders (classifier.json): imported here, they import this module
+        if kind:  # the toolkit's own folders (classifier.json): their classes, found through the registry
             if quantize or backend == "onnx":
                 raise InputError(f"{name_or_dir} is a {kind} folder: --quantize and backend=onnx apply to fine-tuned "
                                  "encoders only")
-            if kind == "tfidf":
-                from .tfidf import TfidfClassifier
-
-                return TfidfClassifier.load(name_or_dir)
-            from .ensemble import EnsembleClassifier
-
-            return EnsembleClassifier.load(name_or_dir, device=device, precision=precision, threads=threads,
-                                           max_length=max_length)
+            return load_kind(kind, name_or_dir, device=device, precision=precision, threads=threads,
+                             max_length=max_length)
         import torch
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
-        from .tokenizer import KoTokenizer
+        from ..tokenizer import KoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
@@ -228,6 +224,7 @@ class Classifier:
                              "tokenizer.json + koelectra_tokenizer.json") from None
         labels = [config.id2label[i] for i in sorted(config.id2label)]
         kit = getattr(config, "koelectra_kit", None) or {}
+        _check_recorded_labels(name_or_dir, labels, kit.get("labels"))
         max_length = max_length or int(kit.get("max_length", 0) or min(512, getattr(config,
                                                                                    "max_position_embeddings", 512)))
         dev = resolve_device(device)
@@ -303,18 +300,37 @@ class Classifier:
                 f"{', int8' if getattr(self, 'quantized', False) else ''})")
 
 
-def toolkit_kind(name_or_dir) -> str | None:
-    """"tfidf" or "ensemble" for a folder with the toolkit's ``classifier.json``; None for anything else (a
-    transformers model folder or a hub id)."""
-    from .tfidf import MANIFEST, read_manifest
-
-    path = Path(os.path.expanduser(str(name_or_dir)))
-    if path.is_dir() and (path / MANIFEST).is_file():
-        return read_manifest(path)["type"]
-    return None
+def _check_recorded_labels(source, labels: list[str], recorded) -> None:
+    """A folder fine-tuned here records its labels twice in config.json: ``id2label``, which names the head's rows,
+    and ``koelectra_kit.labels``, the toolkit's own record. A hand-edited ``id2label`` would name every row wrong, so
+    the two must agree; a model from elsewhere (a hub model) has no record and loads as before."""
+    if isinstance(recorded, list) and [str(x) for x in recorded] != labels:
+        raise InputError(f"{source}/config.json: id2label lists {labels} but the model was fine-tuned with "
+                         f"{[str(x) for x in recorded]} (koelectra_kit.labels; names and order must match); put "
+                         "id2label back or fine-tune again")
 
 
 def model_info(model_dir: str | Path) -> dict:
     """The training summary a fine-tuned dir carries (eval.json), for reports; {} when absent."""
     p = Path(model_dir) / "eval.json"
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+
+
+def model_digest(clf) -> str:
+    """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
+    agree, a retrained model does not. What ``label --resume`` compares; here, beside the loaders, so that an
+    ensemble digests its members without importing the labeller."""
+    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with (and no
+        return clf.digest()  # torch import: 3.5 s of a TF-IDF file job's first run went to it, issue 41)
+    import torch
+
+    # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
+    # file; a torch run hashes as before backends existed, so its records still resume
+    backend = getattr(clf, "backend", "torch")
+    engine = "" if backend == "torch" else f";backend={backend}"
+    h = hashlib.sha256(f"quantized={getattr(clf, 'quantized', False)}{engine}".encode())
+    for name, value in clf.model.state_dict().items():
+        if torch.is_tensor(value) and not value.is_quantized:
+            h.update(name.encode())
+            h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:24]
