@@ -27,6 +27,52 @@ SHARED_DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared
 pytest_plugins = sorted(f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py"))
 
 
+# Test tiers (issue 40). The README's command (`python -m pytest`) runs the default tier: everything but `slow`
+# (real data, minutes) and `extended`. `extended` is the tests below: whole-program runs whose parts a default test
+# covers at a smaller scale (every README/docs code block, example scripts, a wheel install), subprocess and
+# multi-process runs (torchrun, Ray, datasets workers, a fresh process per word-file case), real browsers beyond
+# test_app.py's, fuzzing and 10,000-text golden files. `.ci/run` runs `python -m pytest -m extended` right after the
+# README's command, so CI runs every test the default run ran before the split. `-m fast` (FAST_MODULES, plus tests
+# marked fast in their files) is the inner loop: unit tests on the bundled sample, seconds each.
+# tests/test_tiers.py checks that every name here is a test that exists.
+EXTENDED_MODULES = {"tests/test_teach_browser.py", "tests/test_analyst_browser.py", "tests/test_ray.py",
+                    "tests/test_label_fuzz.py", "tests/test_install.py"}
+EXTENDED_TESTS = {
+    "tests/test_docs.py::test_doc_blocks_run", "tests/test_docs.py::test_example_pipeline_runs",
+    "tests/test_distill.py::test_budget_recipe_script_smoke_run",
+    "tests/test_golden.py::test_tokenizer_output_on_10000_real_texts_is_unchanged",
+    "tests/test_hf_tokenizer.py::test_datasets_map_with_worker_processes",
+    "tests/test_hf_tokenizer.py::test_without_the_import_loading_fails_naming_the_package",
+    "tests/test_hf_tokenizer.py::test_import_registers_without_loading_transformers",
+    "tests/test_pretrain.py::test_torchrun_two_cpu_processes_hold_identical_weights",
+    "tests/test_wordfile.py::test_the_next_process_starts_with_the_words_and_gets_the_same_ids",
+    "tests/test_wordfile.py::test_a_damaged_file_is_ignored_with_one_warning_and_replaced",
+    "tests/test_wordfile.py::test_a_cache_folder_that_cannot_be_written_never_fails_the_run",
+    "tests/test_tokenizer.py::test_odd_lines_do_not_break_training",
+    "tests/test_teach.py::test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the_full_recipe",
+    "tests/test_teach.py::test_a_retrain_serves_the_best_folder_and_the_suggestions_come_from_it",
+    "tests/test_teach.py::test_a_failed_retrain_keeps_the_old_model_serving",
+    "tests/test_teach.py::test_a_tfidf_start_keeps_what_it_knew_and_the_held_out_labels_stay_held_out",
+}
+FAST_MODULES = {
+    "tests/test_config.py", "tests/test_tables.py", "tests/test_corpus.py", "tests/test_moved_paths.py",
+    "tests/test_layering.py", "tests/test_pretrain_units.py", "tests/test_finetune_data.py", "tests/test_baseline.py",
+    "tests/test_label.py", "tests/test_suggest.py", "tests/test_bad_input_more.py", "tests/test_pretrain_init.py",
+    "tests/test_normalize.py", "tests/test_tokenizer_fallback.py", "tests/test_hf_inputs.py",
+    "tests/test_tfidf_ensemble.py", "tests/test_tiers.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module, _, name = item.nodeid.partition("::")
+        if module in EXTENDED_MODULES or f"{module}::{name.split('[')[0]}" in EXTENDED_TESTS:
+            item.add_marker(pytest.mark.extended)
+        elif module in FAST_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_configure(config):
     try:
         import torch
