@@ -214,6 +214,18 @@ def append_round(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
+def rounds_to_run(setup: Setup, chain: Chain, done: int, labelled, say):
+    """(round, labels) of the rounds after the ``done`` finished ones, while the pool has rows for them
+    (``labelled()``: the rows labelled so far, read as the loop goes)."""
+    for r, size in enumerate(setup.sizes):
+        if r < done:
+            continue
+        if len(labelled()) < size:
+            say(f"{chain.name}: the pool has no more distinct unlabelled rows ({len(labelled())} labelled); stopped")
+            return
+        yield r, size
+
+
 def run_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, device: str = "cpu",
               say=print) -> list[dict]:
     """Every round of ``chain`` not yet in ``runs/<chain>.jsonl``; returns all its rounds."""
@@ -228,12 +240,7 @@ def run_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, device: str = "
     else:  # the same first labels for every strategy of a seed: the draw depends on the seed only
         labelled = pick(Unfitted(pool.labels), pool, [], setup.start, "random", chain.seed,
                         setup.dedupe_threshold).indices.tolist()
-    for r, size in enumerate(setup.sizes):
-        if r < len(rounds):
-            continue
-        if len(labelled) < size:
-            say(f"{chain.name}: the pool has no more distinct unlabelled rows ({len(labelled)} labelled); stopped")
-            break
+    for r, size in rounds_to_run(setup, chain, len(rounds), lambda: labelled, say):
         out = work / f"n{size}"
         shutil.rmtree(out, ignore_errors=True)  # a round killed mid-training starts over
         write_labels(work / "labels.csv", pool, labelled)
@@ -319,12 +326,7 @@ def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print
         labelled = pick(start, pool, [], setup.start, chain.strategy if chain.strategy == "random" else "margin",
                         chain.seed, setup.dedupe_threshold).indices.tolist()
     start_dev = score({"start": start}, dev)["start"]
-    for r, size in enumerate(setup.sizes):
-        if r < len(rounds):
-            continue
-        if len(labelled) < size:
-            say(f"{chain.name}: the pool has no more distinct unlabelled rows ({len(labelled)} labelled); stopped")
-            break
+    for r, size in rounds_to_run(setup, chain, len(rounds), lambda: labelled, say):
         t0 = time.perf_counter()
         labels = as_labels(labelled)
         held = held_file.update(labels, names)

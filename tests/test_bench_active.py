@@ -84,3 +84,28 @@ def test_a_runs_folder_of_other_settings_is_refused(tmp_path, sample_dir, capsys
     with pytest.raises(SystemExit) as e:
         bench_active.main(_args(sample_dir, runs, until=30) + ["--pool-size", "200"])
     assert e.value.code == 2 and "pool_size 300 there, 200 here" in capsys.readouterr().err
+
+
+def test_from_a_start_model_each_round_is_judged_and_the_serving_model_asks(tmp_path, sample_dir, capsys):
+    """--start-rows (issue 41): a TF-IDF start fitted on rows outside the pool; every round records whether the app's
+    rule served it, and the dev scores of the round, the model serving after it and the start."""
+    runs = tmp_path / "runs"
+    bench_active.main(_args(sample_dir, runs, until=70)[:-4] + ["--start-rows", "100", "--runs", str(runs),
+                                                               "--threads", "1"])
+    out = capsys.readouterr().out
+    assert "rounds served a model below it on dev" in out
+    for chain in ("margin-s1", "random-s1"):
+        rounds = _rounds(runs, chain)
+        assert [r["labels"] for r in rounds] == [30, 50, 70]
+        for r in rounds:
+            v = r["verdict"]
+            assert r["served"] == v["served"] and v["method"] == "cross-validation" and v["n"] == r["labels"]
+            assert r["served"] == (v["score"] >= v["incumbent_score"])
+            assert {"round", "start", "best"} <= set(r["dev"]) and r["start_rows"] == 100
+            if r["served"]:
+                assert r["dev"]["best"] == r["dev"]["round"]
+        assert len(set(rounds[-1]["labelled"] + rounds[-1]["next"])) == 70 + 20
+    for bad in (["--start-rows", "-1"], ["--start-rows", "100", "--recipe", "full"]):
+        with pytest.raises(SystemExit) as e:
+            bench_active.main(_args(sample_dir, tmp_path / "x") + bad)
+        assert e.value.code == 2 and "--start-rows" in capsys.readouterr().err

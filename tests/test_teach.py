@@ -363,16 +363,6 @@ def test_the_guard_refuses_teach_writes_from_another_site(tiny_classifier_dir, t
 # reach the downloads; an interrupted round is said
 # ---------------------------------------------------------------------------------------------------------
 
-def _answer(c, truth: dict, n: int, client: str = "tab1") -> list[dict]:
-    item, done = c.next(client), []
-    for _ in range(n):
-        r = c.act("answer", uuid.uuid4().hex, item["row"], truth[item["text"]], client=client)
-        assert r.status == 200, r.body
-        done.append(item)
-        item = r.json["item"]
-    return done
-
-
 def test_a_round_worse_than_the_starting_model_is_not_served(tiny_encoder_dir, tmp_path):
     from tests.fixtures_app import FAST_RETRAIN, tfidf_start
 
@@ -409,7 +399,7 @@ def test_a_tfidf_start_keeps_what_it_knew_and_the_held_out_labels_stay_held_out(
         answer_until_ready(c, truth, at_least=12)
         assert c.call("POST", "/api/teach/retrain").status == 200
         first = c.wait_retrain()["rounds"][-1]
-        _answer(c, truth, 10)
+        answer_n(c, truth, 10)
         assert c.call("POST", "/api/teach/retrain").status == 200
         s = c.wait_retrain()
     second = s["rounds"][-1]
@@ -429,7 +419,7 @@ def test_answers_and_fixes_win_in_every_download(tiny_classifier_dir, tmp_path, 
 
     _, truth = pool
     with start_teach(tiny_classifier_dir, tmp_path) as c:
-        answered = _answer(c, truth, 6)
+        answered = answer_n(c, truth, 6)
         c.act("skip", "skip-1", c.next()["row"])  # a skip is not a label
         r = c.call("POST", "/api/teach/label-pool")
         job = c.wait_job(r.json["id"], "pool.csv")
