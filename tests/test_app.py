@@ -357,3 +357,13 @@ def test_browser_labels_a_review_and_a_cp949_file(browser_app, tmp_path, monkeyp
     finally:
         browser.quit()
     check_labelled(pd.read_csv(target, encoding="utf-8-sig", dtype=str, keep_default_na=False))
+
+
+def test_a_chosen_column_of_dates_is_refused_before_labelling(app_client):
+    """Issue 41: the column picked in the dropdown is checked at start, in one line naming the file's columns."""
+    data = "review,date\n" + "".join(f"리뷰 {i} 좋아요,2024-01-{i + 1:02d}\n" for i in range(10))
+    up = app_client.upload("dated.csv", data.encode())
+    assert up.status == 200 and up.json["guessed"] == "review"
+    r = app_client.call("POST", f"/api/jobs/{up.json['id']}/start", json_body={"text_column": "date"})
+    assert r.status == 400 and "'date' holds numbers, dates or ids" in r.json["error"] and "review" in r.json["error"]
+    assert app_client.call("GET", f"/api/jobs/{up.json['id']}").json["state"] == "uploaded"
