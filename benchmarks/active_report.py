@@ -14,6 +14,7 @@ from pathlib import Path
 
 BAR, AT = 2.0, 1000  # issue 33: at 1,000 labels, margin beats random by >= 2 points of dev macro-F1 (mean of seeds)
 RECIPE_TITLES = {"tfidf": "TF-IDF recipe (TF-IDF + logistic regression only, `baseline`'s classifier)",
+                 "tfidf-start": "From a TF-IDF model the analyst already has (issue 41): which round serves",
                  "full": "Full recipe (`finetune` sentiment defaults, ensemble=tfidf: the app's retrain)"}
 
 
@@ -188,7 +189,9 @@ def section(fig: Figures, png: str, commands: list[str], report_command: str, re
     """The recipe's section of the page, between markers so each recipe's report replaces only its own.
     ``relative``: this machine's paths as the repository root sees them."""
     st = {k: relative(v) if isinstance(v, str) else v for k, v in fig.settings.items()}
-    recipe = st["recipe"]
+    recipe = section_key(fig.settings)
+    if st.get("start_rows"):
+        return start_section(fig, st, png, commands, report_command)
     intro = (f"Pool: a seeded {st['pool_size']:,}-row sample (seed {st['pool_seed']}) of `{st['train']}`; "
              f"{st['start']:,} random labels to start (the same for every strategy of a seed), then {st['step']:,} a "
              f"round up to {st['until']:,}; seeds {', '.join(map(str, fig.seeds))}. Each round retrains with "
@@ -205,6 +208,35 @@ def section(fig: Figures, png: str, commands: list[str], report_command: str, re
         lines += ["### Each folder per round (mean of seeds)", "", *folder_table(fig), ""]
     lines += ["### Commands", "", "```bash", *commands, report_command, "```", f"<!-- /bench_active:{recipe} -->"]
     return "\n".join(lines)
+
+
+def section_key(settings: dict) -> str:
+    """The page section a run's report goes to: its recipe, or ``tfidf-start`` for a run from a start model."""
+    return settings["recipe"] + ("-start" if settings.get("start_rows") else "")
+
+
+def start_section(fig: Figures, st: dict, png: str, commands: list[str], report_command: str) -> str:
+    """The section of a --start-rows run: per round, the dev macro-F1 of the model serving, of the round, of the start."""
+    intro = (f"Pool: a seeded {st['pool_size']:,}-row sample (seed {st['pool_seed']}) of `{st['train']}`. The analyst "
+             f"starts from TF-IDF fitted on {st['start_rows']:,} other rows of it; the start asks for the first "
+             f"{st['start']:,} labels (margin, or random for the random chains), then the serving model "
+             f"{st['step']:,} a round up to {st['until']:,}; seeds {', '.join(map(str, fig.seeds))}. Each round fits "
+             "TF-IDF on the start's rows plus the labels not held out (teach mode's TF-IDF round from a TF-IDF start), "
+             "and `koelectra_kit.app.serving.compare` decides whether it replaces the model serving (paired "
+             f"cross-validation of both recipes over the labels). Scores: `{st['dev']}`, every row.")
+    head = "| labels | " + " | ".join(f"{s} serving | {s} round" for s in fig.strategies) + " | start |"
+    rows = [head, "|---:|" + "---:|" * (2 * len(fig.strategies) + 1)]
+    start = next(iter(fig.rounds.values()))[0]["dev"]["start"]["macro_f1"]
+    for size in fig.sizes:
+        cells = []
+        for s in fig.strategies:
+            cells += [fmt(fig.mean(s, size, "best")), fmt(fig.mean(s, size, "round"))]
+        rows.append(f"| {size:,} | " + " | ".join(cells) + f" | {start:.4f} |")
+    return "\n".join(["<!-- bench_active:tfidf-start -->", f"## {RECIPE_TITLES['tfidf-start']}", "", intro, "",
+                      "```", start_verdict(fig), "```", "", verdict(fig), "", f"![dev macro-F1 by labels]({png})", "",
+                      "### Dev macro-F1 per round: the model serving after it, the round itself (mean of seeds)", "",
+                      *rows, "", "### Commands", "", "```bash", *commands, report_command, "```",
+                      "<!-- /bench_active:tfidf-start -->"])
 
 
 PAGE_HEAD = """# Active learning: does uncertainty sampling beat random sampling? (issue 33)

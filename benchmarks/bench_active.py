@@ -40,7 +40,7 @@ from pathlib import Path
 from common import NSMC_DEV, NSMC_TRAIN, ROOT
 
 from active_loop import RECIPES, Chain, Setup, read_rows, run_chain  # noqa: E402  (after common puts ROOT on the path)
-from active_report import AT, Figures, plot, section, start_verdict, verdict, table, write_page  # noqa: E402
+from active_report import AT, Figures, plot, section, section_key, start_verdict, verdict, table, write_page  # noqa: E402
 
 STRATEGIES = ("margin", "entropy", "random")  # random is the baseline every other strategy is measured against
 PAGE = ROOT / "docs" / "results" / "active-learning.md"
@@ -211,15 +211,15 @@ def report(args, runs: Path) -> None:
     print(verdict(fig))
     if fig.settings.get("start_rows"):
         print(start_verdict(fig))
-    page = Path(args.out)
-    png = page.parent / f"{page.stem}-{fig.settings['recipe']}.png"
+    page, key = Path(args.out), section_key(fig.settings)
+    png = page.parent / f"{page.stem}-{key}.png"
     plot(fig, png)
     runs_arg = os.path.relpath(runs.resolve(), ROOT)
     text = section(fig, png.name, fig.settings.get("commands", []),
                    shown(["--runs", runs_arg, "--report-only", "--out", os.path.relpath(page.resolve(), ROOT)]),
                    relative)
-    write_page(page, text, fig.settings["recipe"])
-    print(f"wrote {page} ({fig.settings['recipe']} section) and {png}")
+    write_page(page, text, key)
+    print(f"wrote {page} ({key} section) and {png}")
 
 
 def main(argv: list[str] | None = None) -> None:
