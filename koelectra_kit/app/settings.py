@@ -35,7 +35,7 @@ class AppSettings:
     retrain_every: int = 50  # a background retrain after this many new labels (and on the button)
     encoder: str | None = None  # what retrains start from; None = decided from --model (teach.start_point)
     classes: list[str] | None = None  # the label names when --model is an encoder (no classifier to read them from)
-    strategy: str = "margin"  # which rows to ask first (suggest.py): margin | entropy | random
+    strategy: str = "margin"  # which rows to ask first (suggest/rows.py): margin | entropy | random
     seed: int = 42  # the random first sample's order and each retrain's seed
     retrain_overrides: list[str] = field(default_factory=list)  # extra finetune key=value (after the recipe's)
     # what a round trains (retrain.RECIPES): auto = TF-IDF alone while a bare encoder has under 2,000 labels and
