@@ -19,7 +19,9 @@ no orphan training on.
 
 Files, under the teach folder beside LABELS.csv (``LABELS.teach/``):
 
-    rounds/r001/train.csv    the effective labels the round trained on (a snapshot: LABELS.csv keeps growing)
+    rounds/r001/train.csv    what the round trained on (review,label: the labels not held out, and a TF-IDF start's
+                             rows for a TF-IDF round; a snapshot: LABELS.csv keeps growing)
+    rounds/r001/heldout.csv  the held-out labels it was scored on (without --dev)
     rounds/r001/model/       finetune's output: the encoder, tfidf/, ensemble/, eval.json
     rounds/r001/log.txt      the subprocess's output (the progress is read from it and from metrics.jsonl)
     rounds.jsonl             one line per finished round (done or failed): the history the page charts
@@ -218,6 +220,35 @@ def best_folder(out: Path) -> tuple[str, Path, dict]:
         return name, out, {name: round(float(result["dev"]["macro_f1"]), 4)}
     folder = out if c["folder"] == "." else out / c["folder"]
     return c["best"], folder, {k: round(float(v["macro_f1"]), 4) for k, v in c["scores"].items()}
+
+
+def write_rows(path: Path, rows: list) -> None:
+    """A round's table as ``finetune`` and ``baseline`` read it: review,label."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["review", "label"])
+        writer.writerows(rows)
+
+
+def read_table_rows(path: Path) -> list[tuple[str, str]]:
+    """The (review, label) rows ``write_rows`` wrote; none when the file is missing or torn."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return [(r["review"], r["label"]) for r in csv.DictReader(f)]
+    except (OSError, KeyError, csv.Error):
+        return []
+
+
+def read_dev(path: str, names: list[str]) -> dict:
+    """--dev as text -> label, read as ``finetune`` reads it."""
+    from ..io.labelled import read_labelled
+
+    data = read_labelled(path, names)
+    return {t: names[i] for t, i in zip(data.texts, data.y)}
 
 
 def now() -> float:

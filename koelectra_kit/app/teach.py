@@ -27,7 +27,7 @@ from .labelstore import Event, LabelLog
 from .pool import Pool, Queue, score
 from .jobs import Busy
 from .retrain import (Progress, Round, append_round, baseline_args, best_folder, failure_line, finetune_args, now,
-                      read_rounds, recipe_for, run_finetune)
+                      read_dev, read_rounds, read_table_rows, recipe_for, run_finetune, write_rows)
 from .serving import HeldOut, StartData, compare
 
 logger = logging.getLogger("koelectra_kit.app")
@@ -124,9 +124,9 @@ class Teacher:
             n = _number(folder)
             if n and n not in known and folder.is_dir():
                 shutil.rmtree(folder / "model", ignore_errors=True)
-                rnd = Round(round=n, labels=_rows(folder / "train.csv"), per_class={}, state="interrupted",
-                            message="the app stopped while this round trained; its labels are in the next round",
-                            start_model=self.s.model)
+                rnd = Round(round=n, labels=len(read_table_rows(folder / "train.csv")), per_class={},
+                            state="interrupted", start_model=self.s.model,
+                            message="the app stopped while this round trained; its labels are in the next round")
                 append_round(self.dir / "rounds.jsonl", rnd)
                 self.rounds.append(rnd)
         self.rounds.sort(key=lambda r: r.round)
@@ -285,14 +285,14 @@ class Teacher:
     def _split(self, folder: Path, labels: dict, recipe: str) -> tuple[dict, str]:
         """Write the round's train.csv (and heldout.csv); (the labels it is scored on, the dev file for the run)."""
         if self.s.dev:
-            held, dev = _read_dev(self.s.dev, self.labels), self.s.dev
+            held, dev = read_dev(self.s.dev, self.labels), self.s.dev
         else:
             held = self.heldout.update(labels, self.labels)
             dev = str(folder / "heldout.csv")
-            _write_rows(folder / "heldout.csv", list(held.items()))
+            write_rows(folder / "heldout.csv", list(held.items()))
         train = {t: lab for t, lab in labels.items() if t not in held}
         rows = self.start_data.rows(train) if recipe == "tfidf" else list(train.items())
-        _write_rows(folder / "train.csv", rows)
+        write_rows(folder / "train.csv", rows)
         return held, dev
 
     def _train(self, rnd: Round, folder: Path, labels: dict) -> None:
@@ -354,7 +354,7 @@ class Teacher:
         """What the round ``rnd`` trained on (its train.csv: text -> label); nothing for the starting model."""
         if rnd is None:
             return {}
-        return dict(_read_rows(self.dir / "rounds" / rnd.name / "train.csv"))
+        return dict(read_table_rows(self.dir / "rounds" / rnd.name / "train.csv"))
 
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""
@@ -402,38 +402,6 @@ def teach_dir(labels: str) -> Path:
     """LABELS.teach/ beside LABELS.csv: the rounds of this labels file."""
     path = Path(labels)
     return path.with_name(path.stem + ".teach")
-
-
-def _write_rows(path: Path, rows: list) -> None:
-    """A table ``finetune`` and ``baseline`` read: review,label."""
-    import csv
-
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["review", "label"])
-        writer.writerows(rows)
-
-
-def _read_rows(path: Path) -> list:
-    import csv
-
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            return [(r["review"], r["label"]) for r in csv.DictReader(f)]
-    except (OSError, KeyError, csv.Error):
-        return []
-
-
-def _rows(path: Path) -> int:
-    return len(_read_rows(path))
-
-
-def _read_dev(path: str, names: list[str]) -> dict:
-    """--dev as text -> label (read as finetune reads it)."""
-    from ..io.labelled import read_labelled
-
-    data = read_labelled(path, names)
-    return {t: names[i] for t, i in zip(data.texts, data.y)}
 
 
 def _number(path: Path) -> int:
