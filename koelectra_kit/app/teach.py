@@ -261,15 +261,15 @@ class Teacher:
         t0 = now()
         try:
             self._train(rnd, folder, labels)
-            rnd.state = "done"
-            self.retrain.update(state="idle", message="" if rnd.served else rnd.reason, progress=1.0)
+            rnd.state, status = "done", {"state": "idle", "message": "" if rnd.served else rnd.reason}
         except KitError as e:
             rnd.state, rnd.message = "failed", str(e)
-            self.retrain.update(state="failed", message=f"{rnd.name} failed: {e} (still serving {self.serving or 'no model'})")
+            status = {"state": "failed",
+                      "message": f"{rnd.name} failed: {e} (still serving {self.serving or 'no model'})"}
         except Exception as e:  # noqa: BLE001 - a retrain must never take the app down; the log keeps the trace
             logger.error("retrain %s failed:\n%s", rnd.name, traceback.format_exc())
             rnd.state, rnd.message = "failed", f"internal error ({type(e).__name__}: {e})"[:300]
-            self.retrain.update(state="failed", message=f"{rnd.name} failed: {rnd.message}")
+            status = {"state": "failed", "message": f"{rnd.name} failed: {rnd.message}"}
         rnd.seconds = round(now() - t0, 1)
         if self.closing and rnd.state == "failed":  # stopped by the shutdown: said so, not blamed on the labels
             import shutil
@@ -277,8 +277,9 @@ class Teacher:
             shutil.rmtree(folder / "model", ignore_errors=True)
             rnd.state, rnd.message = "interrupted", "the app stopped while this round trained"
         append_round(self.dir / "rounds.jsonl", rnd)
-        with self.lock:
+        with self.lock:  # the round is in the history before the page (or a test) can read "idle"
             self.rounds.append(rnd)
+            self.retrain.update(progress=1.0 if rnd.state == "done" else 0.0, **status)
         if not self.closing:
             self.maybe_retrain()  # answers that came in while it trained may already call for the next round
 
