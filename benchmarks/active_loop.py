@@ -284,29 +284,22 @@ class Serving:
         self.clf, self.name, self.trained = clf, name, trained
 
 
-def fit_tfidf_round(start, labels: dict, names: list[str]):
-    """TF-IDF on the start's rows plus ``labels``, as a TF-IDF round of the app fits it (``baseline``'s defaults)."""
-    from koelectra_kit.classify.tfidf import TfidfClassifier
-
-    rows = start.rows(labels)
-    return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
-                               sentiment_config([]).baseline)
-
-
 def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print) -> list[dict]:
     """Every round of ``chain`` from a TF-IDF start fitted on ``setup.start_rows`` rows outside the pool: each
     round refits TF-IDF on those rows plus the labels not held out, the app's ``compare`` decides whether it serves,
     and the serving model asks for the next rows. Each line holds the dev scores of the round, of the model serving
     after it and of the start."""
-    from koelectra_kit.app.serving import HeldOut, StartData, compare
+    from koelectra_kit.app.serving import HeldOut, StartData, compare, fit_tfidf
+
+    cfg = sentiment_config([]).baseline  # the TF-IDF knobs of the app's rounds
 
     if setup.recipe != "tfidf":
         raise SystemExit("error: --start-rows runs the TF-IDF recipe (a TF-IDF start, TF-IDF rounds)")
     pool = read_rows(setup.train, setup.pool_size, setup.pool_seed)
     base = read_rows(setup.train, setup.pool_size, setup.pool_seed, start=setup.start_rows)
     names = pool.labels
-    start_data = StartData(base.texts, [names[i] for i in base.y], f"{setup.start_rows} rows of {setup.train}")
-    start = fit_tfidf_round(start_data, {}, names)
+    start_data = StartData(base.texts, [names[i] for i in base.y])
+    start = fit_tfidf(start_data, {}, names, cfg)
     results, work = runs / f"{chain.name}.jsonl", runs / chain.name
     work.mkdir(parents=True, exist_ok=True)
     rounds = read_rounds(results)
@@ -321,7 +314,7 @@ def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print
         if last is not None:
             held = set(held_file.texts[:last["heldout_texts"]])
             train = {t: lab for t, lab in as_labels(last["labelled"]).items() if t not in held}
-            serving = Serving(fit_tfidf_round(start_data, train, names), f"n{last['labels']}", train)
+            serving = Serving(fit_tfidf(start_data, train, names, cfg), f"n{last['labels']}", train)
     else:  # the start model asks for the first rows, as the app does when it starts from a classifier
         labelled = pick(start, pool, [], setup.start, chain.strategy if chain.strategy == "random" else "margin",
                         chain.seed, setup.dedupe_threshold).indices.tolist()
@@ -331,11 +324,10 @@ def run_start_chain(chain: Chain, setup: Setup, runs: Path, dev: Rows, say=print
         labels = as_labels(labelled)
         held = held_file.update(labels, names)
         train = {t: lab for t, lab in labels.items() if t not in held}
-        clf = fit_tfidf_round(start_data, train, names)
+        clf = fit_tfidf(start_data, train, names, cfg)
         verdict = compare(f"n{size}", clf, "tfidf", labels, held, names, incumbent=serving.clf,
                           incumbent_name=serving.name, incumbent_trained=serving.trained, incumbent_tfidf=True,
-                          start=start, start_data=start_data, seed=chain.seed,
-                          baseline_cfg=sentiment_config([]).baseline)
+                          start=start, start_data=start_data, seed=chain.seed, baseline_cfg=cfg)
         if verdict.served:
             serving = Serving(clf, f"n{size}", train)
         t1 = time.perf_counter()

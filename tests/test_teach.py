@@ -461,3 +461,29 @@ def test_an_interrupted_round_is_recorded_and_its_number_not_reused(tiny_classif
         assert s["serving"] == "clf" and not (folder / "model").exists()
     with start_teach(tiny_classifier_dir, tmp_path) as c:  # recorded once
         assert [r["name"] for r in c.state()["rounds"]] == ["r001"]
+
+
+def test_the_analysts_labels_are_laid_over_the_models_and_never_offered_for_review(tmp_path):
+    """results.with_human_labels + review_rows on a small labelled file: the least confident row, answered by the
+    analyst, carries their label, keeps the model's in model_label, and is not among the rows to review; an input
+    that has a label_source column of its own gets pred_ names, as label's columns do."""
+    import pandas as pd
+
+    from koelectra_kit.app.results import human_columns, review_rows, with_human_labels
+    from koelectra_kit.label import output_columns
+
+    for columns in (["id", "review"], ["id", "review", "label_source"]):
+        names = output_columns(LABELS, columns) | human_columns(columns)
+        rows = [{"id": str(i), "review": f"리뷰 {i}", "label_source": "x", names["label"]: "positive",
+                 names["confidence"]: str(0.4 + i / 100), **{names[f"prob_{lab}"]: "0.3" for lab in LABELS},
+                 names["status"]: "ok"} for i in range(5)]
+        model_csv = tmp_path / "model.csv"
+        pd.DataFrame(rows)[[*columns, *output_columns(LABELS, columns).values()]].to_csv(
+            model_csv, index=False, encoding="utf-8-sig")
+        got = with_human_labels(model_csv, tmp_path / "out.csv", "review", names, {"리뷰 0": "negative"})
+        assert got == {"per_label": {"negative": 1, "positive": 4}, "human": 1}
+        out = pd.read_csv(tmp_path / "out.csv", encoding="utf-8-sig", dtype=str, keep_default_na=False)
+        assert out.loc[0, names["label"]] == "negative" and out.loc[0, names["label_source"]] == "human"
+        assert out.loc[0, names["model_label"]] == "positive" and (out[names["label_source"]][1:] == "model").all()
+        review, _ = review_rows(tmp_path / "out.csv", names, "review", LABELS, 3)
+        assert [r["row"] for r in review] == [2, 3, 4] and review[0]["id"] == "1"  # row 1 (answered) left out

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
-from ..io.tables import check_not_numbers
-from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
+from ..io.tables import check_text_column
+from .results import MASTER_ENCODING, convert, human_columns, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload
 
@@ -179,7 +179,7 @@ class JobStore:
         if text_column not in up.columns:
             raise InputError(f"{up.name} has no column {text_column!r}; columns: {', '.join(up.columns)}")
         at = up.columns.index(text_column)  # a column of dates or ids is refused now, not after labelling it
-        check_not_numbers([row[at] for row in up.preview if len(row) == len(up.columns)], text_column, up.columns,
+        check_text_column([row[at] for row in up.preview if len(row) == len(up.columns)], text_column, up.columns,
                           up.name)
         job.clf = self.clf.pin()  # the model serving now labels the whole file, even if a retrain swaps it
         job.text_column, job.state, job.rows_done, job.message = text_column, "queued", 0, ""
@@ -224,6 +224,8 @@ class JobStore:
         job.rows_done = job.summary.rows
         job.text_column = labeller.cfg.text_column  # a .txt file's one column
         job.names = output_columns(list(clf.labels), up.columns)
+        if self.labels_log is not None:
+            job.names |= human_columns(up.columns)
         self.apply_human_labels(job)
         job.review, job.flagged = review_rows(job.master, job.names, job.text_column, list(clf.labels),
                                               s.review_rows)
@@ -260,8 +262,6 @@ class JobStore:
         if kind == "csv" or (up.kind == "csv" and up.encoding == MASTER_ENCODING):
             return job.master, offer[kind]["filename"]
         numbers = [v for k, v in job.names.items() if k == "confidence" or k.startswith("prob_")]
-        if up.kind == "txt":
-            raise NotFound(f"{up.name} is one review per line: download the CSV")
         dst = up.folder / f"labelled.same{up.original.suffix}"
         with job.lock:
             convert(job.master, dst, up.kind, up.encoding, numbers, up.name)

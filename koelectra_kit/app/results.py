@@ -32,29 +32,29 @@ def read_master(master: Path, chunksize: int | None = None, usecols=None):
 
 
 def human_columns(existing: list[str]) -> dict[str, str]:
-    """Names of the two columns a labels file adds (``label_source``, ``model_label``), ``pred_`` before them when
-    the input has one already (as ``label.output_columns`` names its own)."""
-    names = ["label_source", "model_label"]
-    prefix = "pred_" if any(n in existing for n in names) else ""
-    return {n: prefix + n for n in names}
+    """Names of the two columns a labels file adds (``label_source``, ``model_label``), named as ``label`` names its
+    own (``pred_`` before them when the input has one already)."""
+    from ..label.chunk import prefixed
+
+    return prefixed(["label_source", "model_label"], existing)
 
 
 def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict, human: dict) -> dict:
     """Write ``dst`` (the job's labelled CSV) from the model's ``model_csv`` with the analyst's labels
     (``human``: text -> label) over the model's; returns {"per_label": counts of the final labels, "human": rows
-    that carry the analyst's label}. Streamed, written beside and renamed."""
+    that carry the analyst's label}. ``names``: ``label.output_columns`` with ``human_columns`` of the input's
+    columns. Streamed, written beside and renamed."""
     from collections import Counter
 
     per_label, n_human, first = Counter(), 0, True
     with atomic_path(dst) as tmp, open(tmp, "w", encoding=MASTER_ENCODING, newline="") as out:
         for chunk in read_master(model_csv, chunksize=50_000):
-            extra = human_columns([c for c in chunk.columns])
             model = chunk[names["label"]]
-            answer = chunk[text_column].map(human) if human else model.map(lambda _: None)
+            answer = chunk[text_column].map(human)  # NaN where the analyst gave no label
             is_human = answer.notna()
-            chunk[extra["label_source"]] = [("human" if h else ("model" if m else ""))
+            chunk[names["label_source"]] = [("human" if h else ("model" if m else ""))
                                             for h, m in zip(is_human, model)]
-            chunk[extra["model_label"]] = model
+            chunk[names["model_label"]] = model
             chunk[names["label"]] = answer.where(is_human, model)
             n_human += int(is_human.sum())
             per_label.update(v for v in chunk[names["label"]] if v)
@@ -72,11 +72,11 @@ def review_rows(master: Path, names: dict, text_column: str, labels: list[str], 
     from .pool import id_column
 
     prob_cols = [names[f"prob_{lab}"] for lab in labels]
-    header = list(read_master(master, chunksize=1).__next__().columns)
-    source = human_columns(header)["label_source"]
+    header = list(pd.read_csv(master, encoding=MASTER_ENCODING, nrows=0).columns)
+    source = names.get("label_source")  # with a labels file: rows the analyst labelled are not offered
     ident = id_column(header, text_column)
     cols = [text_column, names["label"], names["confidence"], *prob_cols, names["status"]]
-    cols += [c for c in (source, ident) if c in header and c not in cols]
+    cols += [c for c in (source, ident) if c and c in header and c not in cols]
     least, flagged, offset = None, [], 0
     for chunk in read_master(master, chunksize=50_000, usecols=cols):
         chunk.index = range(offset + 1, offset + 1 + len(chunk))
@@ -86,7 +86,7 @@ def review_rows(master: Path, names: dict, text_column: str, labels: list[str], 
             flagged += [_row(i, r, names, text_column, prob_cols, labels, ident)
                         for i, r in chunk[status != "ok"].head(n - len(flagged)).iterrows()]
         labelled = chunk[chunk[names["label"]] != ""]
-        if source in chunk.columns:
+        if source:
             labelled = labelled[labelled[source] != "human"]
         labelled = labelled.copy()
         labelled["_conf"] = pd.to_numeric(labelled[names["confidence"]], errors="coerce")

@@ -96,16 +96,25 @@ class Round:
     start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
     recipe: str = ""  # full | tfidf (what auto chose); "" in rounds.jsonl written before there was a choice
     heldout: int = 0  # held-out labels (or --dev rows) it was scored on
-    served: bool = True  # whether it replaced the serving model (serving.judge); rounds before the gate all did
-    reason: str = ""  # why it serves, or why not (one line, shown on the page)
-    verdict: dict = field(default_factory=dict)  # serving.Verdict: how it was compared, and the scores
+    verdict: dict = field(default_factory=dict)  # serving.Verdict: how it was compared, the scores, served or not
 
     @property
     def name(self) -> str:
         return f"r{self.round:03d}"
 
+    @property
+    def served(self) -> bool:
+        """Whether it replaced the serving model (rounds from before the rule have no verdict: they all did)."""
+        return bool(self.verdict.get("served", True))
+
+    @property
+    def reason(self) -> str:
+        """Why it serves, or why not (one line, shown on the page)."""
+        return self.verdict.get("reason", "")
+
     def public(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "start_model"} | {"name": self.name}
+        return ({k: v for k, v in asdict(self).items() if k != "start_model"}
+                | {"name": self.name, "served": self.served, "reason": self.reason})
 
 
 def read_rounds(path: Path) -> list[Round]:

@@ -17,10 +17,9 @@ serving one and the starting model are scored on the same texts. With ``--dev`` 
   less the fold's; the starting model trained on none of them and answers as it is) and both predict the fold, so
   each label is scored by two fits that never saw it, and every answer counts. Why not the held-out labels alone:
   2-3 of them (17 answers) decide nothing, and the answers teach mode collects are the ones the serving model was
-  least sure of, a sample that flatters the model that picked it. On nsmc3 (``benchmarks/bench_active.py
-  --start-rows``) that bias kept off rounds that scored higher on dev: 40-60 held-out labels of 400-600 answers
-  had the round 6-10 points below the serving model, and on the serving model's 100 picks its own score was 0.44
-  against 0.34 out of fold for a round equal to it on dev (0.5044 vs 0.5040);
+  least sure of, a sample that flatters the model that picked it (a first version compared on those; in its
+  nsmc3 simulation it kept off nearly every round from 300 labels on while they scored higher on dev; that
+  version is not kept, see docs/RESULTS.md §8);
 - otherwise (a round that fine-tunes an encoder: minutes, no cross-validation; a fine-tuned start; ``--dev``): on
   the held-out labels the serving model never trained on (or the dev file). Those lean toward the serving model
   where it picked them: a round is kept off rather than a worse one served.
@@ -85,9 +84,6 @@ class HeldOut:
                 os.fsync(f.fileno())
         return {t: labels[t] for t in self.texts if t in labels}
 
-    def __contains__(self, text: str) -> bool:
-        return text in self._set
-
 
 @dataclass
 class StartData:
@@ -95,14 +91,13 @@ class StartData:
 
     texts: list = field(default_factory=list)
     labels: list = field(default_factory=list)
-    source: str = ""
 
     @classmethod
     def of(cls, folder: str | Path, names: list[str]) -> "StartData":
         from ..config import load_config
         from ..errors import KitError
         from ..finetune.config import FinetuneConfig
-        from ..io.labelled import read_labelled
+        from ..finetune.data import read_configured
 
         recorded = Path(folder) / "baseline_config.yaml"
         if not recorded.is_file():
@@ -111,13 +106,10 @@ class StartData:
             cfg = load_config(FinetuneConfig, str(recorded), [])
             if not cfg.train or list(cfg.labels) != list(names):
                 return cls()
-            data = read_labelled(cfg.train, list(cfg.labels), text_column=cfg.text_column,
-                                 label_column=cfg.label_column, rating_column=cfg.rating_column,
-                                 rating_map=cfg.rating_map, label_map=cfg.label_map,
-                                 drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
+            data = read_configured(cfg, cfg.train)
         except (KitError, OSError):
             return cls()  # the file moved or no longer reads: rounds fit on the analyst's labels alone
-        return cls(list(data.texts), [names[i] for i in data.y], str(cfg.train))
+        return cls(list(data.texts), [names[i] for i in data.y])
 
     def rows(self, labels: dict) -> list[tuple[str, str]]:
         """The start's rows, then the analyst's labels; a text in both keeps the analyst's label."""
@@ -133,19 +125,22 @@ def macro_f1(clf, labels: dict, names: list[str]) -> float | None:
     return _f1([names.index(labels[t]) for t in texts], probs.argmax(1), names)
 
 
+def fit_tfidf(start: StartData, labels: dict, names: list[str], baseline_cfg=None):
+    """A TF-IDF round as teach mode fits it: on the start's rows plus ``labels`` (the fit ``baseline`` makes)."""
+    from ..classify.tfidf import TfidfClassifier
+
+    rows = start.rows(labels)
+    return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
+                               baseline_cfg)
+
+
 def cv_paired(start: StartData, labels: dict, names: list[str], seed: int, incumbent_train: dict | None,
-              start_clf=None, baseline_cfg=None) -> tuple[float, float, int] | None:
-    """(the round recipe's out-of-fold macro-F1, the serving model's, folds) over ``labels``: in each fold TF-IDF is
+              start_clf=None, baseline_cfg=None) -> tuple[float, float] | None:
+    """(the round recipe's out-of-fold macro-F1, the serving model's) over ``labels``: in each fold TF-IDF is
     refitted on the start's rows plus the other folds (the round) and on the start's rows plus ``incumbent_train``
     less the fold (the serving model; ``incumbent_train`` None: it is ``start_clf``, which trained on no label and
     predicts as it is). None when a class has under 2 labels."""
     from sklearn.model_selection import StratifiedKFold
-
-    from ..classify.tfidf import TfidfClassifier
-
-    def fit(rows: list):
-        return TfidfClassifier.fit([t for t, _ in rows], np.array([names.index(lab) for _, lab in rows]), names,
-                                   baseline_cfg)
 
     texts = list(labels)
     y = np.array([names.index(labels[t]) for t in texts])
@@ -155,14 +150,15 @@ def cv_paired(start: StartData, labels: dict, names: list[str], seed: int, incum
     ours, theirs = np.zeros(len(texts), dtype=np.int64), np.zeros(len(texts), dtype=np.int64)
     for train, test in StratifiedKFold(k, shuffle=True, random_state=seed).split(texts, y):
         fold = [texts[i] for i in test]
-        ours[test] = fit(start.rows({texts[i]: labels[texts[i]] for i in train})).predict(fold).probs.argmax(1)
+        others = {texts[i]: labels[texts[i]] for i in train}
+        ours[test] = fit_tfidf(start, others, names, baseline_cfg).predict(fold).probs.argmax(1)
         if incumbent_train is None:
             theirs[test] = start_clf.predict(fold).probs.argmax(1)
         else:
             out = set(fold)
             kept = {t: lab for t, lab in incumbent_train.items() if t not in out}
-            theirs[test] = fit(start.rows(kept)).predict(fold).probs.argmax(1)
-    return _f1(y.tolist(), ours, names), _f1(y.tolist(), theirs, names), k
+            theirs[test] = fit_tfidf(start, kept, names, baseline_cfg).predict(fold).probs.argmax(1)
+    return _f1(y.tolist(), ours, names), _f1(y.tolist(), theirs, names)
 
 
 def _f1(y_true: list, y_pred, names: list[str]) -> float | None:
@@ -199,7 +195,7 @@ def compare(name: str, clf, recipe: str, labels: dict, held: dict, names: list[s
         refit = None if incumbent is start else incumbent_trained
         got = cv_paired(start_data, labels, names, seed, refit, start, baseline_cfg)
         if got is not None:
-            score, inc, _ = got
+            score, inc = got
             start_score = inc if incumbent is start else (macro_f1(start, labels, names) if start else None)
             return judge(name, score, incumbent_name, inc, start_score, "cross-validation", len(labels))
     fair = held if dev else {t: lab for t, lab in held.items() if t not in incumbent_trained}

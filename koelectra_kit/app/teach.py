@@ -103,6 +103,7 @@ class Teacher:
         self.start_name = Path(settings.model).name
         self.start_score = None  # the starting model on the latest round's labels (the page shows it)
         self.queue = Queue(pool, self.labels, settings.strategy, settings.seed)
+        self.empty_rows = sum(1 for t in pool.texts if not t)  # empty or malformed: never asked (the page says so)
         self.lock = threading.RLock()
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koelectra-teach")
         self.closing = False
@@ -332,7 +333,7 @@ class Teacher:
         rnd.best, rnd.folder, rnd.scores = best, str(best_dir.resolve()), scores
         self.retrain.update(message="comparing it with the model serving now", progress=0.98)
         verdict = self._judge(rnd, clf, labels, held)
-        rnd.served, rnd.reason, rnd.verdict = verdict.served, verdict.reason, verdict.public()
+        rnd.verdict = verdict.public()
         self.start_score = verdict.start_score
         if verdict.served:
             self._score(rnd.name, clf)
@@ -382,7 +383,7 @@ class Teacher:
         counts = self.log.counts()
         labelled = sum(counts.values())
         return {"pool": self.pool.name, "rows": len(self.pool.texts), "distinct": len(self.queue.distinct),
-                "empty_rows": sum(1 for t in self.pool.texts if not t), "text_column": self.pool.column,
+                "empty_rows": self.empty_rows, "text_column": self.pool.column,
                 "labels": self.labels, "counts": counts, "labelled": labelled, "skipped": len(st.skipped),
                 "remaining": self.queue.remaining(set(st.labels) | st.skipped), "labels_file": self.log.path.name,
                 "problem": self.log.problem, "source": self.queue.source, "serving": self.serving,

@@ -59,20 +59,25 @@ def _require_every_class(data: Labelled, labels: list[str], where: str) -> None:
                          f"add examples or remove the label from labels=")
 
 
+def read_configured(cfg: FinetuneConfig, path) -> Labelled:
+    """The labelled table ``path`` read with ``cfg``'s columns, label map and format (train and dev alike; teach
+    mode rereads a TF-IDF start's training file this way)."""
+    return read_labelled(path, cfg.labels, text_column=cfg.text_column, label_column=cfg.label_column,
+                         rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
+                         drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
+
+
 def load_splits(cfg: FinetuneConfig) -> Splits:
     """Train and dev rows as configured (dev file, or a stratified split of train; optional
     stratified subsample of train), with a report of every choice and every dropped row."""
     if not cfg.train:
         raise ConfigError("train= is required (a labelled .csv/.tsv/.jsonl/.parquet file, a dataset folder or "
                           "hf:OWNER/NAME:SPLIT)")
-    kw = dict(text_column=cfg.text_column, label_column=cfg.label_column, rating_column=cfg.rating_column,
-              rating_map=cfg.rating_map, label_map=cfg.label_map,
-              drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
-    train = read_labelled(cfg.train, cfg.labels, **kw)
+    train = read_configured(cfg, cfg.train)
     report: dict = {"labels": list(cfg.labels), "train_file": train.report}
     _require_every_class(train, cfg.labels, f"{cfg.train}")
     if cfg.dev:
-        dev = read_labelled(cfg.dev, cfg.labels, **kw)
+        dev = read_configured(cfg, cfg.dev)
         report["dev_file"] = dev.report
         report["dev_source"] = f"file {cfg.dev}"
         _require_every_class(dev, cfg.labels, f"{cfg.dev}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
-from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_not_numbers, detect_encoding, pick_column, read_table, table_format
+from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column, read_table, table_format
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
 RATING_PRESETS = {
@@ -196,7 +196,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         if dst not in labels:
             raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
     texts = _column_as_str(df, text_col)
-    check_not_numbers(texts, text_col, df.columns, path)
+    check_text_column(texts, text_col, df.columns, path)
     raw = [v.strip() for v in _column_as_str(df, source_col)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}

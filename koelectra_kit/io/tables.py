@@ -229,7 +229,7 @@ def looks_like_text(value) -> bool:
     return bool(text) and _NOT_TEXT.fullmatch(text) is None
 
 
-def check_not_numbers(values, column, columns, path, empty: bool = False) -> None:
+def check_text_column(values, column, columns, path, empty: bool = False) -> None:
     """A text column that holds no review text is a rating, date or id column picked by mistake
     (text_column=rating, or a file with no text column at all): each value would be labelled, or trained on, as a
     review, exit 0. Refused when at least three values are filled and under ``TEXT_SHARE`` of them could be text;
@@ -254,6 +254,9 @@ def check_not_numbers(values, column, columns, path, empty: bool = False) -> Non
     if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
         raise InputError(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
                          f"a review column; name the text column (other columns: {others or 'none'})")
+
+
+check_not_numbers = check_text_column  # its name before it refused dates, ids and empty columns too (issue 41)
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:

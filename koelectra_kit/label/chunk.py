@@ -18,7 +18,12 @@ CHARS_PER_TOKEN_CAP = 32
 
 def output_columns(labels: list[str], existing: list[str]) -> dict[str, str]:
     """Names of the columns we add; prefixed with ``pred_`` when the input already has one of them."""
-    names = ["label", "confidence", *[f"prob_{lab}" for lab in labels], "status"]
+    return prefixed(["label", "confidence", *[f"prob_{lab}" for lab in labels], "status"], existing)
+
+
+def prefixed(names: list[str], existing: list[str]) -> dict[str, str]:
+    """``names`` as the columns an output adds: all prefixed with ``pred_`` when the input has one of them already
+    (all or none, so they read as one set)."""
     prefix = "pred_" if any(n in existing for n in names) else ""
     return {n: prefix + n for n in names}
 

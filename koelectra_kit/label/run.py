@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
-from ..io.tables import LINES_COLUMN, check_not_numbers, column_hint, detect_encoding, read_records, table_format
+from ..io.tables import LINES_COLUMN, check_text_column, column_hint, detect_encoding, read_records, table_format
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
@@ -246,7 +246,7 @@ class FileLabeller:
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
         df = pd.DataFrame(rows, columns=self.columns, dtype=object)
         if state.bytes_done == 0:
-            check_not_numbers(df[cfg.text_column], cfg.text_column, self.columns, self.src, empty=True)
+            check_text_column(df[cfg.text_column], cfg.text_column, self.columns, self.src, empty=True)
         reused_before = self.cache.reused if self.cache is not None else 0
         out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
             (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)

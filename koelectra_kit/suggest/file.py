@@ -187,7 +187,7 @@ def text_column_of(columns: list[str], given: str | None, path: str, key: str = 
 def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None) -> tuple:
     """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
     ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
-    from ..io.tables import check_not_numbers
+    from ..io.tables import check_text_column
 
     columns, records = reopen()
     columns = [str(c) for c in columns]
@@ -205,7 +205,7 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
         raise InputError(f"{path}: bytes invalid in its encoding ({e.reason}); pass encoding=...") from None
     finally:
         getattr(records, "close", lambda: None)()
-    check_not_numbers(texts, column, columns, path)
+    check_text_column(texts, column, columns, path)
     return columns, column, texts, malformed
 
 
