@@ -204,7 +204,7 @@ Fine-tune: `koelectra-kit finetune --config sentiment model={name} train=reviews
 
 ## Training
 
-- Command: `koelectra-kit pretrain corpus=[{",".join(corpus)}] out={run.get('out', 'RUN')}` with the settings below
+- Command: `koelectra-kit pretrain {f"prepared={run['prepared']}" if run.get('prepared') else f"corpus=[{','.join(corpus)}]"} out={run.get('out', 'RUN')}` with the settings below
 - Data: {", ".join(f"`{c}`" for c in corpus) or "(not recorded)"}; {m.get('tokens', 0):,} tokens seen
 - Model: hidden {model.get('hidden_size')}, {model.get('num_layers')} layers, {model.get('num_heads')} heads,
   sequence length {run.get('seq_len')}{f", {n_params / 1e6:.1f}M parameters" if n_params else ""}

@@ -13,7 +13,7 @@ import warnings
 
 from ..errors import KitError
 
-COMMANDS = ["tokenizer", "pretrain", "finetune", "evaluate", "baseline", "ensemble", "distill", "label", "suggest", "quickstart", "app", "export"]
+COMMANDS = ["tokenizer", "prepare", "pretrain", "finetune", "evaluate", "baseline", "ensemble", "distill", "label", "suggest", "quickstart", "app", "export"]
 
 
 class Parser(argparse.ArgumentParser):

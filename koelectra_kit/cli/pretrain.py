@@ -13,6 +13,7 @@ examples:
   koelectra-kit pretrain --config configs/pretrain/small.yaml ... out=runs/small resume=true   # continue
   torchrun --nproc_per_node=2 -m koelectra_kit pretrain --config configs/pretrain/base.yaml ...  # DDP
   koelectra-kit pretrain plot runs/small           # redraw runs/small/curves.png from metrics.jsonl
+  koelectra-kit pretrain --config gpu-10min prepared=data/comments out=runs/gpu10   # from `koelectra-kit prepare`
 
 Every key of PretrainConfig (koelectra_kit/pretrain/config.py; all listed with comments in the presets)
 can be overridden: model.hidden_size=128 generator.size=0.5 lr=1e-3 schedule=one_cycle

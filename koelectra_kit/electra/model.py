@@ -81,13 +81,15 @@ class ElectraPretrainModel(nn.Module):
         """The ``ElectraModel`` exported as ``out/discriminator`` (the encoder fine-tuning starts from)."""
         return (self.generator if self.discriminator is None else self.discriminator).electra
 
-    def forward(self, input_ids, attention_mask, masked_ids, positions, valid, disc_weight: float,
-                rng: torch.Generator | None = None):
+    def forward(self, input_ids, attention_mask, masked_ids, positions, valid, disc_weight: float | torch.Tensor,
+                rng: torch.Generator | None = None, sample_u: torch.Tensor | None = None):
         """One micro-batch.
 
         input_ids, masked_ids: [B, L] original / generator input; attention_mask: [B, L] (or None when no
         padding: lets SDPA skip the mask); positions: [B, K] masked slots; valid: [B, K] bool (a row with
-        fewer candidates than K has trailing invalid slots). Returns (loss, stats dict of tensors).
+        fewer candidates than K has trailing invalid slots); sample_u: [B, K] uniforms for the generator's
+        samples, drawn by ``mask_batch`` (without them, sampling draws from ``rng`` here). Returns (loss, stats
+        dict of tensors, all of fixed shape: nothing here waits for the device or breaks a compiled graph).
         """
         gen = self.generator
         hidden = gen.electra(masked_ids, attention_mask=attention_mask).last_hidden_state  # [B, L, Hg]
@@ -106,13 +108,19 @@ class ElectraPretrainModel(nn.Module):
         # (15% in ELECTRA's recipe) copying the visible token scores for free, which would hide a model that
         # learned nothing but copying (up to +15 points).
         corrupted = valid & (torch.gather(masked_ids, 1, positions) != targets)
+        # targets and valid, not targets[valid]: a boolean index has a data-dependent shape, which makes CUDA wait
+        # for the device (nonzero) and splits a compiled graph.
         stats = {"gen_loss": gen_loss.detach(), "gen_correct": ((logits.argmax(-1) == targets) & corrupted).sum(),
-                 "n_masked": corrupted.sum(), "targets": targets[valid]}
+                 "n_masked": corrupted.sum(), "targets": targets, "valid": valid}
         if self.discriminator is None:
             return gen_loss, stats
 
         with torch.no_grad():
-            sampled = torch.where(valid, sample_softmax(logits, self.temperature, self.no_sample, rng), targets)
+            if sample_u is not None:
+                sampled = sample_softmax(logits, self.temperature, self.no_sample, uniform=sample_u)
+            else:
+                sampled = sample_softmax(logits, self.temperature, self.no_sample, rng)
+            sampled = torch.where(valid, sampled, targets)
             fake = input_ids.scatter(1, positions, sampled)  # [B, L]
             # A sampled token equal to the original counts as "original" (label 0), as in the paper.
             labels = (fake != input_ids).float()
@@ -138,25 +146,29 @@ class ElectraPretrainModel(nn.Module):
 
 
 def sample_softmax(logits: torch.Tensor, temperature: float, banned: torch.Tensor, rng=None,
-                   method: str = "auto") -> torch.Tensor:
+                   method: str = "auto", uniform: torch.Tensor | None = None) -> torch.Tensor:
     """One exact sample per row from softmax(logits / T) over the last dim, never a ``banned`` id. No
     gradient flows through sampling (as in the paper: the generator learns by MLM only, not adversarially).
 
-    CUDA: Gumbel-max, argmax(logits / T + g) with g ~ Gumbel(0, 1): one uniform per logit is free there.
-    CPU: inverse CDF, one uniform per row searched in the cumulative softmax: the same distribution, but
-    drawing B x K x V uniforms costs ~7 ns each on CPU (measured: 0.14 s + 0.06 s of logs per step for
-    608 x 32k logits, ~5% of a small-preset step) while a cumsum is one cheap pass.
-    ``method``: auto (the above) | gumbel | cdf.
+    Inverse CDF: one uniform per row searched in the cumulative softmax. ``uniform`` ([...] = logits' shape
+    without the last dim) gives those draws; the training step passes ``mask_batch``'s, so that no random
+    generator is used inside the model's forward (a ``torch.Generator`` there breaks a ``torch.compile`` graph)
+    and the draws come from the masking stream on every device (exact resume). Drawing B x K x V uniforms for
+    Gumbel-max instead costs ~7 ns each on CPU (measured: 0.14 s + 0.06 s of logs per step for 608 x 32k logits,
+    ~5% of a small-preset step) while a cumsum is one cheap pass.
+    ``method`` (without ``uniform``): auto (Gumbel-max on CUDA, inverse CDF elsewhere) | gumbel | cdf.
     """
     scores = logits.float() / temperature
     if banned.numel():
         scores = scores.index_fill(-1, banned, float("-inf"))
-    if method == "gumbel" or (method == "auto" and logits.is_cuda):
+    if uniform is None and (method == "gumbel" or (method == "auto" and logits.is_cuda)):
         u = torch.rand(scores.shape, device=scores.device, generator=rng)
         gumbel = -torch.log((-torch.log(u.clamp_(min=1e-20))).clamp_(min=1e-20))
         return (scores + gumbel).argmax(-1)
     cdf = torch.softmax(scores, dim=-1).cumsum_(-1)  # [..., V]
-    u = torch.rand((*cdf.shape[:-1], 1), device=cdf.device, generator=rng) * cdf[..., -1:]
+    if uniform is None:
+        uniform = torch.rand(cdf.shape[:-1], device=cdf.device, generator=rng)
+    u = uniform.unsqueeze(-1).to(cdf.dtype) * cdf[..., -1:]
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.size(-1) - 1)
 
 
@@ -215,6 +227,7 @@ class MaskedBatch:
     positions: torch.Tensor  # [B, K]
     valid: torch.Tensor  # [B, K] bool
     n_tokens: int  # real tokens in the batch (known on the host: no device sync)
+    sample_u: torch.Tensor | None = None  # [B, K] uniforms for the generator's samples (sample_softmax)
 
 
 def num_mask_slots(seq_len: int, mask_prob: float) -> int:
@@ -249,7 +262,8 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, spe
                       torch.where(r < mask_token_prob + random_token_prob, random_tok, orig))
     new = torch.where(valid, new, orig)
     masked_ids = input_ids.scatter(1, positions, new)
-    return MaskedBatch(input_ids, attention_mask, masked_ids, positions, valid, n_tokens)
+    sample_u = torch.rand((B, K), device=input_ids.device, generator=rng)
+    return MaskedBatch(input_ids, attention_mask, masked_ids, positions, valid, n_tokens, sample_u)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,20 +326,27 @@ def train_step(model, optimizer, micro_batches, *, disc_weight: float, lr: float
     for group in optimizer.param_groups:
         group["lr"] = lr
     n = len(micro_batches)
+    # lambda as a 0-d device tensor (a fill kernel, no copy): a Python float that changes (lambda warm-up) would
+    # make torch.compile recompile the forward for each new value.
+    lam = torch.full((), float(disc_weight), device=micro_batches[0].input_ids.device)
     sums: dict = {}
     stats = {}
     for i, mb in enumerate(micro_batches):
         sync = no_sync() if (no_sync is not None and i < n - 1) else contextlib.nullcontext()
+        if wrapped is not None and hasattr(torch, "compiler"):
+            # A new "step" for CUDA graphs (compile_mode=reduce-overhead): each micro-batch's replay may reuse the
+            # previous one's output memory, so every output kept past it is cloned below. No-op otherwise.
+            torch.compiler.cudagraph_mark_step_begin()
         with sync:
             ctx = torch.autocast(device_type=device_type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
             with ctx:
                 loss, stats = fwd(mb.input_ids, mb.attention_mask, mb.masked_ids, mb.positions, mb.valid,
-                                  disc_weight, rng)
+                                  lam, rng, mb.sample_u)
             loss = loss / n
             (scaler.scale(loss) if scaler is not None else loss).backward()
         for k, v in stats.items():
             if k in SUMMED:
-                sums[k] = sums[k] + v if k in sums else v
+                sums[k] = sums[k] + v if k in sums else v.clone()
         sums["loss"] = sums["loss"] + loss.detach() if "loss" in sums else loss.detach()
     if scaler is not None:
         scaler.unscale_(optimizer)

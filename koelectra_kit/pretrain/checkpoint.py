@@ -47,9 +47,10 @@ class LoopState:
 
         return cls(unigram=torch.zeros(vocab_size, dtype=torch.long).to(device))
 
-    def add_step(self, sums: dict, n_micro: int, targets, batch_tokens: int, batch_size: int) -> None:
-        """Count one optimizer step: ``electra.train_step``'s summed stats into the window, its targets into
-        the unigram counts, the batch into the data position and token count."""
+    def add_step(self, sums: dict, n_micro: int, targets, batch_tokens: int, batch_size: int, valid=None) -> None:
+        """Count one optimizer step: ``electra.train_step``'s summed stats into the window, its targets (those
+        ``valid`` marks) into the unigram counts, the batch into the data position and token count. Device work
+        only: nothing here waits for the device."""
         import torch
 
         self.step += 1
@@ -57,10 +58,12 @@ class LoopState:
         self.tokens += batch_tokens
         w, device = self.window, self.unigram.device
         for k, v in sums.items():
-            w[k] = w[k] + v.detach() if k in w else v.detach()
+            w[k] = w[k] + v.detach() if k in w else v.detach().clone()  # never a view of a CUDA-graph output
         w["n_micro"] = w.get("n_micro", torch.zeros((), device=device)) + n_micro
         w["n_steps"] = w.get("n_steps", torch.zeros((), device=device)) + 1
-        self.unigram += torch.bincount(targets, minlength=self.unigram.numel())
+        # scatter_add, not bincount: CUDA's bincount reads the largest id back to the host first
+        weights = torch.ones_like(targets) if valid is None else valid.long()
+        self.unigram.scatter_add_(0, targets.flatten(), weights.flatten())
 
     def to_checkpoint(self, rng: list) -> dict:
         """The ``state.pt`` dict (CPU tensors and numbers); ``rng``: every rank's ``rng_state``."""

@@ -57,6 +57,9 @@ class PretrainConfig:
 
     # --- inputs and outputs
     corpus: list[str] = field(default_factory=list)  # .txt (one text a line) or .csv/.tsv (text_column)
+    # ... or a prepared-data folder (`koelectra-kit pretrain prepare`): tokenizer + packed ids made on another
+    # machine; the run needs neither the corpus nor Kiwi, and takes the folder's seq_len
+    prepared: str | None = None
     text_column: str | None = None  # csv/tsv column with the text (None: the tokenizer's guess)
     out: str = ""  # run directory: metrics.jsonl, checkpoints/, discriminator/, generator/, curves.png
     tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
@@ -118,6 +121,13 @@ class PretrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast, fp16+scaling on old GPUs
     compile: bool = False  # torch.compile the model (minutes of compiling; measure before relying on it)
+    # torch.compile's mode: default | reduce-overhead (CUDA graphs: no launch overhead, the win for small models on
+    # a GPU; the batch shapes are static) | max-autotune (also searches matmul kernels: longer compiling) |
+    # max-autotune-no-cudagraphs
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    # The packed ids on the training device (true | false | auto: on a GPU when they take at most a tenth of its memory):
+    # no host-to-device copy per step. On a CPU the memory-mapped file is the fastest source and keeps RAM flat.
+    data_on_device: bool | Literal["auto"] = "auto"
     threads: int = 0  # torch CPU threads (0: torch's default = cores); 1 is faster when the CPU is shared
     fast_cpu_kernels: bool = True  # cheaper dropout masks / attention on CPU (same maths; see electra/cpu.py)
 
@@ -149,8 +159,16 @@ class PretrainConfig:
 
         m = self.model
         check_repo_id(self.push_to_hub)
-        if not self.corpus:
-            raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv])")
+        if not self.corpus and not self.prepared:
+            raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv]), or prepared=DIR")
+        if self.prepared and self.corpus:
+            raise ConfigError(f"prepared={self.prepared} already holds the corpus as ids: drop corpus= (or drop "
+                              "prepared= to pack the corpus here)")
+        if self.prepared and self.tokenizer:
+            raise ConfigError(f"prepared={self.prepared} brings the tokenizer its ids were made with: drop "
+                              "tokenizer=")
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(f"compile_mode={self.compile_mode} needs compile=true")
         if self.init_generator and not self.init:
             raise ConfigError(f"init_generator={self.init_generator} needs init= (the discriminator it continues "
                               "with, e.g. init=monologg/koelectra-small-v3-discriminator)")

@@ -224,21 +224,85 @@ def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], 
     dist_ctx.barrier()
     if not dist_ctx.is_main:
         cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root)  # finds rank 0's cache
-    data = PackedRows(cache)
+    return checked_rows(PackedRows(cache), cache, dist_ctx.is_main)
+
+
+def checked_rows(data: PackedRows, where: Path, main: bool) -> PackedRows:
+    """``data`` when it holds at least two full sequences of text (``InputError`` otherwise), logged once."""
     real = data.meta["tokens"] - data.n  # minus one [CLS] per row: the text tokens (+[SEP]s)
-    if real < 2 * cfg.seq_len:
+    if real < 2 * data.seq_len:
         raise InputError(f"corpus too small: {data.meta['texts']} texts give {data.meta['tokens']} tokens, less "
-                         f"than two sequences of {cfg.seq_len}; add text (or lower seq_len)")
-    if dist_ctx.is_main:
-        log(f"data: {data.meta['texts']:,} texts -> {data.n:,} sequences of {cfg.seq_len} tokens "
-            f"({data.meta['tokens']:,} tokens) in {cache}")
+                         f"than two sequences of {data.seq_len}; add text (or lower seq_len)")
+    if main:
+        log(f"data: {data.meta['texts']:,} texts -> {data.n:,} sequences of {data.seq_len} tokens "
+            f"({data.meta['tokens']:,} tokens) in {where}")
     return data
+
+
+class DeviceRows:
+    """The packed rows and each epoch's row order as tensors on the training device (``data_on_device``): a
+    batch is then an ``index_select`` queued behind the previous step, with no host-to-device copy per step. A
+    copy from pageable host memory makes CUDA wait for every queued kernel first, so the host could never run
+    ahead of the GPU. ``rows`` gives exactly ``RowOrder.rows``'s numbers (one copy per epoch, not per step)."""
+
+    def __init__(self, data: PackedRows, order: RowOrder, device):
+        import torch
+
+        # int32 on the device: half of int64, and every op the batch meets takes it after one .long(). Copied a
+        # block (~4 MB) at a time: host memory never holds more than one block's copy.
+        self.ids = torch.empty((data.n, data.seq_len), dtype=torch.int32, device=device)
+        start = 0
+        for block in data.blocks:
+            block = block[:data.n - start]
+            self.ids[start:start + len(block)] = torch.from_numpy(block.astype(np.int32))
+            start += len(block)
+        self.order, self.device = order, device
+        self._perm: dict = {}
+
+    def _epoch(self, e: int):
+        import torch
+
+        if e not in self._perm:
+            self._perm = {k: v for k, v in self._perm.items() if k >= e - 1}
+            self._perm[e] = torch.from_numpy(self.order._epoch(e).astype(np.int64)).to(self.device)
+        return self._perm[e]
+
+    def rows(self, start: int, count: int):
+        """[count] int64 row numbers on the device: positions start .. start + count of the stream."""
+        import torch
+
+        n, parts, pos = self.order.n, [], start
+        while pos < start + count:
+            e, off = divmod(pos, n)
+            take = min(n - off, start + count - pos)
+            parts.append(self._epoch(e)[off:off + take])
+            pos += take
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def take(self, rows) -> "torch.Tensor":  # noqa: F821
+        """[len(rows), L] int64 ids of the given device row numbers."""
+        return self.ids.index_select(0, rows).long()
+
+
+def wants_device_rows(setting, data: PackedRows, device) -> bool:
+    """``data_on_device``: true/false as given; auto: on a GPU whose memory holds the packed ids (as int32) in a
+    tenth of it (a 20M-token corpus is 80 MB). On a CPU the memory-mapped file is already the fastest source."""
+    if setting != "auto":
+        return bool(setting)
+    if device.type != "cuda":
+        return False
+    import torch
+
+    return data.n * data.seq_len * 4 <= torch.cuda.get_device_properties(device).total_memory // 10
 
 
 class BatchSource:
     """This rank's masked micro-batches of the global batch at a stream position. The global batch
     (``batch_size`` rows from ``RowOrder``) is split into accum x ranks slices; rank r takes slice
-    a * ranks + r for accumulation step a. Masking draws from ``mask_rng`` (one stream per rank)."""
+    a * ranks + r for accumulation step a. Masking draws from ``mask_rng`` (one stream per rank).
+
+    The ids come from the memory-mapped file (through pinned memory on a GPU: the copy overlaps the previous
+    step) or from ``DeviceRows``. Nothing here waits for the device: the host stays steps ahead of a GPU."""
 
     def __init__(self, cfg: PretrainConfig, data: PackedRows, tok, device, mask_rng, rank: int, world: int):
         import torch
@@ -247,13 +311,23 @@ class BatchSource:
         self.rank, self.world = rank, world
         self.micro_bs = cfg.batch_size // (world * cfg.grad_accum)
         self.order = RowOrder(data.n, cfg.seed, cfg.shuffle)
+        self.on_device = DeviceRows(data, self.order, device) if wants_device_rows(cfg.data_on_device, data,
+                                                                                   device) else None
+        self.pin = device.type == "cuda"
         self.special = torch.tensor(sorted(set(tok.all_special_ids)), dtype=torch.long, device=device)
         self.mask_probs = cfg.mask_probs()
 
-    def micro_batches(self, data_pos: int) -> tuple[list, int]:
-        """(this rank's ``electra.MaskedBatch`` per accumulation step, the global batch's real-token count)."""
+    def ids(self, data_pos: int, rows) -> "torch.Tensor":  # noqa: F821
+        """[len(rows), L] int64 ids on the device of the stream positions data_pos.. (``rows``: their numbers)."""
         import torch
 
+        if self.on_device is not None:
+            return self.on_device.take(self.on_device.rows(data_pos, len(rows)))
+        ids = torch.from_numpy(self.data.take(rows))
+        return (ids.pin_memory() if self.pin else ids).to(self.device, non_blocking=True)
+
+    def micro_batches(self, data_pos: int) -> tuple[list, int]:
+        """(this rank's ``electra.MaskedBatch`` per accumulation step, the global batch's real-token count)."""
         from ..electra.model import mask_batch
 
         cfg, data, tok, mb_size = self.cfg, self.data, self.tok, self.micro_bs
@@ -262,7 +336,7 @@ class BatchSource:
         for a in range(cfg.grad_accum):
             s = (a * self.world + self.rank) * mb_size
             rows = rows_all[s:s + mb_size]
-            ids = torch.from_numpy(data.take(rows)).to(self.device, non_blocking=True)
+            ids = self.ids(data_pos + s, rows)
             # Only the very last packed row can be short: a batch without it needs no mask (SDPA runs faster).
             has_pad = bool((rows == data.n - 1).any()) and data.meta["last_row_len"] < data.seq_len
             attn = (ids != tok.pad_token_id).long() if has_pad else None

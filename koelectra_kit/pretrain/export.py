@@ -35,6 +35,10 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
 
     encoder = model.discriminator if model.discriminator is not None else model.encoder()
     run, last_row = run_record(out)
+    if run.get("prepared") and not run.get("corpus"):
+        from .prepared import prepared_corpus
+
+        run["corpus"] = prepared_corpus(run["prepared"])  # the card names the text the folder was made from
     written = {}
     for name, m in (("discriminator", encoder), ("generator", model.generator)):
         final = out / name

@@ -25,7 +25,7 @@ from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_
                          set_rng_state)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
-from .data import BatchSource, check_corpus, check_tokenizer_dir, open_packed_data, prepare_tokenizer
+from .data import BatchSource, check_corpus, check_tokenizer_dir, checked_rows, open_packed_data, prepare_tokenizer
 from .distributed import DistContext, param_digest
 from .export import export_models, push_discriminator
 from .report import log_line, metrics_row, plateau_warning, postfix
@@ -112,7 +112,17 @@ class PretrainRecipe:
                     warn(note)
 
     def setup_inputs(self) -> None:
-        """The corpus and a given tokenizer exist, checked before out/ is made or the config logged."""
+        """The corpus and a given tokenizer exist, or the prepared-data folder opens (and sets seq_len), checked
+        before out/ is made or the config logged."""
+        self.prepared = None
+        if self.cfg.prepared:
+            from .prepared import apply_prepared_shape, open_prepared
+
+            self.prepared = open_prepared(self.cfg.prepared)
+            for note in apply_prepared_shape(self.cfg, self.prepared):
+                if self.main:
+                    warn(note)
+            return
         self.corpus = check_corpus(self.cfg.corpus)
         if self.cfg.tokenizer and not self.cfg.init:
             check_tokenizer_dir(self.cfg.tokenizer)
@@ -136,7 +146,17 @@ class PretrainRecipe:
             write_text_atomic(out / "config.yaml", dump_yaml(cfg))
 
     def setup_data(self) -> None:
-        """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it)."""
+        """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it), or
+        both from the prepared-data folder."""
+        if self.prepared is not None:
+            from .prepared import check_init_vocab
+
+            self.tok = self.prepared.tok
+            if self.cfg.init:
+                check_init_vocab(self.cfg, self.prepared)
+            self.tok_fp = tokenizer_fingerprint(self.tok)
+            self.data = checked_rows(self.prepared.data, self.prepared.path, self.main)
+            return
         # a dataset's texts as a file (written once into the cache), which the tokenizer's and the packed caches key on
         self.corpus = corpus_paths(self.corpus, self.cfg.text_column, self.cfg.cache_dir)
         self.tok = prepare_tokenizer(self.cfg, self.out, self.dist, self.corpus)
@@ -226,7 +246,8 @@ class PretrainRecipe:
 
             self.wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if cfg.compile:
-            self.wrapped = torch.compile(self.wrapped if self.wrapped is not None else model)
+            mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+            self.wrapped = torch.compile(self.wrapped if self.wrapped is not None else model, mode=mode)
         self.enc_params = sum(p.numel() for p in model.encoder().parameters())
         if self.main:
             n_params = sum(p.numel() for p in model.parameters())
@@ -272,7 +293,7 @@ class PretrainRecipe:
                     self.model, self.optimizer, mbs, disc_weight=lam, lr=lr, amp_dtype=self.amp_dtype,
                     device_type=self.device.type, scaler=self.scaler, max_grad_norm=cfg.max_grad_norm,
                     rng=self.mask_rng, wrapped=self.wrapped)
-                s.add_step(sums, len(mbs), last_stats["targets"], batch_tokens, cfg.batch_size)
+                s.add_step(sums, len(mbs), last_stats["targets"], batch_tokens, cfg.batch_size, last_stats["valid"])
                 tokens_window += batch_tokens
                 s.elapsed = time.perf_counter() - t_start
                 step_s = time.perf_counter() - t0

@@ -1,0 +1,194 @@
+"""Prepared-data folders: prepare once, train anywhere. ``koelectra-kit pretrain prepare`` runs the CPU half of
+pretraining (the tokenizer, Kiwi's pre-split, packing) and writes a folder that ``pretrain prepared=DIR`` trains
+from on another machine, with neither the corpus text nor Kiwi there; as NVIDIA's ELECTRA splits
+create_pretraining_data from run_pretraining.
+
+DIR/
+  tokenizer/      the tokenizer the ids were made with (the run exports it beside the encoder)
+  rows.arrow      the packed rows ``[CLS] t1 [SEP] t2 [SEP] ...``, seq_len ids each (data.build_packed_cache's file)
+  meta.json       rows, tokens, texts, seq_len, dtype, the tokenizer's fingerprint (data.PackedRows reads it)
+  prepared.json   what made them: the corpus files and their content hash, the tokenizer's source, the settings,
+                  the koelectra-kit version; ``format`` says which reader it needs
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..io.fileio import cache_dir, staged_dir, write_json_atomic
+from ..runtime import log
+from .config import PretrainConfig
+
+FORMAT = 1
+INFO_FILE = "prepared.json"
+FILES = ("tokenizer", "rows.arrow", "meta.json", INFO_FILE)
+
+
+@dataclass
+class Prepared:
+    """An opened prepared-data folder: its tokenizer, its packed rows and what made them."""
+
+    path: Path
+    tok: object  # KoTokenizer
+    data: object  # data.PackedRows
+    info: dict
+
+
+def is_prepared(path: str | Path) -> bool:
+    return (Path(path) / INFO_FILE).is_file()
+
+
+def prepare(cfg: PretrainConfig) -> Path:
+    """Tokenizer (given, the init checkpoint's, or trained on the corpus) and packed rows into ``cfg.out``.
+
+    The packed rows are built in (or found in) the usual cache, then copied into the folder, which is published
+    whole: a failed or killed prepare leaves no half folder, and an earlier folder at ``out`` stays as it was."""
+    from ..io.hfdata import corpus_paths
+    from ..tokenizer import tokenizer_fingerprint
+    from .data import build_packed_cache, check_corpus, corpus_fingerprint, prepare_tokenizer
+    from .distributed import DistContext
+
+    out = Path(cfg.out)
+    check_prepare_out(out, cfg.overwrite)
+    corpus = corpus_paths(check_corpus(cfg.corpus), cfg.text_column, cfg.cache_dir)
+    t0 = time.time()
+    with staged_dir(out) as stage:
+        # a trained tokenizer goes straight into the folder; a given one (or init's) is saved there below
+        tok = prepare_tokenizer(cfg, stage, DistContext("cpu", cfg.ddp_timeout_minutes), corpus)
+        if not (stage / "tokenizer" / "tokenizer.json").exists():
+            tok.save(stage / "tokenizer")
+        tok_fp = tokenizer_fingerprint(tok)
+        cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_dir(cfg.cache_dir))
+        for name in ("rows.arrow", "meta.json"):
+            _link_or_copy(cache / name, stage / name)
+        meta = json.loads((stage / "meta.json").read_text())
+        from .. import __version__
+
+        write_json_atomic(stage / INFO_FILE, {
+            "format": FORMAT, "koelectra_kit": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "corpus": [str(p) for p in corpus], "corpus_fingerprint": corpus_fingerprint(corpus, cfg.text_column),
+            "text_column": cfg.text_column, "seq_len": cfg.seq_len, "tokenizer_fingerprint": tok_fp,
+            "tokenizer_files": files_digest(stage / "tokenizer"),
+            "tokenizer_source": cfg.init or cfg.tokenizer or "trained on the corpus",
+            "tokenizer": {"model": tok.model, "presplit": tok.presplit, "vocab_size": tok.vocab_size},
+            "rows": meta["rows"], "tokens": meta["tokens"], "texts": meta["texts"]})
+    log(f"prepared {meta['texts']:,} texts -> {meta['rows']:,} sequences of {cfg.seq_len} tokens "
+        f"({meta['tokens']:,} tokens) in {out} ({time.time() - t0:.0f}s); train from it anywhere with "
+        f"`koelectra-kit pretrain prepared={out} ...`")
+    return out
+
+
+def check_prepare_out(out: Path, overwrite: bool) -> None:
+    """``out`` is new, empty, or (with overwrite=true) an earlier prepared folder: never another folder."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"out={out} is a file; give a folder for the prepared data")
+    if out.is_dir() and any(out.iterdir()):
+        if not is_prepared(out):
+            raise InputError(f"out={out} exists and is not a prepared-data folder; choose a new or empty folder")
+        if not overwrite:
+            raise InputError(f"out={out} already holds prepared data: pass overwrite=true to replace it, or "
+                             "another out=")
+
+
+def files_digest(folder: Path) -> str:
+    """sha256 of a folder's files (names and bytes): whether tokenizer/ is still the one the rows were made with."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link where the cache and the folder share a file system (no second copy of a big file)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def open_prepared(path: str | Path) -> Prepared:
+    """The folder checked file by file (one-line ``InputError`` for each way it can be incomplete or not match
+    itself), its tokenizer loaded and its rows mapped. Kiwi is not needed: every text is already ids."""
+    from ..tokenizer import KoTokenizer
+    from .data import PackedRows
+
+    d = Path(path)
+    if not d.is_dir():
+        raise InputError(f"prepared={path}: no such folder (make one with `koelectra-kit pretrain prepare`)")
+    if not is_prepared(d):
+        raise InputError(f"prepared={path} is not a prepared-data folder (no {INFO_FILE}); make one with "
+                         "`koelectra-kit pretrain prepare corpus=... out=DIR`")
+    missing = [f for f in FILES if not (d / f).exists()]
+    if missing:
+        raise InputError(f"prepared={path} is incomplete: {', '.join(missing)} missing; copy the whole folder")
+    try:
+        info = json.loads((d / INFO_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"prepared={path}: cannot read {INFO_FILE} / meta.json ({e}); prepare it again") from None
+    if not isinstance(info, dict) or not isinstance(meta, dict):
+        raise InputError(f"prepared={path}: {INFO_FILE} / meta.json are not mappings; prepare it again")
+    if info.get("format") != FORMAT:
+        raise InputError(f"prepared={path} has format {info.get('format')!r}; this koelectra-kit reads format "
+                         f"{FORMAT}: prepare it again with this version")
+    if files_digest(d / "tokenizer") != info.get("tokenizer_files"):
+        raise InputError(f"prepared={path}: its tokenizer/ is not the one its rows were made with (its files "
+                         "changed); copy the whole folder again")
+    tok = KoTokenizer.from_pretrained(d / "tokenizer")
+    # The fingerprint the rows were made under, not one recomputed here: it hashes the Kiwi versions of the machine
+    # that saves the tokenizer, and this one may have another Kiwi, or none (the ids are made already).
+    tok.fingerprint = meta["tokenizer_fingerprint"]
+    rows_size = (d / "rows.arrow").stat().st_size
+    itemsize = 2 if meta.get("dtype") == "uint16" else 4
+    if not isinstance(meta.get("rows"), int) or rows_size < meta["rows"] * meta.get("seq_len", 0) * itemsize:
+        raise InputError(f"prepared={path}: rows.arrow holds {rows_size:,} bytes, fewer than its "
+                         f"{meta.get('rows')} rows need (a copy cut short?); copy the whole folder again")
+    try:
+        data = PackedRows(d)
+    except Exception as e:  # noqa: BLE001 - a damaged Arrow file: one line, not pyarrow's traceback
+        raise InputError(f"prepared={path}: cannot read rows.arrow ({str(e).splitlines()[0]}); copy the whole "
+                         "folder again") from None
+    return Prepared(d, tok, data, info)
+
+
+def apply_prepared_shape(cfg: PretrainConfig, prepared: Prepared) -> list[str]:
+    """The folder decides the sequence length (its rows are cut to it): ``cfg.seq_len`` becomes the folder's,
+    with a notice when the config said otherwise, so a preset stays usable with any prepared folder."""
+    notes = []
+    seq_len = prepared.data.seq_len
+    if cfg.seq_len != seq_len:
+        notes.append(f"note: seq_len={cfg.seq_len} replaced by {seq_len}, the length prepared={prepared.path} "
+                     "was packed to")
+        cfg.seq_len = seq_len
+    if seq_len > cfg.model.max_position_embeddings:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"prepared={prepared.path} has sequences of {seq_len} tokens, more than "
+                          f"model.max_position_embeddings {cfg.model.max_position_embeddings}; raise the latter")
+    return notes
+
+
+def check_init_vocab(cfg: PretrainConfig, prepared: Prepared) -> None:
+    """Continued pretraining from a prepared folder: its ids must be the init checkpoint's vocabulary (prepare
+    with the same init=, which packs with that checkpoint's tokenizer)."""
+    from .continued import init_tokenizer
+
+    theirs = init_tokenizer(cfg)
+    if theirs.backend.get_vocab() != prepared.tok.backend.get_vocab():
+        raise InputError(f"prepared={prepared.path} was made with another vocabulary than init={cfg.init}'s "
+                         f"({prepared.info.get('tokenizer_source')}); prepare it with init={cfg.init}")
+
+
+def prepared_corpus(path: str | Path) -> list[str]:
+    """The corpus files a prepared folder was made from, as its ``prepared.json`` records them ([] if unreadable)."""
+    try:
+        corpus = json.loads((Path(path) / INFO_FILE).read_text(encoding="utf-8")).get("corpus", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(c) for c in corpus] if isinstance(corpus, list) else []

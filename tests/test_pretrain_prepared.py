@@ -1,0 +1,147 @@
+"""Prepare once, train anywhere (issue 39 item 3): `koelectra-kit prepare` writes the tokenizer and packed ids to a
+folder; `pretrain prepared=DIR` trains from it with neither the corpus nor Kiwi (nor `datasets`) importable, on
+exactly the ids a run from the corpus trains on; a damaged or mismatched folder is one `error:` line."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from koelectra_kit.cli import main
+from koelectra_kit.pretrain import read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "pretrain" / "tiny.yaml"
+RUN = ["progress=false", "plots=false", "max_steps=4", "log_every=1", "save_every=0"]
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line_error(rc, err, *needles):
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, sample_dir, pretrain_tokenizer, pretrain_cache) -> Path:
+    """The sample comments prepared with the shared (kiwi_word) tokenizer."""
+    out = tmp_path_factory.mktemp("prepared") / "comments"
+    rc = main(["prepare", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
+               f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "progress=false"])
+    assert rc == 0
+    return out
+
+
+def test_the_folder_holds_the_tokenizer_the_ids_and_what_made_them(prepared, sample_dir):
+    assert {p.name for p in prepared.iterdir()} == {"tokenizer", "rows.arrow", "meta.json", "prepared.json"}
+    info = json.loads((prepared / "prepared.json").read_text())
+    meta = json.loads((prepared / "meta.json").read_text())
+    assert info["corpus"] == [str(sample_dir / "comments.txt")] and info["seq_len"] == meta["seq_len"] == 64
+    assert info["rows"] == meta["rows"] > 50 and info["tokenizer"]["presplit"] == "kiwi_word"
+    assert (prepared / "tokenizer" / "tokenizer.json").is_file()
+
+
+def test_a_run_from_the_folder_without_kiwi_or_datasets_equals_the_run_from_the_corpus(
+        prepared, tiny_cfg, tmp_path, pretrain_cache):
+    """The GPU machine's situation: kiwipiepy and datasets cannot be imported. Same seed, same ids: the same
+    losses, step for step, as the run that packed the corpus itself; the export loads with transformers."""
+    from koelectra_kit.pretrain import pretrain
+
+    pretrain(tiny_cfg(f"out={tmp_path / 'from_corpus'}"))
+    argv = ["pretrain", "--config", str(TINY), f"prepared={prepared}", f"out={tmp_path / 'gpu'}", *RUN]
+    code = ("import sys; sys.modules.update(kiwipiepy=None, kiwipiepy_model=None, datasets=None)\n"
+            f"from koelectra_kit.cli import main\nsys.exit(main({argv!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    corpus_rows = read_metrics(tmp_path / "from_corpus" / "metrics.jsonl")
+    prepared_rows = read_metrics(tmp_path / "gpu" / "metrics.jsonl")
+    assert [r["loss"] for r in prepared_rows] == [r["loss"] for r in corpus_rows] and len(corpus_rows) == 4
+    from transformers import AutoModel
+
+    enc = AutoModel.from_pretrained(tmp_path / "gpu" / "discriminator")
+    assert enc.config.vocab_size == json.loads((prepared / "meta.json").read_text())["vocab_size"]
+    card = (tmp_path / "gpu" / "discriminator" / "README.md").read_text()
+    assert f"prepared={prepared}" in card and "comments.txt" in card  # the card names the text behind the ids
+
+
+def test_the_folder_sets_seq_len_with_a_notice_and_resume_continues(prepared, tmp_path, capsys):
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={prepared}", f"out={out}", "seq_len=128",
+                         *RUN, "save_every=2")
+    assert rc == 0 and "seq_len=128 replaced by 64" in err
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={prepared}", f"out={out}", *RUN,
+                         "max_steps=6", "resume=true")
+    assert rc == 0 and "resumed from" in err
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["corpus=x.txt"], "drop corpus="),
+    (["tokenizer=tok"], "drop tokenizer="),
+])
+def test_prepared_with_a_corpus_or_tokenizer_is_refused(prepared, tmp_path, capsys, extra, needle):
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={prepared}", f"out={tmp_path / 'r'}",
+                         *RUN, *extra)
+    one_line_error(rc, err, needle)
+    assert not (tmp_path / "r").exists()
+
+
+def damage(folder: Path, how: str) -> None:
+    if how == "missing rows":
+        (folder / "rows.arrow").unlink()
+    elif how == "cut rows":
+        data = (folder / "rows.arrow").read_bytes()
+        (folder / "rows.arrow").unlink()  # a hard link to the cache: never write through it
+        (folder / "rows.arrow").write_bytes(data[:len(data) // 3])
+    elif how == "other tokenizer":
+        vocab = folder / "tokenizer" / "vocab.txt"
+        vocab.write_text(vocab.read_text(encoding="utf-8") + "새토큰\n", encoding="utf-8")
+    elif how == "future format":
+        info = json.loads((folder / "prepared.json").read_text())
+        (folder / "prepared.json").write_text(json.dumps({**info, "format": 99}))
+    elif how == "not json":
+        (folder / "prepared.json").write_text("{")
+
+
+@pytest.mark.parametrize("how,needle", [
+    ("missing rows", "rows.arrow missing"),
+    ("cut rows", "cut short"),
+    ("other tokenizer", "not the one its rows were made with"),
+    ("future format", "format 99"),
+    ("not json", "cannot read"),
+])
+def test_a_damaged_folder_is_one_line_and_no_run_folder(prepared, tmp_path, capsys, how, needle):
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    damage(copy, how)
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={copy}", f"out={tmp_path / 'r'}", *RUN)
+    one_line_error(rc, err, needle)
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_or_foreign_folders_and_outputs_are_refused(prepared, tmp_path, capsys, sample_dir):
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={tmp_path / 'nope'}", f"out={tmp_path / 'r'}")
+    one_line_error(rc, err, "no such folder")
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={sample_dir}", f"out={tmp_path / 'r'}")
+    one_line_error(rc, err, "not a prepared-data folder")
+    # prepare never writes into a folder that is not its own, and replaces its own only when asked
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
+                         f"out={sample_dir}")
+    one_line_error(rc, err, "not a prepared-data folder")
+    before = (prepared / "prepared.json").read_text()
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
+                         f"out={prepared}")
+    one_line_error(rc, err, "overwrite=true")
+    assert (prepared / "prepared.json").read_text() == before
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"prepared={prepared}", f"out={tmp_path / 'p'}")
+    one_line_error(rc, err, "takes no prepared=")

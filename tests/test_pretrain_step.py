@@ -1,0 +1,127 @@
+"""The pretraining step's structure for a GPU (issue 39 item 1-2), checked on the CPU: no operation that makes the
+host wait for the device in any step but a logging one, one compiled graph for the whole forward (no graph breaks,
+no recompiling when lambda changes), and the packed ids on the device giving exactly the file's batches."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from koelectra_kit.electra import model as electra
+from koelectra_kit.pretrain.data import DeviceRows, RowOrder
+
+# Ops that read device memory back to the host on CUDA (the stream must drain first): a scalar read, and every op
+# whose output shape depends on the data (nonzero inside a boolean index, bincount's max, unique).
+SYNCING = {"_local_scalar_dense", "item", "nonzero", "masked_select", "bincount", "unique_consecutive", "_unique2",
+           "unique_dim", "is_nonzero", "equal", "repeat_interleave"}
+
+
+class SyncCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in SYNCING:
+            self.counts[name] += 1
+        if name in ("index", "index_put", "index_put_") and len(args) > 1 and any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in (args[1] or [])):
+            self.counts[f"{name} with a boolean mask"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_no_step_but_a_logging_one_waits_for_the_device(tiny_cfg, on_device):
+    from koelectra_kit.pretrain.distributed import DistContext
+    from koelectra_kit.pretrain.recipe import PretrainRecipe
+
+    cfg = tiny_cfg("max_steps=6", "log_every=3", f"data_on_device={str(on_device).lower()}")
+    probe, per_step = SyncCounter(), {}
+
+    def on_step(step, row):
+        per_step[step] = dict(probe.counts)
+        probe.counts.clear()
+
+    recipe = PretrainRecipe(cfg, DistContext("cpu", 1), on_step)
+    recipe.setup()
+    assert (recipe.batches.on_device is not None) == on_device
+    with probe:
+        recipe.train()
+    assert {s: c for s, c in per_step.items() if s % 3} == {1: {}, 2: {}, 4: {}, 5: {}}
+    assert per_step[3]  # the logging step does read the window (the probe sees what it is built to see)
+
+
+def tiny_model(V=300):
+    from koelectra_kit.config import load_config
+    from koelectra_kit.pretrain import PretrainConfig
+
+    cfg = load_config(PretrainConfig, "configs/pretrain/tiny.yaml", ["corpus=x", "out=x"])
+    torch.manual_seed(0)
+    return electra.build_pretrain_model(V, 0, [0, 1, 2, 3, 4], cfg.model, cfg.generator), V
+
+
+def batch(V, rng, B=4, L=32):
+    ids = torch.randint(5, V, (B, L), generator=torch.Generator().manual_seed(1))
+    ids[:, 0] = 2
+    return electra.mask_batch(ids, None, torch.tensor([0, 1, 2, 3, 4]), 4, V, 0.15, 0.85, 0.0, rng, B * L)
+
+
+def test_the_forward_compiles_to_one_graph_and_lambda_changes_do_not_recompile():
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    model, V = tiny_model()
+    rng = torch.Generator().manual_seed(0)
+    mb = batch(V, rng)
+    explained = dynamo.explain(model)(mb.input_ids, None, mb.masked_ids, mb.positions, mb.valid,
+                                      torch.tensor(50.0), None, mb.sample_u)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend="eager")
+    opt = electra.build_optimizer(model, 1e-3, 0.01)
+    for lam in (50.0, 40.0, 30.5, 1.0):  # a lambda warm-up changes it every step
+        electra.train_step(model, opt, [batch(V, rng)], disc_weight=lam, lr=1e-3, wrapped=compiled, rng=rng)
+    assert counters["stats"]["unique_graphs"] == 1
+    dynamo.reset()
+
+
+def test_the_samples_come_from_the_batchs_uniforms():
+    """The generator's samples are the inverse CDF at mask_batch's uniforms: the same draws give the same
+    replacements whatever device or compiled graph runs the forward, and resume continues them exactly."""
+    logits = torch.randn(3, 5, 50)
+    banned = torch.tensor([0, 1])
+    u = torch.rand(3, 5)
+    got = electra.sample_softmax(logits, 1.0, banned, uniform=u)
+    probs = torch.softmax(logits.index_fill(-1, banned, float("-inf")), -1)
+    expected = (probs.cumsum(-1) < u.unsqueeze(-1) * probs.sum(-1, keepdim=True)).sum(-1)
+    assert torch.equal(got, expected.clamp(max=49)) and not bool(torch.isin(got, banned).any())
+
+
+def test_rows_on_the_device_are_the_files_rows_in_the_same_order(tiny_cfg):
+    from koelectra_kit.pretrain.distributed import DistContext
+    from koelectra_kit.pretrain.recipe import PretrainRecipe
+
+    recipe = PretrainRecipe(tiny_cfg(), DistContext("cpu", 1))
+    recipe.setup()
+    data = recipe.data
+    order = RowOrder(data.n, 3, True)
+    rows = DeviceRows(data, order, torch.device("cpu"))
+    for start, count in [(0, 16), (data.n - 5, 16), (3 * data.n - 1, 2 * data.n + 3)]:  # within, across epochs
+        expected = order.rows(start, count)
+        got = rows.rows(start, count)
+        assert np.array_equal(got.numpy(), expected)
+        assert np.array_equal(rows.take(got).numpy(), data.take(expected))
+    assert rows.ids.dtype == torch.int32 and rows.ids.shape == (data.n, data.seq_len)
+
+
+def test_compile_mode_needs_compile(tiny_cfg):
+    from koelectra_kit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs compile=true"):
+        tiny_cfg("compile_mode=reduce-overhead")
+    assert tiny_cfg("compile=true", "compile_mode=reduce-overhead").compile_mode == "reduce-overhead"
