@@ -1,0 +1,312 @@
+"""One GPU check a user can run (issue 39 item 7): on any CUDA machine, the environment, the pretraining step
+against the straightforward one, a short run of the GPU preset, a fine-tune and labelling, in one command that
+fits a 10-minute slot. Each stage is a subprocess with its own time limit: one that fails or runs out is reported
+in a line and the others still run. Everything printed is also written to --report (docs/benchmarks/ keeps it,
+named after the GPU).
+
+    python benchmarks/gpu_check.py                                   # the bundled sample: speed and plumbing
+    python benchmarks/gpu_check.py --prepared data/corpus --train nsmc3/train.tsv --dev nsmc3/dev.tsv
+    python benchmarks/gpu_check.py --tiny --device cpu               # a seconds-long dry run of every stage
+
+Before a lease on a machine without the data or Kiwi (the device tool's, notes/GPU-PROBE.md), make what it carries
+here, then run the command it prints there (carry=[".gpu"]):
+
+    python benchmarks/gpu_check.py --make-bundle .gpu                # the shared corpus prepared + nsmc3 rows
+
+--prepared: a folder from `koelectra-kit prepare --config gpu-10min ...` (made on any machine: the GPU machine
+needs neither the corpus nor Kiwi). Without it the bundled sample comments are prepared here (the preset needs no
+Kiwi); they are far too few to say whether pretraining learns, only how fast it runs. --train/--dev: labelled
+tables for the fine-tune and labelling stages (default: the bundled sample reviews).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import ROOT, Parser  # noqa: E402  (benchmarks/common.py)
+
+SAMPLE = ROOT / "corpora" / "sample"
+STAGES = ("env", "step", "pretrain", "finetune", "label")
+
+
+class Check:
+    """The report: printed as it goes and written whole to ``report`` at every stage's end (a slot that runs out
+    keeps what was measured)."""
+
+    def __init__(self, args):
+        self.args, self.lines, self.figures = args, [], {}
+        self.t0 = time.perf_counter()
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def say(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def save(self) -> None:
+        text = "\n".join(self.lines) + "\n"
+        Path(self.args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.args.report).write_text(text, encoding="utf-8")
+        (self.out / "gpu_check.json").write_text(json.dumps(self.figures, indent=1), encoding="utf-8")
+
+    def left(self) -> float:
+        return self.args.budget_s - (time.perf_counter() - self.t0)
+
+    def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12) -> tuple[int, str]:
+        """One stage's command: (exit code, its output); 124 when it ran past ``limit_s`` (or the budget)."""
+        limit = max(5.0, min(limit_s, self.left() - 5))
+        self.say(f"$ {shlex.join(argv)}")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        t = time.perf_counter()
+        try:
+            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
+            code, text = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            code = 124
+            text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace") \
+                if isinstance(e.stdout, bytes) or e.stdout is None else (e.stdout or "") + (e.stderr or "")
+        (self.out / f"{name}.log").write_text(text, encoding="utf-8")
+        shown = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")][-tail:]
+        for line in shown:
+            self.say(f"  | {line[:220]}")
+        state = "ok" if code == 0 else ("ran out of time" if code == 124 else f"failed (exit {code})")
+        self.say(f"  [{name}: {state} in {time.perf_counter() - t:.0f}s; full log {self.out / (name + '.log')}]")
+        return code, text
+
+
+def kk(*args: str) -> list[str]:
+    return [sys.executable, "-m", "koelectra_kit", *args]
+
+
+def stage_env(c: Check) -> None:
+    import torch
+
+    c.say(f"python {platform.python_version()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"{os.cpu_count()} CPU cores")
+    try:
+        import transformers
+
+        c.say(f"transformers {transformers.__version__}")
+    except ImportError:
+        c.say("transformers: not installed")
+    for name in ("kiwipiepy", "datasets", "tensorboard"):
+        try:
+            __import__(name)
+            c.say(f"{name}: installed")
+        except ImportError:
+            c.say(f"{name}: not installed")
+    dev = c.args.device
+    if dev.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SystemExit("error: --device cuda but torch sees no CUDA GPU (pass --device cpu for a dry run)")
+        p = torch.cuda.get_device_properties(0)
+        c.figures["gpu"] = p.name
+        c.say(f"GPU: {p.name}, {p.total_memory / 2**30:.0f} GiB, compute capability {p.major}.{p.minor}, "
+              f"{p.multi_processor_count} SMs, bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}")
+    else:
+        c.figures["gpu"] = "none (cpu)"
+        c.say(f"device: {dev} ({torch.get_num_threads()} threads)")
+
+
+def stage_step(c: Check) -> None:
+    """The step benchmark: the small shape over a batch sweep (eager), then compiled at the sweep's best batch."""
+    a = c.args
+    j = c.out / "step.json"
+    argv = [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", a.step_shape,
+            "--batch", a.step_batches, "--json", str(j)]
+    if a.tiny:
+        argv += ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"]
+    code, _ = c.run("step", argv, a.step_s)
+    if code == 0 and j.exists():
+        c.figures["step"] = json.loads(j.read_text())
+    if a.compile_step:
+        best = (c.figures.get("step") or {}).get("best_batch") or a.step_batches.split(",")[0]
+        jc = c.out / "step_compiled.json"
+        argv = [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", a.step_shape,
+                "--batch", str(best), "--compile", "--compile-mode", a.compile_mode, "--json", str(jc)]
+        if a.tiny:
+            argv += ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"]
+        code, _ = c.run("step_compiled", argv, a.step_s)
+        if code == 0 and jc.exists():
+            c.figures["step_compiled"] = json.loads(jc.read_text())
+
+
+def stage_pretrain(c: Check) -> None:
+    """The preset for --minutes on --prepared (or the sample, prepared here): its real tokens/s, learning?"""
+    a = c.args
+    prepared = a.prepared
+    preset = str(ROOT / "configs" / "pretrain" / "tiny.yaml") if a.tiny else a.preset
+    if not prepared:
+        prepared = str(c.out / "prepared-sample")
+        if not Path(prepared, "prepared.json").exists():
+            c.run("prepare", kk("prepare", "--config", preset, f"corpus={SAMPLE / 'comments.txt'}",
+                                f"out={prepared}", "presplit=none", "progress=false"), 120)
+    run = c.out / "pretrain"
+    budget = ["max_steps=6", "log_every=2"] if a.tiny else [f"max_minutes={a.minutes}", "max_steps=0"]
+    code, text = c.run("pretrain", kk("pretrain", "--config", preset, f"prepared={prepared}", f"out={run}",
+                                      f"device={a.device}", "progress=false", "overwrite=true", "plots=false",
+                                      *budget, *a.pretrain_set), a.minutes * 60 + 240)
+    summary = run / "summary.json"
+    if code != 0 or not summary.exists():
+        return
+    s = json.loads(summary.read_text())
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    # the first window holds compiling and warm-up; the steady rate is the median of the others
+    steady = sorted(r["tokens_per_s"] for r in rows[1:]) or [s["tokens_per_s"]]
+    last = s.get("final") or {}
+    c.figures["pretrain"] = {"tokens_per_s_steady": steady[len(steady) // 2], "tokens_per_s_overall":
+                             s["tokens_per_s"], "steps": s["steps"], "tokens": s["tokens"],
+                             "encoder_parameters": s.get("encoder_parameters"), "final": last}
+    c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
+          f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
+          f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")
+    step = c.figures.get("step_compiled") or {}
+    ref = step.get("toolkit_tokens_per_s")
+    if ref:
+        c.say(f"pretrain vs the step benchmark: {steady[len(steady) // 2] / ref:.0%} of its tokens/s "
+              f"(bar 90%; the same shape and batch only if --step-shape/--step-batches name the preset's)")
+
+
+def stage_finetune(c: Check) -> None:
+    a = c.args
+    encoder = c.out / "pretrain" / "discriminator"
+    if not encoder.exists():
+        c.say("finetune: skipped (no encoder from the pretrain stage)")
+        return
+    ft = c.out / "finetune"
+    preset = str(ROOT / "configs" / "finetune" / "tiny.yaml") if a.tiny else "sentiment"
+    rows = ["min_steps=4", "max_train_rows=64"] if a.tiny else [f"max_train_rows={a.rows}"]
+    # token_cache=false: the cache is written with `datasets`, which GPU machines may lack (tokenizing 1,000 rows
+    # without Kiwi takes a second, and is reported apart from training)
+    code, _ = c.run("finetune", kk("finetune", "--config", preset, f"model={encoder}", f"train={a.train}",
+                                   f"dev={a.dev}", f"out={ft}", f"device={a.device}", "progress=false",
+                                   "plots=false", "batch_size=32", "token_cache=false", *rows), a.finetune_s)
+    result = ft / "eval.json"
+    if code == 0 and result.exists():
+        r = json.loads(result.read_text())
+        c.figures["finetune"] = r
+        train = r.get("train", {})
+        c.say(f"finetune: {train.get('examples_per_s')} examples/s at batch 32 (bar: 5 x 1,066 = 5,330 on an H100); "
+              f"dev macro-F1 {r.get('macro_f1', r.get('dev', {}).get('macro_f1'))}")
+
+
+def stage_label(c: Check) -> None:
+    a = c.args
+    model = c.out / "finetune"
+    if not (model / "config.json").exists():
+        c.say("label: skipped (no classifier from the finetune stage)")
+        return
+    j = c.out / "label.json"
+    argv = [sys.executable, "benchmarks/bench_label.py", "--model", str(model), "--device", a.device,
+            "--input", str(a.dev), "--json", str(j)]
+    if a.tiny:
+        argv += ["--rows", "64"]
+    code, _ = c.run("label", argv, a.label_s)
+    if code == 0 and j.exists():
+        c.figures["label"] = json.loads(j.read_text())
+
+
+def make_bundle(a) -> None:
+    """``a.make_bundle``/: the corpus prepared with the preset (no Kiwi: the preset's tokenizer needs none), the
+    dev table and a seeded sample of the train table's rows, and the device command that uses them; sized for a
+    64 MiB carry (the 21M-token shared corpus is 40 MB of ids)."""
+    import random
+
+    from common import NSMC_DEV, NSMC_TRAIN, PRETRAIN  # noqa: E402
+
+    out = Path(a.make_bundle)
+    corpus = a.corpus or [str(PRETRAIN / "nsmc_reviews.txt"), str(PRETRAIN / "comments_mix.txt")]
+    train = Path(a.bundle_train or NSMC_TRAIN)
+    dev = Path(a.bundle_dev or NSMC_DEV)
+    for f in [*map(Path, corpus), train, dev]:
+        if not f.is_file():
+            raise SystemExit(f"error: {f} not found (pass --corpus / --bundle-train / --bundle-dev)")
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "corpus" / "prepared.json").exists():
+        code = subprocess.run(kk("prepare", "--config", a.preset, f"corpus=[{','.join(corpus)}]",
+                                 f"out={out / 'corpus'}", "progress=false"), cwd=ROOT).returncode
+        if code:
+            raise SystemExit(code)
+    lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
+    header, rows = lines[0], lines[1:]
+    random.Random(0).shuffle(rows)
+    (out / ("train" + train.suffix)).write_text(header + "".join(rows[:a.bundle_rows]), encoding="utf-8")
+    (out / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"wrote {out}/: corpus/ (prepared), train{train.suffix} ({min(a.bundle_rows, len(rows)):,} rows), "
+          f"dev{dev.suffix}; {size / 2**20:.1f} MiB")
+    print("on the GPU machine (carry it beside the repository's files):")
+    print(f"  python benchmarks/gpu_check.py --prepared {out}/corpus --train {out}/train{train.suffix} "
+          f"--dev {out}/dev{dev.suffix} --report $OUT/gpu_check.txt --out $OUT/gpu-check")
+
+
+def main() -> None:
+    p = Parser(description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", help="cuda (default) | cuda:N | cpu (a dry run)")
+    p.add_argument("--tiny", action="store_true", help="tiny shapes and a few steps: checks every stage runs")
+    p.add_argument("--prepared", default=None, help="a prepared-data folder (koelectra-kit prepare)")
+    p.add_argument("--train", default=str(SAMPLE / "reviews_labelled.csv"), help="labelled table to fine-tune on")
+    p.add_argument("--dev", default=str(SAMPLE / "reviews_labelled.csv"), help="labelled table to score and label")
+    p.add_argument("--rows", type=int, default=1000, help="fine-tune on this many train rows (the issue's 1,000)")
+    p.add_argument("--preset", default="gpu-10min", help="the pretraining preset of the pretrain stage")
+    p.add_argument("--minutes", type=float, default=2.0, help="the pretrain stage's time budget")
+    p.add_argument("--set", dest="pretrain_set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override for the pretrain stage (repeatable), e.g. --set batch_size=512")
+    p.add_argument("--step-shape", default="small", help="bench_pretrain.py --shape (small | base | a preset)")
+    p.add_argument("--step-batches", default="128,256,512,1024", help="bench_pretrain.py's batch sweep")
+    p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
+                   help="skip the compiled step benchmark")
+    p.add_argument("--compile-mode", default="reduce-overhead")
+    p.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES)}")
+    p.add_argument("--budget-s", type=float, default=570, help="stop starting stages after this many seconds")
+    p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")
+    p.add_argument("--finetune-s", type=float, default=120)
+    p.add_argument("--label-s", type=float, default=90)
+    p.add_argument("--out", default="runs/gpu-check", help="folder for the stages' runs and logs")
+    p.add_argument("--make-bundle", metavar="DIR", default=None,
+                   help="make the folder a GPU lease carries (prepared corpus, train sample, dev) and stop")
+    p.add_argument("--corpus", action="append", default=None, help="--make-bundle: a corpus file (repeatable; "
+                   "default the shared pretraining corpus)")
+    p.add_argument("--bundle-train", default=None, help="--make-bundle: the train table (default shared nsmc3)")
+    p.add_argument("--bundle-dev", default=None, help="--make-bundle: the dev table (default shared nsmc3)")
+    p.add_argument("--bundle-rows", type=int, default=20000, help="--make-bundle: train rows kept (seeded)")
+    p.add_argument("--report", default=None, help="where the printed report is written "
+                   "(default: OUT/gpu_check.txt; keep it in docs/benchmarks/gpu_check-<GPU>.txt)")
+    a = p.parse_args()
+    if a.make_bundle:
+        return make_bundle(a)
+    stages = [s.strip() for s in a.stages.split(",") if s.strip()]
+    if unknown := [s for s in stages if s not in STAGES]:
+        p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES)})")
+    if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:
+        p.error("--minutes, --rows and --budget-s must be positive")
+    for name in ("train", "dev"):
+        if not Path(getattr(a, name)).is_file():
+            p.error(f"--{name} {getattr(a, name)}: no such file")
+    if a.prepared and not Path(a.prepared, "prepared.json").is_file():
+        p.error(f"--prepared {a.prepared}: not a prepared-data folder (koelectra-kit prepare makes one)")
+    a.report = a.report or str(Path(a.out) / "gpu_check.txt")
+    c = Check(a)
+    c.say(f"koelectra-kit GPU check, {time.strftime('%Y-%m-%d %H:%M')}; stages {', '.join(stages)}; "
+          f"budget {a.budget_s:.0f}s")
+    funcs = {"env": stage_env, "step": stage_step, "pretrain": stage_pretrain, "finetune": stage_finetune,
+             "label": stage_label}
+    for name in stages:
+        if c.left() < 10:
+            c.say(f"{name}: skipped (budget spent)")
+            continue
+        c.say(f"\n== {name} ==")
+        funcs[name](c)
+        c.save()
+    c.say(f"\ndone in {time.perf_counter() - c.t0:.0f}s; figures in {c.out / 'gpu_check.json'}")
+    c.save()
+
+
+if __name__ == "__main__":
+    main()
