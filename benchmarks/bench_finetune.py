@@ -4,6 +4,7 @@ plain shuffle, ``model(..., labels=...)``), same model, same rows, same run.
 
     python benchmarks/bench_finetune.py                      # nsmc3 rows if $KOELECTRA_SHARED_DATA has them, else the sample
     python benchmarks/bench_finetune.py --rows 2048 --model runs/pretrain/discriminator
+    python benchmarks/bench_finetune.py --device cuda --shape gpu-1h --rows 8192 --cache-rows 0 --json ft.json
 
 First, the token cache: tokenizing --cache-rows texts (Kiwi + WordPiece) and writing them, vs reading them back.
 
@@ -12,20 +13,35 @@ median over rounds: this machine is shared and stalls for seconds at a time, whi
 land on whichever variant happened to be running. Ratios are to the straightforward loop.
 
 The model is a random-init ELECTRA of a small pretraining run's size (4 layers, hidden 256, embedding
-128, FFN 1024) unless --model names one; speed does not depend on the weights.
+128, FFN 1024) unless --shape names a pretraining preset whose encoder to take (gpu-1h: 6 x 256) or --model
+names a model; speed does not depend on the weights. Its WordPiece vocabulary is trained on the bench texts
+with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
+
+--device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
+multiple of 8 as the recipe pads them on a GPU. There the last line compares the toolkit's examples/s with
+--reference (issue 39: 1,066 examples/s, `finetune` of a 6 x 256 encoder at batch 32 on an H100 before the GPU
+work; the bar is 5x).
+
+What the toolkit's variant calls, so that it times what `finetune` runs: ``finetune.train_step`` (the step the
+recipe's loop calls), ``finetune.collate`` and ``finetune.length_grouped_batches`` (the recipe's batches), and
+``finetune.param_groups`` for the optimizer; the AdamW around those groups is built here as
+``FinetuneRecipe.setup_optimizer`` builds it (a change there must be repeated in ``ours`` below).
 """
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+
+DEFAULT_SHAPE = dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, embedding_size=128)
+REFERENCE = 1066.0  # issue 39: examples/s of `finetune` (6 x 256, batch 32) on an H100 before the GPU work
+BAR = 5.0
 
 
 def load_rows(n: int, seed: int):
@@ -42,8 +58,30 @@ def load_rows(n: int, seed: int):
     return [data.texts[i] for i in idx], data.y[idx], path
 
 
-def build_model(work: Path, texts: list[str]) -> Path:
-    """Random-init ELECTRA (4 x 256) with a WordPiece vocab trained on the bench texts."""
+def encoder_shape(preset: str | None) -> dict:
+    """The encoder's shape: a pretraining preset's discriminator (configs/pretrain/<preset>.yaml, its ``base:``
+    chain followed), or the built-in 4 x 256."""
+    if not preset:
+        return dict(DEFAULT_SHAPE)
+    from koelectra_kit.config import read_yaml
+
+    m = read_yaml(ROOT / "configs" / "pretrain" / f"{preset}.yaml")["model"]
+    return {k: m[k] for k in DEFAULT_SHAPE}
+
+
+def default_presplit() -> str:
+    """The tokenizer's default pre-split where Kiwi is installed; ``none`` where it is not (a GPU machine)."""
+    from koelectra_kit.tokenizer import TokenizerConfig
+
+    try:
+        import kiwipiepy  # noqa: F401
+    except ImportError:
+        return "none"
+    return TokenizerConfig.presplit
+
+
+def build_model(work: Path, texts: list[str], shape: dict, presplit: str) -> Path:
+    """Random-init ELECTRA of ``shape`` with a WordPiece vocab trained on the bench texts."""
     import torch
     from transformers import ElectraConfig, ElectraModel
 
@@ -51,12 +89,13 @@ def build_model(work: Path, texts: list[str]) -> Path:
 
     corpus = work / "corpus.txt"
     corpus.write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
-    train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(work / "tok"), vocab_size=8000))
+    train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(work / "tok"), vocab_size=8000, presplit=presplit))
     tok = KoTokenizer.from_pretrained(work / "tok")
     torch.manual_seed(0)
-    cfg = ElectraConfig(vocab_size=tok.vocab_size, embedding_size=128, hidden_size=256, num_hidden_layers=4,
-                        num_attention_heads=4, intermediate_size=1024, max_position_embeddings=512,
-                        pad_token_id=tok.pad_token_id)
+    cfg = ElectraConfig(vocab_size=tok.vocab_size, embedding_size=shape["embedding_size"],
+                        hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_layers"],
+                        num_attention_heads=shape["num_heads"], intermediate_size=shape["intermediate_size"],
+                        max_position_embeddings=512, pad_token_id=tok.pad_token_id)
     ElectraModel(cfg).save_pretrained(work / "model")
     tok.save(work / "model")
     return work / "model"
@@ -78,47 +117,73 @@ def token_cache(tok, n: int, max_length: int, cache: Path) -> None:
           f"-> {(t1 - t0) / (t2 - t1):.0f}x faster on a repeated fine-tune\n")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1024, help="rows per variant (one epoch each)")
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--per-round", type=int, default=4, help="batches of each variant per interleaved round")
     ap.add_argument("--model", help="model dir (default: random-init 4-layer hidden-256 ELECTRA)")
+    ap.add_argument("--shape", help="with no --model: the random-init encoder takes this pretraining preset's "
+                    "shape (configs/pretrain/<shape>.yaml; gpu-1h: 6 layers x hidden 256)")
+    ap.add_argument("--presplit", choices=["kiwi", "kiwi_word", "none"], default=None,
+                    help="with no --model: the bench tokenizer's pre-split (default: the tokenizer's default, none "
+                    "where kiwipiepy is not installed)")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N: where every variant runs")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--cache-rows", type=int, default=20000,
                     help="texts for the token-cache figure: tokenizing them vs reading them back (0: skip)")
-    args = ap.parse_args()
+    ap.add_argument("--reference", type=float, default=REFERENCE, help="on a GPU: the examples/s the toolkit's "
+                    f"loop is compared with at the end (default {REFERENCE:,.0f}: issue 39's figure, bar {BAR:g}x)")
+    ap.add_argument("--json", metavar="PATH", help="write every figure to PATH as JSON")
+    args = ap.parse_args(argv)
+    if args.model and (args.shape or args.presplit):
+        ap.error("--shape and --presplit shape the random-init model: leave them out with --model")
+    if args.shape and not (ROOT / "configs" / "pretrain" / f"{args.shape}.yaml").is_file():
+        ap.error(f"--shape {args.shape}: no configs/pretrain/{args.shape}.yaml")
+    if min(args.rows, args.batch_size, args.per_round) < 1 or args.rows < 2 * args.batch_size:
+        ap.error("--rows must be at least 2 x --batch-size, --batch-size and --per-round >= 1")
 
     import numpy as np
     import torch
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    from koelectra_kit.classify.classifier import collate
-    from koelectra_kit.finetune import length_grouped_batches, param_groups, train_step
+    from koelectra_kit.errors import ConfigError
+    from koelectra_kit.finetune import collate, length_grouped_batches, param_groups, train_step
+    from koelectra_kit.runtime import cpu_has_bf16, resolve_device
     from koelectra_kit.tokenizer import KoTokenizer
-    from koelectra_kit.runtime import cpu_has_bf16
 
+    try:
+        device = resolve_device(args.device)
+    except ConfigError as e:
+        ap.error(str(e))
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     if args.threads:
         torch.set_num_threads(args.threads)
     texts, y, source = load_rows(args.rows, seed=0)
     labels = torch.from_numpy(y)
-    cpu = torch.device("cpu")
     tmp = Path(tempfile.mkdtemp())
-    model_dir = Path(args.model) if args.model else build_model(tmp, texts)
+    presplit = args.presplit or default_presplit()
+    model_dir = Path(args.model) if args.model else build_model(tmp, texts, encoder_shape(args.shape), presplit)
     tok = KoTokenizer.from_pretrained(model_dir)
     if args.cache_rows:
-        token_cache(tok, args.cache_rows, args.max_length, tmp / "cache")
+        try:
+            import datasets  # noqa: F401  (the token cache's format)
+        except ImportError:
+            print("token cache: skipped, the `datasets` package is not installed (the fine-tune token cache needs "
+                  "it)\n")
+        else:
+            token_cache(tok, args.cache_rows, args.max_length, tmp / "cache")
     ids = [list(x) for x in tok.encode_batch(texts, max_length=args.max_length)["input_ids"]]
     fixed = tok.encode_batch(texts, max_length=args.max_length, padding="max_length", return_tensors="pt")
+    multiple = 8 if device.type == "cuda" else 1  # as FinetuneRecipe.setup_optimizer: tensor cores want multiples of 8
     models = []
 
     def new_model():
         torch.manual_seed(0)
-        models.append(AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=3))
+        models.append(AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=3).to(device))
         return models[-1]
 
     lengths = np.array([len(x) for x in ids])
@@ -132,23 +197,25 @@ def main() -> None:
 
         def step(idx):
             idx = torch.from_numpy(idx)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
-                out = model(input_ids=fixed["input_ids"][idx], attention_mask=fixed["attention_mask"][idx],
-                            labels=labels[idx])
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype is not None):
+                out = model(input_ids=fixed["input_ids"][idx].to(device),
+                            attention_mask=fixed["attention_mask"][idx].to(device), labels=labels[idx].to(device))
             out.loss.backward()
             opt.step()
             opt.zero_grad()
         return step, shuffled
 
     def ours(dtype):
-        """The recipe's step (finetune.recipe.train_step): collate to the batch's longest, autocast, fp32 loss, clip, layer decay."""
+        """The recipe's step (finetune.recipe.train_step): collate to the batch's longest, autocast, fp32 loss,
+        clip, layer decay; the optimizer as FinetuneRecipe.setup_optimizer builds it (lr 3e-4: the default for
+        hidden <= 256)."""
         model = new_model()
         opt = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"}
-                                 for g in param_groups(model, 3e-4, 0.8, 0.01)], eps=1e-6)
+                                 for g in param_groups(model, 3e-4, 0.8, 0.01)], lr=3e-4, eps=1e-6, betas=(0.9, 0.999))
 
         def step(idx):
-            input_ids, mask = collate(ids, idx, tok.pad_token_id)
-            train_step(model, opt, input_ids, mask, labels[torch.from_numpy(idx)], device=cpu, dtype=dtype)
+            input_ids, mask = collate(ids, idx, tok.pad_token_id, multiple)
+            train_step(model, opt, input_ids, mask, labels[torch.from_numpy(idx)], device=device, dtype=dtype)
         return step, grouped
 
     bf16 = torch.bfloat16
@@ -159,8 +226,10 @@ def main() -> None:
         "ours: length-grouped dynamic padding + bf16 autocast": ours(bf16),
     }
     shutil.rmtree(tmp)  # every model is loaded
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for step, batches in variants.values():  # warm-up: first-call allocations and kernel choices
         step(batches[0])
+    sync()
     rates: dict[str, list[float]] = {name: [] for name in variants}
     n_batches = len(grouped)
     for start in range(1, n_batches, args.per_round):
@@ -169,20 +238,46 @@ def main() -> None:
             t = time.perf_counter()
             for idx in chunk:
                 step(idx)
+            sync()  # the GPU's queued work is part of the chunk's time
             rates[name].append(sum(len(i) for i in chunk) / (time.perf_counter() - t))
 
     real = lengths.sum()
+    where = (f"{torch.cuda.get_device_name(device)}" if device.type == "cuda"
+             else f"{torch.get_num_threads()} threads; CPU bf16: {cpu_has_bf16()}")
+    shape = {k: getattr(models[0].config, k) for k in ("num_hidden_layers", "hidden_size", "intermediate_size",
+                                                         "embedding_size")}
     print(f"data: {len(ids)} rows of {source}; tokens per text: mean {lengths.mean():.1f}, max {lengths.max()}; "
-          f"max_length {args.max_length}, batch {args.batch_size}; {torch.get_num_threads()} threads; "
-          f"CPU bf16: {cpu_has_bf16()}; {len(rates[next(iter(rates))])} interleaved rounds")
-    print(f"real tokens / computed tokens: fixed padding {real / (len(ids) * args.max_length):.1%}, "
-          f"length-grouped {real / sum(len(b) * lengths[b].max() for b in grouped):.1%}")
+          f"max_length {args.max_length}, batch {args.batch_size}; {where}; "
+          f"{len(rates[next(iter(rates))])} interleaved rounds")
+    if device.type != "cpu" or args.shape or args.presplit:
+        print(f"model: {shape['num_hidden_layers']} layers x hidden {shape['hidden_size']} (FFN "
+              f"{shape['intermediate_size']}, embedding {shape['embedding_size']}), vocab {tok.vocab_size}, "
+              f"pre-split {tok.presplit}; device {device}; torch {torch.__version__}")
+    fixed_share = real / (len(ids) * args.max_length)
+    grouped_share = real / sum(len(b) * -(-lengths[b].max() // multiple) * multiple for b in grouped)
+    print(f"real tokens / computed tokens: fixed padding {fixed_share:.1%}, length-grouped {grouped_share:.1%}")
     base = statistics.median(rates[next(iter(rates))])
     w = max(len(n) for n in rates)
     print(f"{'loop':<{w}}  examples/s (median)  ratio")
+    report = {"device": str(device), "machine": where, "torch": torch.__version__, "rows": len(ids),
+              "source": str(source), "batch_size": args.batch_size, "max_length": args.max_length,
+              "model": shape | {"vocab_size": tok.vocab_size, "presplit": tok.presplit},
+              "tokens_mean": float(lengths.mean()), "real_over_computed": {"fixed": fixed_share,
+                                                                           "grouped": grouped_share},
+              "variants": {}}
     for name, r in rates.items():
         med = statistics.median(r)
+        report["variants"][name] = {"examples_per_s": med, "ratio": med / base, "rounds": r}
         print(f"{name:<{w}}  {med:19.1f}  {med / base:5.2f}x")
+    if device.type == "cuda":
+        ours_rate = statistics.median(rates["ours: length-grouped dynamic padding + bf16 autocast"])
+        ratio = ours_rate / args.reference
+        report["acceptance"] = {"examples_per_s": ours_rate, "reference": args.reference, "ratio": ratio,
+                                "bar": BAR, "met": ratio >= BAR}
+        print(f"acceptance: finetune {ours_rate:,.0f} examples/s = {ratio:.2f}x the reference {args.reference:,.0f} "
+              f"(bar {BAR:g}x): {'met' if ratio >= BAR else 'NOT met'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,15 @@ run in the word file (tokenizer/wordfile.py: it reads the file, then labels); an
 distinct words once each plus the warm run, the least a fresh process with no word file must spend (Kiwi's workers
 and the model each use every core).
 
+On a GPU (or any --device): (a) the pipeline on that device, fp32 as it loads, batch 32, and its best batch of
+--pipeline-batches, fp32 and bf16; (b) `label`'s in-process path on that device (the model loaded once, as the app
+and a long file see it; and loaded in each run, as the command). No Kiwi and no fine-tuned model are needed: a
+random-init classifier of --shape, with --tokenizer's vocabulary or, without one, an 8,000 WordPiece vocabulary
+trained here on the rows' texts with presplit=none (--presplit rewrites a given tokenizer's mode):
+
+    python benchmarks/bench_label.py --device cuda --shape gpu-1h [--tokenizer TOK --presplit none] [--rows 50000]
+        [--json label_gpu.json]
+
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
 the figures say how many texts that was and how fast Kiwi on every text would be.
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import random
 import resource
 import subprocess
@@ -51,14 +61,15 @@ DEV = NSMC_DEV
 
 
 def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: str | None = None,
-                      presplit: str | None = None, labels: list[str] | None = None) -> str:
+                      presplit: str | None = None, labels: list[str] | None = None,
+                      max_length: int | None = None) -> str:
     """A random-init classifier of a preset's shape (configs/pretrain/<shape>.yaml, its ``base:`` chain followed)
     with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the shape.
     ``tokenizer``: another tokenizer folder instead (e.g. an 8,000 WordPiece one for cpu-30min-subword's shape);
     ``labels`` when there is no ``model_dir``. ``presplit``: the tokenizer's pre-split mode rewritten (kiwi |
-    kiwi_word; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are meaningless,
-    which random weights do not mind)."""
-    import json
+    kiwi_word | none; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are
+    meaningless, which random weights do not mind; rewritten before the tokenizer is loaded, so a ``none`` needs no
+    Kiwi). ``max_length``: recorded as the classifier's (`label` truncates there; default its 512 positions)."""
     import shutil
 
     from transformers import AutoConfig, ElectraConfig, ElectraForSequenceClassification
@@ -74,15 +85,7 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
     else:
         label_args = {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
                       "label2id": {x: i for i, x in enumerate(labels)}}
-    cfg = ElectraConfig(vocab_size=KoTokenizer.from_pretrained(tok_dir).vocab_size, hidden_size=m["hidden_size"],
-                        num_hidden_layers=m["num_layers"], num_attention_heads=m["num_heads"],
-                        intermediate_size=m["intermediate_size"], embedding_size=m["embedding_size"],
-                        max_position_embeddings=512, pad_token_id=0, **label_args)
-    if model_dir and getattr(src, "koelectra_kit", None):
-        cfg.koelectra_kit = src.koelectra_kit
-    else:
-        cfg.koelectra_kit = {"task": "text-classification", "labels": list(label_args["label2id"])}
-    ElectraForSequenceClassification(cfg).save_pretrained(out)
+    out.mkdir(parents=True, exist_ok=True)
     for f in tok_dir.iterdir():
         if "token" in f.name or f.name == "vocab.txt":
             shutil.copy(f, out / f.name)
@@ -91,6 +94,17 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
         s = json.loads(settings.read_text(encoding="utf-8"))
         s["presplit"] = presplit
         settings.write_text(json.dumps(s, ensure_ascii=False, indent=2), encoding="utf-8")
+    cfg = ElectraConfig(vocab_size=KoTokenizer.from_pretrained(out).vocab_size, hidden_size=m["hidden_size"],
+                        num_hidden_layers=m["num_layers"], num_attention_heads=m["num_heads"],
+                        intermediate_size=m["intermediate_size"], embedding_size=m["embedding_size"],
+                        max_position_embeddings=512, pad_token_id=0, **label_args)
+    if model_dir and getattr(src, "koelectra_kit", None):
+        cfg.koelectra_kit = src.koelectra_kit
+    else:
+        cfg.koelectra_kit = {"task": "text-classification", "labels": list(label_args["label2id"])}
+    if max_length:
+        cfg.koelectra_kit = {**cfg.koelectra_kit, "max_length": max_length}
+    ElectraForSequenceClassification(cfg).save_pretrained(out)
     return str(out)
 
 
@@ -133,16 +147,130 @@ def side_by_side(dev, models: list[str], tmp: Path) -> None:
         print(f"{m[-60:]:<60}{KoTokenizer.from_pretrained(m).presplit:>11}{r['accuracy']:>10.4f}{r['macro_f1']:>10.4f}")
 
 
-def hf_pipeline(model_dir: str):
+def hf_pipeline(model_dir: str, device=-1, dtype=None):
     """(a): transformers' pipeline on tokenizer.json alone (fed pre-split text): the plain fast tokenizer, no
-    koelectra class."""
+    koelectra class. ``device``: where it runs (-1: the CPU); ``dtype``: the weights' dtype (None: fp32, as they
+    load)."""
     from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
 
     hf_tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(model_dir) / "tokenizer.json"), unk_token="[UNK]",
                                      pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    return pipeline("text-classification", model=model, tokenizer=hf_tok, device=-1, truncation=True,
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, **({"dtype": dtype} if dtype else {}))
+    return pipeline("text-classification", model=model, tokenizer=hf_tok, device=device, truncation=True,
                     max_length=128)
+
+
+def bench_tokenizer(texts: list[str], out: Path) -> str:
+    """An 8,000 WordPiece vocabulary trained on ``texts`` with presplit=none (no Kiwi; seconds): the device
+    comparison's tokenizer when no --tokenizer or --model gives one."""
+    from koelectra_kit.tokenizer import TokenizerConfig, train_tokenizer
+
+    corpus = out.parent / "bench_tokenizer_corpus.txt"
+    corpus.write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
+    train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(out), vocab_size=8000, presplit="none",
+                                    progress=False))
+    return str(out)
+
+
+def device_compare(args, dev, tmp: Path, device) -> dict:
+    """(a) transformers' pipeline vs (b) `label`'s in-process path, both on ``device``, rows/s, in turns; no Kiwi
+    (with a presplit=none tokenizer) and no fine-tuned model (random weights of --shape)."""
+    import pandas as pd
+    import torch
+
+    from transformers.utils import logging as hf_logging
+
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.label import label_file
+    from koelectra_kit.label.config import LabelConfig
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    hf_logging.disable_progress_bar()  # transformers' "Loading weights" bars between the rows
+    reps = -(-args.rows // len(dev))
+    data = pd.concat([dev] * reps, ignore_index=True).iloc[:args.rows]
+    src = tmp / "reviews.csv"
+    data[["id", "document", "label"]].to_csv(src, index=False)
+    texts = data["document"].tolist()
+    if args.shape:
+        tokenizer = args.tokenizer or (None if args.model else bench_tokenizer(dev["document"].tolist(),
+                                                                              tmp / "bench-tokenizer"))
+        model_dir = random_model_like(args.model, args.shape, tmp / f"random-{args.shape}", tokenizer=tokenizer,
+                                      presplit=args.presplit, labels=sorted(set(dev["label"].astype(str))),
+                                      max_length=128)
+    else:
+        model_dir = args.model
+    tok = KoTokenizer.from_pretrained(model_dir)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"{len(data):,} reviews from nsmc3/dev ({len(data) - len(set(texts)):,} repeat an earlier text); {name}; "
+          f"torch {torch.__version__}; median of {args.rounds} rounds in turns")
+    print(f"model: {model_dir if not args.shape else f'random-init {args.shape} shape'}, vocab {tok.vocab_size}, "
+          f"pre-split {tok.presplit}{' (Kiwi untimed for the pipeline)' if tok.needs_kiwi('가') else ''}")
+    presplit = tok.presplit_batch(texts)  # the pipeline's input (not timed): for presplit none the normalized text
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+    # (a) the pipeline as it loads (fp32), batch 32, then a quick sweep of batch sizes, fp32 and bf16: one timed
+    # call each after a warm one; the best goes into the turns below beside batch 32
+    pipes = {"fp32": hf_pipeline(model_dir, device), "bf16": hf_pipeline(model_dir, device, torch.bfloat16)}
+    sweep = {}
+    for kind, pipe in pipes.items():
+        for bs in args.pipeline_batches:
+            pipe(presplit[:4 * bs], batch_size=bs)
+            sync()
+            t = time.perf_counter()
+            pipe(presplit, batch_size=bs)
+            sync()
+            sweep[(kind, bs)] = len(texts) / (time.perf_counter() - t)
+    best_kind, best_bs = max(sweep, key=sweep.get)
+    print("pipeline sweep (one run each, rows/s): " + ", ".join(f"{k} batch {b}: {r:,.0f}" for (k, b), r in
+                                                                 sweep.items()))
+    outs: dict[str, list] = {}
+
+    def pipeline_run(kind, bs):
+        def run():
+            outs[f"{kind}-{bs}"] = pipe_out = pipes[kind](presplit, batch_size=bs)
+            sync()
+            return pipe_out
+        return run
+
+    clf = Classifier.load(model_dir, device=str(device), max_length=128)
+    competitors = {"(a) transformers pipeline, fp32, batch 32": pipeline_run("fp32", 32)}
+    if (best_kind, best_bs) != ("fp32", 32):
+        competitors[f"(a*) transformers pipeline, {best_kind}, batch {best_bs} (its best)"] = \
+            pipeline_run(best_kind, best_bs)
+
+    def labeller(key, **opts):
+        def run():
+            label_file(model_dir, src, tmp / f"{key}.csv", "document", progress=False, overwrite=True, **opts)
+            sync()
+        return run
+    competitors["(b) koelectra-kit label, model loaded once"] = labeller("label", classifier=clf)
+    competitors["(b) koelectra-kit label --no-dedupe, model loaded once"] = labeller("label-nodedupe", classifier=clf,
+                                                                                      dedupe=False)
+    competitors["(b) koelectra-kit label, loading the model each run"] = labeller("label-load", device=str(device))
+    runs = interleaved(competitors, rounds=args.rounds, warmup=1)
+    n = len(data)
+    t_a = median(runs["(a) transformers pipeline, fp32, batch 32"])
+    t_best = min(median(ts) for name, ts in runs.items() if name.startswith("(a"))
+    print()
+    print(f"{'method':<62}{'rows/s':>10}{'vs (a)':>9}{'vs best (a)':>13}")
+    rows = {}
+    for name, ts in runs.items():
+        t = median(ts)
+        rows[name] = {"rows_per_s": n / t, "vs_a": t_a / t, "vs_best_pipeline": t_best / t, "seconds": ts}
+        print(f"{name:<62}{n / t:>10,.0f}{t_a / t:>8.2f}x{t_best / t:>12.2f}x")
+    got = pd_read(tmp / "label.csv")["pred_label"]
+    agree = (pd.Series([o["label"] for o in outs["fp32-32"]]) == got).mean()
+    label_dtype = str(clf.dtype).replace("torch.", "") if clf.dtype else "fp32"
+    print(f"(random weights: the pipeline's fp32 labels agree with label's ({label_dtype}) on {agree:.2%} of rows; "
+          "near-ties flip with the precision)")
+    ratio = rows["(b) koelectra-kit label, model loaded once"]["vs_a"]
+    print(f"acceptance: label {ratio:.2f}x transformers' pipeline (fp32, batch 32) on {device} (bar 2x): "
+          f"{'met' if ratio >= 2 else 'NOT met'}{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
+    return {"device": str(device), "device_name": name, "torch": torch.__version__, "rows": n,
+            "repeated_rows": n - len(set(texts)), "shape": args.shape, "vocab": tok.vocab_size,
+            "presplit": tok.presplit, "label_dtype": label_dtype, "label_batch_size": LabelConfig.batch_size,
+            "pipeline_sweep": {f"{k} batch {b}": r for (k, b), r in sweep.items()}, "methods": rows,
+            "agreement": agree, "acceptance": {"ratio": ratio, "bar": 2.0, "met": ratio >= 2}}
 
 
 def compare(args, dev, tmp: Path) -> None:
@@ -362,7 +490,17 @@ def pd_read(path: Path):
     return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
 
 
-def main() -> None:
+def batch_list(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated batch sizes >= 1 (32,64,128)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a fine-tuned model dir (koelectra-kit finetune output); with --shape and "
                     "--tokenizer it may be left out (speed only, no accuracy)")
@@ -373,16 +511,42 @@ def main() -> None:
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
     ap.add_argument("--tokenizer", help="with --shape: this tokenizer folder instead of --model's (e.g. an 8,000 "
                     "WordPiece one for cpu-30min-subword)")
-    ap.add_argument("--presplit", choices=["kiwi", "kiwi_word"], help="with --shape: the random-init model's "
-                    "tokenizer uses this pre-split mode (same vocabulary; speed only)")
+    ap.add_argument("--presplit", choices=["kiwi", "kiwi_word", "none"], help="with --shape: the random-init model's "
+                    "tokenizer uses this pre-split mode (same vocabulary; speed only; none: no Kiwi)")
+    ap.add_argument("--device", default=None, help="cpu | cuda | cuda:N | auto: the pipeline and `label` both on this "
+                    "device, no Kiwi needed (with --shape and no --tokenizer, a presplit=none vocabulary is trained "
+                    "here); left out: the CPU comparison above, with Kiwi's pre-split timed")
+    ap.add_argument("--pipeline-batches", type=batch_list, default=[32, 64, 128, 256], help="with --device: the "
+                    "pipeline's batch sizes tried (fp32 and bf16, one run each); its best is timed beside batch 32")
+    ap.add_argument("--json", metavar="PATH", help="with --device: write every figure to PATH as JSON")
     ap.add_argument("--models", nargs=2, metavar=("OLD", "NEW"), help="two fine-tuned classifier dirs whose nsmc3 "
                     "dev accuracy and macro-F1 are printed side by side (e.g. pretrained with kiwi and kiwi_word)")
-    ap.add_argument("--dup-rows", type=int, default=20000, help="rows of the app-review-like file with 24%% exact "
-                    "repeats, labelled with and without deduplication (0: skip)")
-    ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the memory test file (0: skip)")
-    args = ap.parse_args()
-    if args.model is None and not (args.shape and args.tokenizer):
-        ap.error("--model is required (or --shape and --tokenizer: speed on random weights, no accuracy)")
+    ap.add_argument("--dup-rows", type=int, default=None, help="rows of the app-review-like file with 24%% exact "
+                    "repeats, labelled with and without deduplication (0: skip; default 20,000, 0 with --device)")
+    ap.add_argument("--big-rows", type=int, default=None, help="rows of the memory test file (0: skip; default "
+                    "1,000,000, 0 with --device)")
+    args = ap.parse_args(argv)
+    if args.device is None:
+        if args.model is None and not (args.shape and args.tokenizer):
+            ap.error("--model is required (or --shape and --tokenizer: speed on random weights, no accuracy)")
+        if args.presplit == "none":
+            ap.error("--presplit none is for the --device comparison (the CPU comparison times Kiwi's pre-split)")
+    else:
+        if args.model is None and not args.shape:
+            ap.error("--device needs --model or --shape (a random-init classifier of that preset's shape)")
+        if args.dup_rows or args.big_rows:
+            ap.error("--dup-rows and --big-rows belong to the CPU comparison: leave them out with --device")
+        from koelectra_kit.errors import ConfigError
+        from koelectra_kit.runtime import resolve_device
+
+        try:
+            args.device = resolve_device(args.device)
+        except ConfigError as e:
+            ap.error(str(e))
+    if args.json and args.device is None:
+        ap.error("--json goes with --device")
+    args.dup_rows = (0 if args.device is not None else 20000) if args.dup_rows is None else args.dup_rows
+    args.big_rows = (0 if args.device is not None else 1_000_000) if args.big_rows is None else args.big_rows
     if (args.tokenizer or args.presplit) and not args.shape:
         ap.error("--tokenizer and --presplit apply to the random-init model of --shape: add --shape (e.g. "
                  "cpu-30min-subword)")
@@ -397,7 +561,12 @@ def main() -> None:
 
     dev = pd.read_csv(DEV, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False)
     tmp = Path(tempfile.mkdtemp())
-    if args.rows:
+    if args.device is not None:
+        if args.rows:
+            report = device_compare(args, dev, tmp, args.device)
+            if args.json:
+                Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    elif args.rows:
         compare(args, dev, tmp)
     if args.dup_rows:
         dedupe_effect(args, dev, tmp, timed_model(args, dev, tmp / f"random-dup-{args.shape}"))

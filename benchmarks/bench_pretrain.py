@@ -4,27 +4,45 @@
     python benchmarks/bench_pretrain.py --threads 1     # on a shared CPU, 1 thread avoids thread thrash
     python benchmarks/bench_pretrain.py --rss           # peak RSS of pretraining `tiny` on the 56 MB corpus
     python benchmarks/bench_pretrain.py --profile 5     # where the toolkit step's time goes, by kind of op
+    python benchmarks/bench_pretrain.py --device cuda --shape small,base --batch 64,128,256,512,1024 \\
+        --json bench_pretrain_gpu.json                  # a GPU sweep: best batch, % of bf16 peak, acceptance
 
 (a) baseline: ``ElectraForMaskedLM`` computing logits at every position (its own ``labels=`` loss) +
     ``ElectraForPreTraining`` (its own loss), embeddings shared, multinomial sampling, fp32, eager attention,
     ``torch.optim.AdamW`` defaults: what you get by wiring transformers' classes together.
 (b) the toolkit: ``electra.build_pretrain_model`` / ``mask_batch`` / ``train_step`` with ``electra_cpu``'s
-    kernels, exactly what ``koelectra-kit pretrain`` runs (bf16 autocast where the CPU has it, masked-only
+    kernels, exactly what ``koelectra-kit pretrain`` runs (bf16 autocast where the device has it, masked-only
     generator logits, SDPA / CPU attention, cheaper dropout masks, fused AdamW).
-Both run the same model shapes (configs/pretrain/small.yaml), the same batch, interleaved in rounds so a
-noisy neighbour hits both; the figures are ratios and fractions of a bf16 matmul measured in the same run.
+Both run the same model shapes (``--shape``: configs/pretrain/<name>.yaml, small by default), the same batch,
+interleaved in rounds so a noisy neighbour hits both; the figures are ratios and fractions of a bf16 matmul
+(2048^3 on a CPU, 8192^3 on a GPU) measured in the same run.
+
+A sweep (``--batch 128,256,512``) times both at every batch. A batch at which one of them runs out of memory is
+one line ("does not fit") and the sweep goes on. At the end: the toolkit's best batch (highest tokens/s), its
+fraction of the bf16 matmul peak (the highest of the run's measurements), and the speed-up over the straightforward
+step at that batch, or, where that did not fit, at the largest batch both fit; then one acceptance line per
+shape against issue 39's bars (small: 20% of the peak and 5x; base: 35%). ``--json PATH``: every figure.
 """
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+
+# Issue 39's bars for a GPU, per shape: (fraction of the bf16 matmul peak at the best batch, speed-up over the
+# straightforward step at the same batch); None: no bar for that figure.
+BARS = {"small": (0.20, 5.0), "base": (0.35, None)}
+SPECIAL = [0, 1, 2, 3, 4]  # pad unk cls sep mask
+MASK_ID = 4
 
 
 def model_flops_per_step(disc, gen, B: int, L: int, K: int, V: int, E: int) -> float:
@@ -54,11 +72,79 @@ def bf16_matmul_flops(device, n: int = 2048, reps: int = 5) -> float:
     return 2 * n ** 3 * reps / (time.perf_counter() - t)
 
 
+def peak_size(device) -> int:
+    """The side of the square bf16 matmul that stands for the device's peak: 8192 fills a GPU, 2048 a CPU."""
+    return 8192 if device.type == "cuda" else 2048
+
+
+def measure_peak(device) -> float:
+    """bf16 matmul FLOP/s now: 5 calls on a CPU (as before the GPU sweep), 20 on a GPU (a call is ~2 ms there)."""
+    return bf16_matmul_flops(device, peak_size(device), 20 if device.type == "cuda" else 5)
+
+
 def sync(device) -> None:
     import torch
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """A step that does not fit: CUDA's ``torch.OutOfMemoryError``, or the CPU allocator's RuntimeError."""
+    import torch
+
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, (RuntimeError, MemoryError)) and (
+        isinstance(e, MemoryError) or any(s in text for s in ("out of memory", "not enough memory",
+                                                              "can't allocate memory", "defaultcpuallocator")))
+
+
+def free_memory(device) -> None:
+    """What a step that ran out of memory (or a finished batch) held, given back before the next one: the
+    caller has dropped its references; the collector breaks the exception's frame cycles, then the CUDA
+    caching allocator returns its blocks."""
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def load_shape(shape: str):
+    """The pretraining config of ``shape``: a preset name (configs/pretrain/<shape>.yaml, its ``base:`` chain
+    followed) or a YAML path. Its model, generator, vocab_size and seq_len are what the benchmark runs."""
+    from koelectra_kit.config import load_config
+    from koelectra_kit.pretrain import PretrainConfig
+
+    path = Path(shape) if shape.endswith(".yaml") else ROOT / "configs" / "pretrain" / f"{shape}.yaml"
+    if not path.is_file():
+        presets = sorted(p.stem for p in (ROOT / "configs" / "pretrain").glob("*.yaml"))
+        raise ValueError(f"--shape {shape}: no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
+                         f"(presets: {', '.join(presets)})")
+    return load_config(PretrainConfig, path, ["corpus=x", "out=x"])
+
+
+def shapes_of(cfg) -> tuple[dict, dict]:
+    """(discriminator, generator) shapes as dicts of hidden_size, num_layers, num_heads, intermediate_size."""
+    from koelectra_kit.electra import model as electra
+
+    m = cfg.model
+    dshape = dict(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
+                  intermediate_size=m.intermediate_size)
+    return dshape, electra.generator_shape(m, cfg.generator)
+
+
+def batch_ids(B: int, L: int, V: int, device):
+    """[B, L] token ids as packed short comments look: [CLS] first, a [SEP] every 16 tokens; seeded."""
+    import torch
+
+    torch.manual_seed(0)
+    ids = torch.randint(5, V, (B, L))
+    ids[:, 0] = 2
+    ids[:, ::16] = 3
+    return ids.to(device)
 
 
 def straightforward_step(cfg, ids, V: int, special: list[int], device):
@@ -107,79 +193,312 @@ def straightforward_step(cfg, ids, V: int, special: list[int], device):
     return baseline_step
 
 
-def speed(args) -> None:
+def toolkit_step(cfg, ids, V: int, special: list[int], device, compile_mode: str | None = None,
+                 compile: bool = False):
+    """(b) the toolkit's own code path, set up as ``pretrain.recipe`` sets it up (its kernels, its optimizer,
+    torch.compile when asked): a function doing one training step on ``ids``, and the autocast dtype."""
     import torch
 
     from koelectra_kit.electra import cpu as electra_cpu, model as electra
-    from koelectra_kit.config import load_config
-    from koelectra_kit.pretrain import PretrainConfig
     from koelectra_kit.runtime import autocast_dtype
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    cfg = load_config(PretrainConfig, ROOT / "configs" / "pretrain" / "small.yaml", ["corpus=x", "out=x"])
-    m, B, L, V = cfg.model, args.batch, args.seq, args.vocab
-    special = [0, 1, 2, 3, 4]  # pad unk cls sep mask
-    gshape = electra.generator_shape(m, cfg.generator)
-    dshape = dict(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
-                  intermediate_size=m.intermediate_size)
-    device = torch.device(args.device)
-    torch.manual_seed(0)
-    ids = torch.randint(5, V, (B, L))
-    ids[:, 0] = 2
-    ids[:, ::16] = 3  # a [SEP] every 16 tokens, as packed short comments have
-    ids = ids.to(device)
-
-    baseline_step = straightforward_step(cfg, ids, V, special, device)  # (a)
-
-    # (b) the toolkit's own code path
+    m, (B, L) = cfg.model, ids.shape
     electra_cpu.register_cpu_sdpa()
     model = electra.build_pretrain_model(V, 0, special, m, cfg.generator, attn_implementation=electra_cpu.CPU_SDPA)
     electra_cpu.use_fast_dropout(model)
     model.to(device)
-    opt = electra.build_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
-    wrapped = torch.compile(model) if args.compile else None
+    opt = electra.build_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps,
+                                  device.type)
+    wrapped = torch.compile(model, mode=compile_mode) if compile or compile_mode else None
     amp = autocast_dtype(device, "auto")
     rng = torch.Generator(device=device).manual_seed(0)
     mask_p, rand_p = cfg.mask_probs()
     specials = torch.tensor(special, device=device)
 
-    def toolkit_step():
-        mb = electra.mask_batch(ids, None, specials, 4, V, cfg.mask_prob, mask_p, rand_p, rng, B * L)
+    def step():
+        mb = electra.mask_batch(ids, None, specials, MASK_ID, V, cfg.mask_prob, mask_p, rand_p, rng, B * L)
         electra.train_step(model, opt, [mb], disc_weight=cfg.disc_weight, lr=cfg.lr, amp_dtype=amp,
                            device_type=device.type, max_grad_norm=cfg.max_grad_norm, rng=rng, wrapped=wrapped)
 
-    print(f"small preset: discriminator {dshape}, generator {gshape}, embedding {m.embedding_size}, vocab {V}, "
-          f"batch {B} x seq {L}, dropout {m.hidden_dropout}/{m.attention_dropout}; torch {torch.__version__}, "
-          f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}, toolkit precision {str(amp).replace('torch.', '') if amp else 'fp32'}"
-          f"{', torch.compile' if args.compile else ''}", flush=True)
-    t = time.perf_counter()
-    for _ in range(args.warmup):
-        baseline_step()
-        toolkit_step()
-    print(f"warm-up ({args.warmup} step(s) each{', compiling' if args.compile else ''}): "
-          f"{time.perf_counter() - t:.1f}s", flush=True)
-    if args.profile:
-        profile(toolkit_step, args.profile, B * L, model_flops_per_step(
-            dshape, gshape, B, L, electra.num_mask_slots(L, cfg.mask_prob), V, m.embedding_size),
-            bf16_matmul_flops(device, 2048))
-        return
-    # interleaved: a noisy neighbour slows both, not one
-    times = interleaved({"baseline": baseline_step, "toolkit": toolkit_step}, args.rounds * args.steps,
-                        sync=lambda: sync(device), warmup=0)
-    peak = bf16_matmul_flops(device, 8192 if device.type == "cuda" else 2048)
-    tb, tt = median(times["baseline"]), median(times["toolkit"])
+    return step, amp
+
+
+# The two competitors, by the key the figures use: (the row's label, how a "does not fit" line names it).
+ROWS = {"straightforward": ("(a) transformers, fp32, eager, full logits", "(a) straightforward step"),
+        "toolkit": ("(b) koelectra-kit train_step              ", "(b) koelectra-kit train_step")}
+
+
+@dataclass
+class Timed:
+    """One implementation at one batch: its step times (seconds), or why it has none."""
+    times: list[float] = field(default_factory=list)
+    error: str | None = None  # "out of memory"
+    peak_memory: int | None = None  # bytes (CUDA) allocated at most during its warm-up (the other's weights too)
+    warmup_s: float = 0.0  # its untimed warm-up calls (compiling, with --compile)
+
+    @property
+    def fits(self) -> bool:
+        return self.error is None and bool(self.times)
+
+    @property
+    def seconds(self) -> float:
+        return median(self.times)
+
+
+def warmed(build, warmup: int, device, timed: Timed):
+    """``build()``'s step after ``warmup`` untimed calls (their seconds and peak memory noted in ``timed``), or
+    None when building or stepping ran out of memory (this frame, and with it the step's model, is gone once it
+    returns: the caller then frees the memory)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        step = build()
+        t = time.perf_counter()
+        for _ in range(warmup):
+            step()
+        sync(device)
+        timed.warmup_s = time.perf_counter() - t
+        return step
+    except Exception as e:  # noqa: BLE001 - only out of memory is caught; anything else is raised again
+        if not is_out_of_memory(e):
+            raise
+        timed.error = "out of memory"
+    finally:
+        if device.type == "cuda":
+            timed.peak_memory = torch.cuda.max_memory_allocated(device)
+    return None
+
+
+class Guarded:
+    """A warmed step for ``interleaved``: an out-of-memory error in a timed call (memory fragments) turns it into
+    a no-op and marks it, so the other implementation's timing goes on."""
+
+    def __init__(self, step, device):
+        self.step, self.device, self.error = step, device, None
+
+    def __call__(self):
+        if self.step is None:
+            return
+        try:
+            self.step()
+            return
+        except Exception as e:  # noqa: BLE001 - see warmed()
+            if not is_out_of_memory(e):
+                raise
+            self.error = "out of memory"
+        self.step = None
+        free_memory(self.device)
+
+
+def time_batch(args, cfg, B: int, L: int, V: int, device) -> dict[str, Timed]:
+    """Both implementations at batch ``B``: built and warmed one after the other (a step that does not fit is
+    freed before the next is built), then timed in turns."""
+    import torch
+
+    ids = batch_ids(B, L, V, device)
+    builders = {"straightforward": lambda: straightforward_step(cfg, ids, V, SPECIAL, device),
+                "toolkit": lambda: toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile)[0]}
+    if args.compile or args.compile_mode:
+        torch._dynamo.reset()  # each batch compiles for its own static shapes (no automatic dynamic batch dim)
+    out, steps = {}, {}
+    for name, build in builders.items():
+        out[name] = Timed()
+        step = warmed(build, args.warmup, device, out[name])
+        if step is None:
+            free_memory(device)
+        else:
+            steps[name] = Guarded(step, device)
+    if steps:
+        times = interleaved(steps, args.rounds * args.steps, sync=lambda: sync(device), warmup=0)
+        for name, guarded in steps.items():
+            out[name].error = guarded.error
+            out[name].times = [] if guarded.error else times[name]
+    # the batch's models and optimizer states (the loops' last references to them too) go before the memory is
+    # given back for the next batch
+    steps.clear()
+    step = guarded = None
+    free_memory(device)
+    return out
+
+
+def where(device) -> str:
+    return "this GPU" if device.type == "cuda" else "this machine"
+
+
+def print_batch(timed: dict[str, Timed], B: int, L: int, flops: float, peak: float, device) -> dict:
+    """The batch's rows (the lines a single-batch run has always printed), and its figures for the summary."""
     tokens = B * L
-    K = electra.num_mask_slots(L, cfg.mask_prob)
-    flops = model_flops_per_step(dshape, gshape, B, L, K, V, m.embedding_size)
-    print(f"(a) transformers, fp32, eager, full logits : {tokens / tb:9,.0f} tokens/s  ({tb * 1000:.0f} ms/step, "
-          f"median of {len(times['baseline'])})")
-    print(f"(b) koelectra-kit train_step               : {tokens / tt:9,.0f} tokens/s  ({tt * 1000:.0f} ms/step, "
-          f"median of {len(times['toolkit'])})")
-    print(f"speed-up (b)/(a): {tb / tt:.2f}x  (target >= 3.5x)")
-    n = 8192 if device.type == "cuda" else 2048
-    print(f"toolkit model FLOP/s: {flops / tt / 1e9:.1f} GFLOP/s = {flops / tt / peak:.0%} of a bf16 {n}^3 matmul "
-          f"measured now ({peak / 1e9:.0f} GFLOP/s); {flops / tokens / 1e6:.1f} MFLOP per token")
+    row = {"batch": B, "tokens_per_step": tokens, "model_flops_per_step": flops, "peak_flops": peak}
+    for name, t in timed.items():
+        label, short = ROWS[name]
+        if not t.fits:
+            print(f"{short} does not fit at batch {B} on {where(device)} ({t.error})")
+            row[name] = {"fits": False, "error": t.error}
+            continue
+        print(f"{label} : {tokens / t.seconds:9,.0f} tokens/s  ({t.seconds * 1000:.0f} ms/step, "
+              f"median of {len(t.times)})")
+        row[name] = {"fits": True, "ms_per_step": t.seconds * 1000, "tokens_per_s": tokens / t.seconds,
+                     "times_s": t.times, "warmup_s": t.warmup_s, "peak_memory_bytes": t.peak_memory}
+    a, b = timed["straightforward"], timed["toolkit"]
+    row["speedup"] = a.seconds / b.seconds if a.fits and b.fits else None
+    if row["speedup"] is not None:
+        print(f"speed-up (b)/(a): {row['speedup']:.2f}x" + ("  (target >= 3.5x)" if device.type == "cpu" else ""))
+    if b.fits:
+        n = peak_size(device)
+        row["toolkit"]["model_flops_per_s"] = flops / b.seconds
+        row["toolkit"]["fraction_of_peak"] = flops / b.seconds / peak
+        print(f"toolkit model FLOP/s: {flops / b.seconds / 1e9:.1f} GFLOP/s = {flops / b.seconds / peak:.0%} of a "
+              f"bf16 {n}^3 matmul measured now ({peak / 1e9:.0f} GFLOP/s); {flops / tokens / 1e6:.1f} MFLOP per token")
+    return row
+
+
+def summarize(shape: str, rows: list[dict], peak: float, device) -> dict:
+    """The toolkit's best batch, its fraction of the run's peak, and the speed-up at the same batch (or at the
+    largest batch both fit); the acceptance line against ``BARS``. Printed, and returned for --json."""
+    fits = [r for r in rows if r["toolkit"]["fits"]]
+    both = [r for r in fits if r["straightforward"]["fits"]]
+    summary: dict = {"peak_flops": peak}
+    print(f"\n{shape}: sweep of batches {', '.join(str(r['batch']) for r in rows)}")
+    if not fits:
+        print(f"{shape}: the toolkit's step fit at no batch of the sweep: nothing to compare")
+        summary["acceptance"] = line = f"{shape}: no batch fit"
+        print(f"acceptance: {line}")
+        return summary
+    best = max(fits, key=lambda r: r["toolkit"]["tokens_per_s"])
+    frac = best["toolkit"]["model_flops_per_s"] / peak
+    summary["best"] = {"batch": best["batch"], "tokens_per_s": best["toolkit"]["tokens_per_s"],
+                       "model_flops_per_s": best["toolkit"]["model_flops_per_s"], "fraction_of_peak": frac}
+    print(f"toolkit's best batch {best['batch']}: {best['toolkit']['tokens_per_s']:,.0f} tokens/s, "
+          f"{best['toolkit']['model_flops_per_s'] / 1e9:,.0f} GFLOP/s = {frac:.1%} of the bf16 "
+          f"{peak_size(device)}^3 matmul peak ({peak / 1e9:,.0f} GFLOP/s, the highest measured in this run)")
+    if best["speedup"] is not None:
+        at, speedup = best, best["speedup"]
+        print(f"against the straightforward step at the same batch {best['batch']}: {speedup:.2f}x")
+    elif both:
+        at = max(both, key=lambda r: r["batch"])
+        speedup = at["speedup"]
+        print(f"the straightforward step does not fit at batch {best['batch']}; at batch {at['batch']}, the largest "
+              f"batch both fit: {speedup:.2f}x ({at['toolkit']['tokens_per_s']:,.0f} vs "
+              f"{at['straightforward']['tokens_per_s']:,.0f} tokens/s)")
+    else:
+        at, speedup = None, None
+        print("the straightforward step fit at no batch of the sweep: no speed-up figure")
+    summary["comparison"] = None if at is None else {
+        "batch": at["batch"], "speedup": speedup, "at_best_batch": at is best,
+        "toolkit_tokens_per_s": at["toolkit"]["tokens_per_s"],
+        "straightforward_tokens_per_s": at["straightforward"]["tokens_per_s"]}
+    a_fits = [r for r in rows if r["straightforward"]["fits"]]
+    if a_fits:  # what a user of either gets: each at its own best batch
+        a_best = max(a_fits, key=lambda r: r["straightforward"]["tokens_per_s"])
+        a_rate = a_best["straightforward"]["tokens_per_s"]
+        summary["each_at_its_best"] = {"toolkit_batch": best["batch"], "straightforward_batch": a_best["batch"],
+                                       "speedup": best["toolkit"]["tokens_per_s"] / a_rate}
+        print(f"each at its own best batch: toolkit {best['batch']} vs straightforward {a_best['batch']}: "
+              f"{best['toolkit']['tokens_per_s'] / a_rate:.2f}x")
+    bar_peak, bar_speedup = BARS.get(shape, (None, None))
+    parts = [f"{frac:.1%} of bf16 peak" + (f" (bar {bar_peak:.0%})" if bar_peak else "")]
+    parts.append(f"{speedup:.1f}x straightforward" if speedup is not None else "no straightforward figure")
+    if bar_speedup:
+        parts[-1] += f" (bar {bar_speedup:g}x)"
+    if at is not None and at is not best:
+        parts[-1] += f" at batch {at['batch']}"
+    met = [frac >= bar_peak] if bar_peak else []
+    if bar_speedup:
+        met.append(speedup is not None and speedup >= bar_speedup)
+    verdict = ("met" if all(met) else "NOT met") if met else "no bar for this shape"
+    line = f"{shape}: {', '.join(parts)}: {verdict}"
+    if device.type != "cuda" and met:
+        line += " (the bars are for a GPU; this ran on the CPU)"
+    summary["acceptance"] = {"line": line, "fraction_of_peak": frac, "bar_fraction": bar_peak, "speedup": speedup,
+                             "speedup_batch": None if at is None else at["batch"], "bar_speedup": bar_speedup,
+                             "met": all(met) if met else None}
+    print(f"acceptance: {line}")
+    return summary
+
+
+def write_json(path: str | None, report: dict) -> None:
+    """--json: written after every batch (beside, then renamed), so a run cut short still leaves its figures."""
+    if not path:
+        return
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def speed(args) -> None:
+    import torch
+    import transformers
+
+    from koelectra_kit.electra import model as electra
+    from koelectra_kit.runtime import autocast_dtype, resolve_device
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    warmup = args.warmup if args.warmup is not None else (3 if device.type == "cuda" else 1)
+    args.warmup = warmup
+    sweep = len(args.batch) > 1 or len(args.shape) > 1 or device.type == "cuda"
+    report = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+              else f"CPU, {torch.get_num_threads()} threads", "torch": torch.__version__,
+              "transformers": transformers.__version__, "compile": bool(args.compile or args.compile_mode),
+              "compile_mode": args.compile_mode, "warmup": warmup, "timed_steps": args.rounds * args.steps,
+              "peak_matmul": f"bf16 {peak_size(device)}^3", "peak_flops_measured": [], "shapes": []}
+    for shape in args.shape:
+        cfg = load_shape(shape)
+        m = cfg.model
+        L, V = args.seq or cfg.seq_len, args.vocab or cfg.vocab_size
+        dshape, gshape = shapes_of(cfg)
+        amp = autocast_dtype(device, "auto")
+        compiled = args.compile or args.compile_mode
+        print(f"{shape} preset: discriminator {dshape}, generator {gshape}, embedding {m.embedding_size}, vocab {V}, "
+              f"batch {','.join(map(str, args.batch))} x seq {L}, dropout {m.hidden_dropout}/{m.attention_dropout}; "
+              f"torch {torch.__version__}, "
+              f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}"
+              f", toolkit precision {str(amp).replace('torch.', '') if amp else 'fp32'}"
+              f"{', torch.compile' if compiled else ''}{f' mode={args.compile_mode}' if args.compile_mode else ''}",
+              flush=True)
+        K = electra.num_mask_slots(L, cfg.mask_prob)
+        entry = {"shape": shape, "seq": L, "vocab": V, "discriminator": dshape, "generator": gshape,
+                 "embedding": m.embedding_size, "precision": str(amp).replace("torch.", "") if amp else "fp32",
+                 "batches": []}
+        report["shapes"].append(entry)
+        if args.profile:
+            B = args.batch[0]
+            ids = batch_ids(B, L, V, device)
+            step, _ = toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile)
+            t = time.perf_counter()
+            for _ in range(warmup):
+                step()
+            print(f"warm-up ({warmup} step(s){', compiling' if compiled else ''}): {time.perf_counter() - t:.1f}s",
+                  flush=True)
+            profile(step, args.profile, B * L, model_flops_per_step(dshape, gshape, B, L, K, V, m.embedding_size),
+                    bf16_matmul_flops(device, 2048))
+            return
+        for B in args.batch:
+            if sweep:
+                print(f"\nbatch {B} x seq {L} ({B * L:,} tokens/step):", flush=True)
+            timed = time_batch(args, cfg, B, L, V, device)
+            print(f"warm-up ({warmup} step(s) each{', compiling' if compiled else ''}): "
+                  f"{sum(x.warmup_s for x in timed.values()):.1f}s", flush=True)
+            peak = measure_peak(device)
+            report["peak_flops_measured"].append(peak)
+            flops = model_flops_per_step(dshape, gshape, B, L, K, V, m.embedding_size)
+            entry["batches"].append(print_batch(timed, B, L, flops, peak, device))
+            sys.stdout.flush()
+            write_json(args.json, report)
+        if sweep:
+            entry.update(summarize(shape, entry["batches"], max(report["peak_flops_measured"]), device))
+            write_json(args.json, report)
+        if len(args.shape) > 1:
+            print()
+    if sweep and len(args.shape) > 1:
+        print("acceptance, every shape:")
+        for e in report["shapes"]:
+            a = e.get("acceptance")
+            print(f"  {a['line'] if isinstance(a, dict) else a}")
+    write_json(args.json, report)
 
 
 # Where a step's CPU time goes, by the kind of work: each aten op's self time lands in the first group whose
@@ -298,17 +617,39 @@ def rss(args) -> None:
               f"{peak_one / 2**20:.2f} GiB); target < 3 GB")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--vocab", type=int, default=32000, help="vocabulary size (small.yaml's vocab_size)")
+def batches(text: str) -> list[int]:
+    """--batch: one size or a comma-separated sweep (``128,256,512``)."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a batch size or a comma-separated list (128,256,512)") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: batch sizes are whole numbers >= 1")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", default="small", help="the model shape (and default vocab and seq): a preset of "
+                   "configs/pretrain (small, base, gpu-1h, tiny, ...) or a YAML path; a comma-separated list runs "
+                   "each (small,base)")
+    p.add_argument("--batch", type=batches, default=[32], help="sequences per step; a comma-separated list is a "
+                   "sweep (128,256,512,1024): both implementations at each, the toolkit's best batch at the end")
+    p.add_argument("--seq", type=int, default=None, help="sequence length (default: the preset's seq_len)")
+    p.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: the preset's vocab_size; a "
+                   "character-vocabulary preset's real size is its alphabet's, pass it)")
     p.add_argument("--steps", type=int, default=2, help="timed steps per round per implementation")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps of each first (default 1 on a CPU, "
+                   "3 on a GPU: CUDA graphs and the allocator settle)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda (both implementations run there)")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N | auto (both implementations run there)")
     p.add_argument("--compile", action="store_true", help="torch.compile the toolkit's model (minutes to compile)")
+    p.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune",
+                                                            "max-autotune-no-cudagraphs"],
+                   help="torch.compile(mode=...) for the toolkit's model (implies --compile)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write every figure to PATH as JSON (rewritten "
+                   "after each batch, so a run cut short leaves what it measured)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="profile N toolkit steps (torch.profiler): where a step's time goes, by kind of op")
     p.add_argument("--rss", action="store_true", help="measure peak RSS of pretraining tiny on --corpus instead")
@@ -316,8 +657,29 @@ def main() -> None:
     p.add_argument("--rss-steps", type=int, default=300)
     p.add_argument("--tokenizer", default=None, help="--rss: reuse a trained tokenizer dir instead of training one")
     p.add_argument("--cache-dir", default=None, help="--rss: packed-data cache dir (default: a fresh temp dir)")
-    args = p.parse_args()
-    rss(args) if args.rss else speed(args)
+    args = p.parse_args(argv)
+    if args.rss:
+        return rss(args)
+    args.shape = [s for s in args.shape.split(",") if s.strip()]
+    for name, value in (("--seq", args.seq), ("--vocab", args.vocab)):
+        if value is not None and value < 1:
+            p.error(f"{name} must be >= 1")
+    if args.vocab is not None and args.vocab <= len(SPECIAL):
+        p.error(f"--vocab must be more than the {len(SPECIAL)} special tokens")
+    if min(args.steps, args.rounds) < 1 or (args.warmup is not None and args.warmup < 0):
+        p.error("--steps and --rounds must be >= 1, --warmup >= 0")
+    if args.profile and (len(args.batch) > 1 or len(args.shape) > 1):
+        p.error("--profile takes one --batch and one --shape")
+    from koelectra_kit.errors import ConfigError
+    from koelectra_kit.runtime import resolve_device
+
+    try:
+        for shape in args.shape:
+            load_shape(shape)
+        resolve_device(args.device)
+    except (ValueError, ConfigError) as e:
+        p.error(str(e))
+    speed(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""The fine-tune and label benchmarks' --device comparisons, run here on the CPU at tiny sizes (seconds) with Kiwi
+and `datasets` made unimportable, as on the GPU machine: bench_finetune.py with a preset's encoder shape prints
+examples/s of the straightforward loop and the toolkit's and writes --json; bench_label.py --device trains its own
+presplit=none vocabulary, times transformers' pipeline and `label` on the device and writes --json."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_finetune  # noqa: E402
+import bench_label  # noqa: E402
+from tests.test_bad_input import assert_one_line_error  # noqa: E402
+
+# the bench vocabularies are trained on a few hundred sample rows: fewer tokens than the 8,000 asked for
+pytestmark = pytest.mark.filterwarnings("ignore:vocab_size=8000:UserWarning")
+
+
+@pytest.fixture
+def no_kiwi(monkeypatch):
+    """kiwipiepy and datasets as on the GPU machine: not installed (an import raises ImportError)."""
+    monkeypatch.setitem(sys.modules, "kiwipiepy", None)
+    monkeypatch.setitem(sys.modules, "datasets", None)
+
+
+def test_finetune_bench_on_a_device_with_a_preset_shape(tmp_path, monkeypatch, capsys, no_kiwi):
+    monkeypatch.setattr(bench_finetune, "SHARED", tmp_path)  # no nsmc3 here: the bundled sample's rows
+    out_json = tmp_path / "ft.json"
+    bench_finetune.main(["--rows", "48", "--batch-size", "8", "--per-round", "2", "--shape", "tiny", "--device",
+                         "cpu", "--threads", "1", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert "token cache: skipped, the `datasets` package is not installed" in out
+    assert "model: 2 layers x hidden 64 (FFN 128, embedding 32)" in out and "pre-split none; device cpu" in out
+    assert "acceptance:" not in out  # the reference figure is a GPU's
+    figures = json.loads(out_json.read_text())
+    assert figures["device"] == "cpu" and figures["batch_size"] == 8 and figures["model"]["presplit"] == "none"
+    variants = figures["variants"]
+    assert len(variants) == 4 and all(v["examples_per_s"] > 0 for v in variants.values())
+    assert variants["straightforward: pad to max_length, fp32"]["ratio"] == 1.0
+
+
+@pytest.mark.parametrize("bench,argv,message", [
+    (bench_finetune, ["--model", "m", "--shape", "tiny"], "leave them out with --model"),
+    (bench_finetune, ["--shape", "nope"], "no configs/pretrain/nope.yaml"),
+    (bench_finetune, ["--rows", "10"], "--rows must be at least 2 x --batch-size"),
+    (bench_label, ["--device", "cpu"], "--device needs --model or --shape"),
+    (bench_label, ["--device", "cpu", "--shape", "tiny", "--dup-rows", "100"], "belong to the CPU comparison"),
+    (bench_label, ["--shape", "tiny", "--json", "x.json", "--model", "m"], "--json goes with --device"),
+    (bench_label, ["--device", "cpu", "--shape", "tiny", "--pipeline-batches", "0"], "batch sizes >= 1"),
+])
+def test_bad_options_are_one_error_line(bench, argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    assert_one_line_error(e.value.code, capsys.readouterr().err, message)
+
+
+def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path, monkeypatch, capsys, sample_dir,
+                                                                        no_kiwi):
+    dev = tmp_path / "dev.tsv"  # nsmc3's layout, from the bundled sample
+    with open(sample_dir / "reviews_labelled.csv", encoding="utf-8") as f, open(dev, "w", encoding="utf-8") as g:
+        g.write("id\tmovie_id\trating\tlabel\tdocument\n")
+        for i, row in enumerate(csv.DictReader(f)):
+            g.write(f"{i}\t0\t0\t{row['label']}\t{row['review'].replace(chr(9), ' ')}\n")
+    monkeypatch.setattr(bench_label, "DEV", dev)
+    out_json = tmp_path / "label.json"
+    bench_label.main(["--device", "cpu", "--shape", "tiny", "--rows", "200", "--rounds", "1", "--pipeline-batches",
+                      "32,64", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert "model: random-init tiny shape" in out and "pre-split none" in out
+    for row in ["(a) transformers pipeline, fp32, batch 32", "(b) koelectra-kit label, model loaded once",
+                "(b) koelectra-kit label, loading the model each run"]:
+        assert row in out
+    assert "acceptance: label " in out and "(bar 2x)" in out
+    figures = json.loads(out_json.read_text())
+    assert figures["presplit"] == "none" and figures["rows"] == 200
+    assert set(figures["pipeline_sweep"]) == {"fp32 batch 32", "fp32 batch 64", "bf16 batch 32", "bf16 batch 64"}
+    methods = figures["methods"]
+    assert methods["(a) transformers pipeline, fp32, batch 32"]["vs_a"] == 1.0
+    assert figures["acceptance"]["ratio"] == methods["(b) koelectra-kit label, model loaded once"]["vs_a"]
+    assert 0 <= figures["agreement"] <= 1
