@@ -200,8 +200,9 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     else:
         model_dir = args.model
     tok = KoTokenizer.from_pretrained(model_dir)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{len(data):,} reviews from nsmc3/dev ({len(data) - len(set(texts)):,} repeat an earlier text); {name}; "
+    device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                   else f"CPU, {torch.get_num_threads()} threads")
+    print(f"{len(data):,} reviews from nsmc3/dev ({len(data) - len(set(texts)):,} repeat an earlier text); {device_name}; "
           f"torch {torch.__version__}; median of {args.rounds} rounds in turns")
     print(f"model: {model_dir if not args.shape else f'random-init {args.shape} shape'}, vocab {tok.vocab_size}, "
           f"pre-split {tok.presplit}{' (Kiwi untimed for the pipeline)' if tok.needs_kiwi('가') else ''}")
@@ -263,14 +264,18 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     label_dtype = str(clf.dtype).replace("torch.", "") if clf.dtype else "fp32"
     print(f"(random weights: the pipeline's fp32 labels agree with label's ({label_dtype}) on {agree:.2%} of rows; "
           "near-ties flip with the precision)")
-    ratio = rows["(b) koelectra-kit label, model loaded once"]["vs_a"]
-    print(f"acceptance: label {ratio:.2f}x transformers' pipeline (fp32, batch 32) on {device} (bar 2x): "
+    # judged against the pipeline at its best batch and precision: the baseline a careful pipeline user gets
+    ours = rows["(b) koelectra-kit label, model loaded once"]
+    ratio, ratio_32 = ours["vs_best_pipeline"], ours["vs_a"]
+    print(f"acceptance: label {ratio:.2f}x transformers' pipeline at its best ({best_kind}, batch {best_bs}; "
+          f"{ratio_32:.2f}x its fp32 batch 32) on {device} (bar 2x): "
           f"{'met' if ratio >= 2 else 'NOT met'}{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
-    return {"device": str(device), "device_name": name, "torch": torch.__version__, "rows": n,
+    return {"device": str(device), "device_name": device_name, "torch": torch.__version__, "rows": n,
             "repeated_rows": n - len(set(texts)), "shape": args.shape, "vocab": tok.vocab_size,
             "presplit": tok.presplit, "label_dtype": label_dtype, "label_batch_size": LabelConfig.batch_size,
             "pipeline_sweep": {f"{k} batch {b}": r for (k, b), r in sweep.items()}, "methods": rows,
-            "agreement": agree, "acceptance": {"ratio": ratio, "bar": 2.0, "met": ratio >= 2}}
+            "agreement": agree, "acceptance": {"ratio": ratio, "against": f"pipeline {best_kind} batch {best_bs}",
+                                               "ratio_fp32_batch32": ratio_32, "bar": 2.0, "met": ratio >= 2}}
 
 
 def compare(args, dev, tmp: Path) -> None:

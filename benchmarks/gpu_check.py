@@ -32,7 +32,7 @@ from pathlib import Path
 from common import ROOT, Parser  # noqa: E402  (benchmarks/common.py)
 
 SAMPLE = ROOT / "corpora" / "sample"
-STAGES = ("env", "step", "pretrain", "finetune", "label")
+STAGES = ("env", "step", "pretrain", "finetune", "finetune_bench", "label")
 
 
 class Check:
@@ -115,26 +115,37 @@ def stage_env(c: Check) -> None:
 
 
 def stage_step(c: Check) -> None:
-    """The step benchmark: the small shape over a batch sweep (eager), then compiled at the sweep's best batch."""
+    """The step benchmark: each --step-shapes shape over the batch sweep (eager, beside the straightforward step),
+    then the toolkit's step compiled (--compile-mode) at each shape's best batch."""
     a = c.args
+    tiny = ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"] if a.tiny else []
     j = c.out / "step.json"
-    argv = [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", a.step_shape,
-            "--batch", a.step_batches, "--json", str(j)]
-    if a.tiny:
-        argv += ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"]
-    code, _ = c.run("step", argv, a.step_s)
-    if code == 0 and j.exists():
+    code, _ = c.run("step", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape",
+                             a.step_shapes, "--batch", a.step_batches, "--json", str(j), *tiny], a.step_s)
+    if j.exists():  # rewritten after every batch: a sweep cut short still says what it measured
         c.figures["step"] = json.loads(j.read_text())
-    if a.compile_step:
-        best = (c.figures.get("step") or {}).get("best_batch") or a.step_batches.split(",")[0]
-        jc = c.out / "step_compiled.json"
-        argv = [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", a.step_shape,
-                "--batch", str(best), "--compile", "--compile-mode", a.compile_mode, "--json", str(jc)]
-        if a.tiny:
-            argv += ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"]
-        code, _ = c.run("step_compiled", argv, a.step_s)
-        if code == 0 and jc.exists():
-            c.figures["step_compiled"] = json.loads(jc.read_text())
+    if not a.compile_step:
+        return
+    for shape in (c.figures.get("step") or {}).get("shapes", []):
+        best = (shape.get("summary") or shape).get("best", {}).get("batch")
+        if not best:
+            continue
+        jc = c.out / f"step_compiled_{shape['shape']}.json"
+        c.run(f"step_compiled_{shape['shape']}", [
+            sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape["shape"], "--batch",
+            str(best), "--compile-mode", a.compile_mode, "--json", str(jc), *tiny], a.step_s)
+        if jc.exists():
+            c.figures[f"step_compiled_{shape['shape']}"] = json.loads(jc.read_text())
+
+
+def steady_rate(figures: dict, shape: str) -> float | None:
+    """The compiled (else eager) toolkit step's tokens/s at the best batch of ``shape``, from bench_pretrain's JSON."""
+    for key in (f"step_compiled_{shape}", "step"):
+        for entry in (figures.get(key) or {}).get("shapes", []):
+            best = (entry.get("summary") or entry).get("best") or {}
+            if entry.get("shape") == shape and best.get("tokens_per_s"):
+                return best["tokens_per_s"]
+    return None
 
 
 def stage_pretrain(c: Check) -> None:
@@ -166,11 +177,10 @@ def stage_pretrain(c: Check) -> None:
     c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
           f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
           f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")
-    step = c.figures.get("step_compiled") or {}
-    ref = step.get("toolkit_tokens_per_s")
+    ref = steady_rate(c.figures, a.preset)
     if ref:
-        c.say(f"pretrain vs the step benchmark: {steady[len(steady) // 2] / ref:.0%} of its tokens/s "
-              f"(bar 90%; the same shape and batch only if --step-shape/--step-batches name the preset's)")
+        c.say(f"pretrain vs the step benchmark of {a.preset}'s shape: {steady[len(steady) // 2] / ref:.0%} of its "
+              f"{ref:,.0f} tokens/s (bar 90%; the benchmark's best batch, the run's batch_size)")
 
 
 def stage_finetune(c: Check) -> None:
@@ -196,6 +206,19 @@ def stage_finetune(c: Check) -> None:
               f"dev macro-F1 {r.get('macro_f1', r.get('dev', {}).get('macro_f1'))}")
 
 
+def stage_finetune_bench(c: Check) -> None:
+    """bench_finetune at the issue's shape (6 x 256 = gpu-1h's encoder) and batch 32, against the straightforward loop."""
+    a = c.args
+    j = c.out / "finetune_bench.json"
+    argv = [sys.executable, "benchmarks/bench_finetune.py", "--device", a.device, "--shape",
+            "tiny" if a.tiny else "gpu-1h", "--batch-size", "32", "--json", str(j)]
+    if a.tiny:
+        argv += ["--rows", "64", "--cache-rows", "0"]
+    code, _ = c.run("finetune_bench", argv, a.finetune_s)
+    if code == 0 and j.exists():
+        c.figures["finetune_bench"] = json.loads(j.read_text())
+
+
 def stage_label(c: Check) -> None:
     a = c.args
     model = c.out / "finetune"
@@ -203,13 +226,18 @@ def stage_label(c: Check) -> None:
         c.say("label: skipped (no classifier from the finetune stage)")
         return
     j = c.out / "label.json"
-    argv = [sys.executable, "benchmarks/bench_label.py", "--model", str(model), "--device", a.device,
-            "--input", str(a.dev), "--json", str(j)]
-    if a.tiny:
-        argv += ["--rows", "64"]
+    # bench_label reads nsmc3/dev.tsv under $KOELECTRA_SHARED_DATA: --dev's rows laid out that way
+    shared = c.out / "label-data"
+    write_nsmc_layout(Path(a.dev), shared / "nsmc3" / "dev.tsv")
+    os.environ["KOELECTRA_SHARED_DATA"] = str(shared)
+    argv = [sys.executable, "benchmarks/bench_label.py", "--model", str(model), "--device", a.device, "--json", str(j),
+            "--rows", "64" if a.tiny else str(a.label_rows), "--big-rows", "0", "--dup-rows", "0"]
     code, _ = c.run("label", argv, a.label_s)
     if code == 0 and j.exists():
-        c.figures["label"] = json.loads(j.read_text())
+        c.figures["label"] = figures = json.loads(j.read_text())
+        acc = figures.get("acceptance") or {}
+        c.say(f"label: {acc.get('ratio', 0):.2f}x transformers' pipeline at its best ({acc.get('against')}), "
+              f"{acc.get('ratio_fp32_batch32', 0):.2f}x at its fp32 batch 32 (bar 2x)")
 
 
 def make_bundle(a) -> None:
@@ -236,14 +264,34 @@ def make_bundle(a) -> None:
     lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
     header, rows = lines[0], lines[1:]
     random.Random(0).shuffle(rows)
-    (out / ("train" + train.suffix)).write_text(header + "".join(rows[:a.bundle_rows]), encoding="utf-8")
-    (out / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
+    tables = out / "data" / "nsmc3"  # the shared data's layout: KOELECTRA_SHARED_DATA={out}/data serves benchmarks
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / ("train" + train.suffix)).write_text(header + "".join(rows[:a.bundle_rows]), encoding="utf-8")
+    (tables / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"wrote {out}/: corpus/ (prepared), train{train.suffix} ({min(a.bundle_rows, len(rows)):,} rows), "
-          f"dev{dev.suffix}; {size / 2**20:.1f} MiB")
+    print(f"wrote {out}/: corpus/ (prepared), data/nsmc3/train{train.suffix} ({min(a.bundle_rows, len(rows)):,} "
+          f"rows), data/nsmc3/dev{dev.suffix}; {size / 2**20:.1f} MiB")
     print("on the GPU machine (carry it beside the repository's files):")
-    print(f"  python benchmarks/gpu_check.py --prepared {out}/corpus --train {out}/train{train.suffix} "
-          f"--dev {out}/dev{dev.suffix} --report $OUT/gpu_check.txt --out $OUT/gpu-check")
+    print(f"  KOELECTRA_SHARED_DATA={out}/data python benchmarks/gpu_check.py --prepared {out}/corpus "
+          f"--train {tables}/train{train.suffix} --dev {tables}/dev{dev.suffix} --report $OUT/gpu_check.txt "
+          "--out $OUT/gpu-check")
+
+
+def write_nsmc_layout(table: Path, dest: Path) -> None:
+    """A labelled table as nsmc3's TSV (id, movie_id, rating, label, document; no quoting), which the label
+    benchmark reads; an nsmc3 file is copied as it is."""
+    from koelectra_kit.io.labelled import read_labelled
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if table.suffix == ".tsv" and table.read_text(encoding="utf-8").startswith("id\tmovie_id\trating\tlabel\tdocument"):
+        dest.write_bytes(table.read_bytes())
+        return
+    data = read_labelled(table, ["negative", "neutral", "positive"])
+    lines = ["id\tmovie_id\trating\tlabel\tdocument"]
+    for i, (text, y) in enumerate(zip(data.texts, data.y)):
+        text = " ".join(str(text).split())  # no tab or newline inside a TSV field
+        lines.append(f"{i}\t0\t0\t{['negative', 'neutral', 'positive'][y]}\t{text}")
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def main() -> None:
@@ -258,8 +306,9 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=2.0, help="the pretrain stage's time budget")
     p.add_argument("--set", dest="pretrain_set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for the pretrain stage (repeatable), e.g. --set batch_size=512")
-    p.add_argument("--step-shape", default="small", help="bench_pretrain.py --shape (small | base | a preset)")
-    p.add_argument("--step-batches", default="128,256,512,1024", help="bench_pretrain.py's batch sweep")
+    p.add_argument("--step-shapes", default="small,base,gpu-10min",
+                   help="bench_pretrain.py --shape: comma-separated presets (small, base, gpu-10min, ...)")
+    p.add_argument("--step-batches", default="64,128,256,512,1024", help="bench_pretrain.py's batch sweep")
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
@@ -268,6 +317,7 @@ def main() -> None:
     p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")
     p.add_argument("--finetune-s", type=float, default=120)
     p.add_argument("--label-s", type=float, default=90)
+    p.add_argument("--label-rows", type=int, default=20000, help="rows the label benchmark times")
     p.add_argument("--out", default="runs/gpu-check", help="folder for the stages' runs and logs")
     p.add_argument("--make-bundle", metavar="DIR", default=None,
                    help="make the folder a GPU lease carries (prepared corpus, train sample, dev) and stop")
@@ -296,7 +346,7 @@ def main() -> None:
     c.say(f"koelectra-kit GPU check, {time.strftime('%Y-%m-%d %H:%M')}; stages {', '.join(stages)}; "
           f"budget {a.budget_s:.0f}s")
     funcs = {"env": stage_env, "step": stage_step, "pretrain": stage_pretrain, "finetune": stage_finetune,
-             "label": stage_label}
+             "finetune_bench": stage_finetune_bench, "label": stage_label}
     for name in stages:
         if c.left() < 10:
             c.say(f"{name}: skipped (budget spent)")

@@ -82,5 +82,9 @@ def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path,
     assert set(figures["pipeline_sweep"]) == {"fp32 batch 32", "fp32 batch 64", "bf16 batch 32", "bf16 batch 64"}
     methods = figures["methods"]
     assert methods["(a) transformers pipeline, fp32, batch 32"]["vs_a"] == 1.0
-    assert figures["acceptance"]["ratio"] == methods["(b) koelectra-kit label, model loaded once"]["vs_a"]
+    ours = methods["(b) koelectra-kit label, model loaded once"]
+    # judged against the pipeline at its best, not its fp32 batch 32
+    assert figures["acceptance"]["ratio"] == ours["vs_best_pipeline"] <= ours["vs_a"]
+    assert figures["acceptance"]["ratio_fp32_batch32"] == ours["vs_a"]
+    assert figures["device_name"].startswith("CPU")
     assert 0 <= figures["agreement"] <= 1
