@@ -35,6 +35,7 @@ PAGE = "reference.md"
 COMMAND_CONFIGS: dict[str, tuple[str, str] | None] = {
     "tokenizer train": ("koelectra_kit.tokenizer.config", "TokenizerConfig"),  # STAGE "tokenizer"
     "baseline": ("koelectra_kit.finetune.config", "FinetuneConfig"),  # reads the fine-tuning config (baseline.*)
+    "prepare": ("koelectra_kit.pretrain.config", "PretrainConfig"),  # pretrain's keys: the same --config serves both
     "app": ("koelectra_kit.app.settings", "AppSettings"),  # set from the flags only (no --config)
     "quickstart": None,  # STAGE.key=value overrides: the keys of tokenizer train, pretrain, finetune and label
 }
