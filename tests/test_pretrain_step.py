@@ -125,3 +125,33 @@ def test_compile_mode_needs_compile(tiny_cfg):
     with pytest.raises(ConfigError, match="needs compile=true"):
         tiny_cfg("compile_mode=reduce-overhead")
     assert tiny_cfg("compile=true", "compile_mode=reduce-overhead").compile_mode == "reduce-overhead"
+
+
+def test_ranks_read_rank_0s_clock_with_one_broadcast_every_log_interval():
+    """Under torchrun every rank must stop at the same step with the same lr: each reads rank 0's clock, but a
+    broadcast stalls the GPU's queue, so it happens every ``every`` steps and the steps between are extrapolated
+    from broadcast values only: two ranks whose own clocks disagree read the same numbers."""
+    from koelectra_kit.pretrain.distributed import SharedClock
+
+    class Ranks:  # rank 0's elapsed is what every broadcast returns
+        enabled, broadcasts = True, 0
+
+        def broadcast_float(self, value):
+            Ranks.broadcasts += 1
+            return rank0[self.step]
+
+    rank0 = {s: 0.5 * s for s in range(40)}  # rank 0: 0.5 s a step
+    ranks = [Ranks(), Ranks()]
+    clocks = [SharedClock(r, every=10) for r in ranks]
+    seen = []
+    for step in range(31):
+        reads = []
+        for r, clock, local in zip(ranks, clocks, (0.5 * step, 0.9 * step + 3)):  # rank 1's clock runs otherwise
+            r.step = step
+            reads.append(clock.read(step, local, 0.123))
+        assert reads[0] == reads[1]
+        seen.append(reads[0])
+    assert Ranks.broadcasts == 2 * 4  # steps 0, 10, 20 and 30, on each rank
+    assert seen[15] == (7.5, 0.5) and seen[30] == (15.0, 0.5)
+    single = SharedClock(type("One", (), {"enabled": False})(), every=10)
+    assert single.read(7, 3.25, 0.4) == (3.25, 0.4)  # one process: its own clock, as before

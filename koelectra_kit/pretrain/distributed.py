@@ -78,6 +78,30 @@ class DistContext:
                 dist.destroy_process_group()
 
 
+class SharedClock:
+    """Rank 0's training clock, the same number on every rank: a time budget, the lr schedule that follows it and
+    checkpoints every N minutes must agree across ranks (a rank-local number in the lr would make the ranks' weights
+    drift apart). A broadcast reads a device value back (NCCL), which stalls a GPU's queue, so it happens once every
+    ``every`` steps; in between, every rank extrapolates from broadcast values alone (the last one plus steps x the
+    seconds per step between the last two), which keeps them identical. A single process reads its own clock."""
+
+    def __init__(self, dist_ctx: DistContext, every: int):
+        self.dist, self.every = dist_ctx, max(1, every)
+        self.at: tuple[int, float] | None = None  # (step, rank 0's elapsed) of the last broadcast
+        self.rate = 0.0  # seconds per step between the last two broadcasts
+
+    def read(self, step: int, local_elapsed: float, local_step_s: float) -> tuple[float, float]:
+        """(elapsed seconds, seconds per step) at optimizer step ``step``."""
+        if not self.dist.enabled:
+            return local_elapsed, local_step_s
+        if self.at is None or step - self.at[0] >= self.every:
+            shared = self.dist.broadcast_float(local_elapsed)
+            if self.at is not None:
+                self.rate = (shared - self.at[1]) / (step - self.at[0])
+            self.at = (step, shared)
+        return self.at[1] + (step - self.at[0]) * self.rate, self.rate
+
+
 def param_digest(model) -> str:
     """sha256 of every parameter's bytes: equal across DDP ranks iff their weights are bit-identical."""
     h = hashlib.sha256()

@@ -26,7 +26,7 @@ from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import BatchSource, check_corpus, check_tokenizer_dir, checked_rows, open_packed_data, prepare_tokenizer
-from .distributed import DistContext, param_digest
+from .distributed import DistContext, SharedClock, param_digest
 from .export import export_models, push_discriminator
 from .report import log_line, metrics_row, plateau_warning, postfix
 from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
@@ -268,20 +268,19 @@ class PretrainRecipe:
         self.model.train()
         t_start = time.perf_counter() - s.elapsed
         t_window, tokens_window = time.perf_counter(), 0
-        last_save_t = time.perf_counter()
+        clock = SharedClock(dist, cfg.log_every)  # rank 0's clock on every rank, read without a sync per step
+        last_save = s.elapsed
         step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
         saved_at = s.step if self.ckpt is not None else -1
         last_row = None
         with self.progress() as (bar, metrics_f):
             while True:
-                # Every rank must stop at the same step: a time budget runs on rank 0's clock.
-                elapsed = time.perf_counter() - t_start
-                if cfg.max_minutes > 0:
-                    elapsed = dist.broadcast_float(elapsed)
+                # Every rank must stop at the same step and use the same lr: a time budget runs on rank 0's clock.
+                elapsed, ahead = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 progress = budget_progress(cfg, s.step, elapsed)
                 if progress >= 1.0:
                     break
-                next_progress = budget_progress(cfg, s.step + 1, elapsed + step_s)
+                next_progress = budget_progress(cfg, s.step + 1, elapsed + ahead)
                 if s.warm_end is None and warmup_done(cfg, s.step, progress):
                     s.warm_end = progress  # the decay runs from here to the end of the budget
                 lr = cfg.lr * lr_factor(cfg, s.step, progress, next_progress, s.warm_end)
@@ -311,11 +310,12 @@ class PretrainRecipe:
                     last_row = row
                 due = cfg.save_every > 0 and s.step % cfg.save_every == 0
                 if cfg.save_every_minutes > 0:  # rank 0's clock again: every rank must join the save
-                    since = dist.broadcast_float(time.perf_counter() - last_save_t)
-                    due = due or since >= cfg.save_every_minutes * 60
+                    now_s, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
+                    due = due or now_s - last_save >= cfg.save_every_minutes * 60
                 if due:
                     self.save_checkpoint()
-                    saved_at, last_save_t = s.step, time.perf_counter()
+                    saved_at = s.step
+                    last_save, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 if self.on_step is not None:
                     self.on_step(s.step, row)
         if saved_at != s.step:
