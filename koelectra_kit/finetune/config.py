@@ -10,6 +10,7 @@ from ..classify.references import BaselineConfig
 from ..errors import ConfigError
 from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS,  # noqa: F401 - re-exported
                           RATING_PRESETS, parse_rating_map)
+from ..io.trackers import report_to_names
 
 DEFAULT_LABELS = ["negative", "neutral", "positive"]
 
@@ -82,6 +83,11 @@ class FinetuneConfig:
     cache_dir: str | None = None  # None: $KOELECTRA_CACHE or ~/.cache/koelectra-kit
     token_cache: bool = True  # false: always tokenize, write nothing
     plots: bool = True  # confusion.png and curves.png
+    # Trackers that get every metrics.jsonl row (train/loss, eval/macro_f1, ...), spelled as transformers' Trainer
+    # spells report_to: none, all (each one installed), tensorboard (event files in OUT/runs), wandb (project
+    # $WANDB_PROJECT or koelectra-kit, files in OUT/wandb), or a list: [tensorboard,wandb]. Each is a pip extra (pip
+    # install "koelectra-kit[tensorboard]"). While the run lasts its files are in the staging folder beside OUT.
+    report_to: str | list[str] = "none"
     # Score the majority class and the TF-IDF baseline on the same split and report them beside the model
     # (seconds on small data, ~1 minute on 150k rows), warning when the model is not above them.
     references: bool = True
@@ -132,6 +138,7 @@ class FinetuneConfig:
             raise ConfigError(f"warmup_ratio: must be in [0, 1), got {self.warmup_ratio}")
         if self.eval_every < 0 or (self.patience is not None and self.patience < 0) or self.log_every < 1:
             raise ConfigError("eval_every and patience must be >= 0, log_every >= 1")
+        report_to_names(self.report_to)
         if self.eval_batch_size < 1:
             raise ConfigError(f"eval_batch_size: must be at least 1, got {self.eval_batch_size}")
         if self.adam_eps <= 0:

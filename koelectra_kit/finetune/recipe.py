@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from ..classify.classifier import collate, cpu_streams, predict_logits
-from ..config import dump_yaml
+from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
 from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, quiet_transformers, resolve_device,
@@ -75,19 +76,22 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
 
 
 class MetricsLog:
-    """metrics.jsonl, one row a line as it happens (line-buffered: a crash keeps what was logged); the rows
-    are kept for curves.png."""
+    """metrics.jsonl, one row a line as it happens (line-buffered: a crash keeps what was logged), and the same rows
+    to the run's trackers (report_to: train/loss, eval/macro_f1, ...); the rows are kept for curves.png."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, trackers: Trackers | None = None):
         self.rows: list[dict] = []
+        self.trackers = trackers or Trackers([], path.parent, {})
         self.file = open(path, "w", encoding="utf-8", buffering=1)
 
     def write(self, row: dict) -> None:
         self.rows.append(row)
         self.file.write(json.dumps(row) + "\n")
+        self.trackers.log(row, row["kind"])
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.file.close()
+        self.trackers.close(failed)
 
 
 @dataclass
@@ -140,6 +144,7 @@ class FinetuneRecipe:
         self.out = Path(cfg.out)
         check_out_dir(self.out)
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
+        self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
         self.labels = list(cfg.labels)
         self.state = RunState()
         self.staging: Path | None = None
@@ -375,7 +380,7 @@ class FinetuneRecipe:
         if self.bar is not None:
             self.bar.close()
         if self.metrics is not None:
-            self.metrics.close()
+            self.metrics.close(failed=True)  # save() closed it when the run got that far: this is a no-op then
         if self.staging is not None and self.staging.exists():
             shutil.rmtree(self.staging, ignore_errors=True)
 
@@ -385,7 +390,10 @@ class FinetuneRecipe:
         self.setup_optimizer()
         self.staging = make_staging_dir(self.out)
         try:
-            self.metrics = MetricsLog(self.staging / "metrics.jsonl")
+            # the trackers write into the staging folder too (OUT/runs, OUT/wandb once it is published), and are
+            # closed before that (save() closes the log)
+            trackers = Trackers(self.report_to, self.staging, to_dict(self.cfg), name=self.out.resolve().name)
+            self.metrics = MetricsLog(self.staging / "metrics.jsonl", trackers)
             log(f"metrics: {self.staging / 'metrics.jsonl'} (moved to {self.out} at the end)")
             self.train()
             result = self.save()

@@ -8,7 +8,8 @@
 - ``corpus``: plain-text and table corpora as texts, one a line or one a row;
 - ``labelled``: a labelled table as texts and label indices (columns, label or rating mapping, dropped rows);
 - ``output``: which output folders a command may replace;
-- ``plots``: the figures (confusion matrix, curves, label distribution), Korean fonts included.
+- ``plots``: the figures (confusion matrix, curves, label distribution), Korean fonts included;
+- ``trackers``: a run's metrics rows as TensorBoard / wandb scalars (``report_to``).
 
 Nothing here imports a stage: every stage reads through these.
 """

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
+from ..io.trackers import report_to_names
 
 
 @dataclass
@@ -140,6 +141,11 @@ class PretrainConfig:
     overwrite: bool = False  # start over in an out dir that has a previous run's checkpoints
     progress: bool = True  # progress bar (stderr)
     plots: bool = True  # write out/curves.png at the end
+    # Trackers that get every metrics row as it is logged, spelled as transformers' Trainer spells report_to: none,
+    # all (each one installed), tensorboard (event files in out/runs: tensorboard --logdir OUT/runs), wandb (project
+    # $WANDB_PROJECT or koelectra-kit, files in out/wandb), or a list: [tensorboard,wandb]. Each is a pip extra
+    # (pip install "koelectra-kit[tensorboard]"); metrics.jsonl is written either way.
+    report_to: str | list[str] = "none"
     # "Learning?" check: after this many tokens, warn when the generator's masked-token accuracy is within
     # plateau_gen_margin of the unigram baseline (always predicting the most frequent target) or the
     # discriminator's AUC on replaced tokens is below plateau_auc (0 tokens: off).
@@ -260,6 +266,7 @@ class PretrainConfig:
             raise ConfigError(f"ddp_timeout_minutes must be positive, got {self.ddp_timeout_minutes}")
         if self.log_every < 1:
             raise ConfigError("log_every must be at least 1")
+        report_to_names(self.report_to)
         probs = self.mask_probs()
         if min(probs) < 0 or sum(probs) > 1.0 + 1e-9:
             raise ConfigError("mask_token_prob and random_token_prob must be >= 0 and sum to at most 1")

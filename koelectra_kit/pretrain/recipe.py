@@ -19,6 +19,7 @@ from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
 from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.hfdata import corpus_paths
+from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
@@ -83,6 +84,7 @@ class PretrainRecipe:
         self.setup_masking()
         self.setup_resume()
         self.setup_parallel()
+        self.setup_trackers()
 
     def setup_engine(self) -> None:
         """Threads, precision, and the micro-batch size every rank and accumulation step gets."""
@@ -112,8 +114,10 @@ class PretrainRecipe:
                     warn(note)
 
     def setup_inputs(self) -> None:
-        """The corpus and a given tokenizer exist, or the prepared-data folder opens (and sets seq_len), checked
-        before out/ is made or the config logged."""
+        """The corpus and a given tokenizer exist, or the prepared-data folder opens (and sets seq_len), and the
+        trackers' packages exist, checked before out/ is made or the config logged (only rank 0 reports to
+        trackers)."""
+        self.report_to = trackers_to_open(self.cfg.report_to) if self.main else []
         self.prepared = None
         if self.cfg.prepared:
             from .prepared import apply_prepared_shape, open_prepared
@@ -259,6 +263,12 @@ class PretrainRecipe:
                 + f"; {self.device}, {amp}, {self.world} rank(s), batch {cfg.batch_size} = {self.world} x "
                 f"{cfg.grad_accum} x {self.micro_bs}, {torch.get_num_threads()} threads")
 
+    def setup_trackers(self) -> None:
+        """Rank 0's trackers (report_to), opened last: wandb takes seconds to start, which must not count in the
+        run's clock (it starts with the loop). ``progress`` closes them however the loop ends."""
+        self.trackers = Trackers(self.report_to, self.out, to_dict(self.cfg), name=self.out.resolve().name,
+                                 start_step=self.state.step)
+
     def train(self) -> dict:
         """The loop: schedule, batch, step, count, log, checkpoint; until the budget is used. Then the end of
         the run (``finish``)."""
@@ -324,8 +334,9 @@ class PretrainRecipe:
 
     @contextlib.contextmanager
     def progress(self):
-        """(progress bar, rank 0's open metrics.jsonl), both closed however the loop ends. While the bar is
-        shown, log lines (the plateau warning) are printed above it instead of through it."""
+        """(progress bar, rank 0's open metrics.jsonl), both closed however the loop ends, as are the trackers
+        (a failed run's wandb run marked failed). While the bar is shown, log lines (the plateau warning) are
+        printed above it instead of through it."""
         from tqdm.auto import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -339,7 +350,7 @@ class PretrainRecipe:
         above = logging_redirect_tqdm(loggers=[logger]) if logger.handlers and not bar.disable else \
             contextlib.nullcontext()
         try:
-            with above:
+            with above, self.trackers:
                 yield bar, metrics_f
         finally:
             bar.close()
@@ -347,10 +358,12 @@ class PretrainRecipe:
                 metrics_f.close()
 
     def report(self, row: dict, bar, metrics_f) -> None:
-        """Rank 0: the row to metrics.jsonl, the bar or a log line, and the "learning?" warning once."""
+        """Rank 0: the row to metrics.jsonl and the trackers, the bar or a log line, and the "learning?" warning
+        once."""
         cfg, s = self.cfg, self.state
         metrics_f.write(json.dumps(row) + "\n")
         metrics_f.flush()
+        self.trackers.log(row, "pretrain")
         bar.set_postfix_str(postfix(row, cfg, s.elapsed), refresh=False)
         if not cfg.progress:
             log(log_line(row))
@@ -406,4 +419,6 @@ class PretrainRecipe:
             shutil.rmtree(self.out, ignore_errors=True)
 
     def cleanup(self) -> None:
+        if getattr(self, "trackers", None) is not None:
+            self.trackers.close(failed=True)  # open here only when the run ended between setup and the loop
         self.dist.close()
