@@ -156,7 +156,10 @@ def preset_path(name: str | Path, stage: str | None = None) -> Path:
         return path
     from importlib import resources
 
-    root = resources.files("koelectra_kit.presets")
+    try:
+        root = resources.files("koelectra_kit.presets")
+    except ModuleNotFoundError:  # a checkout on PYTHONPATH, not installed (a lent GPU machine): configs/ beside it
+        root = Path(__file__).resolve().parent.parent / "configs"
     stem = path.name[:-5] if path.name.endswith(".yaml") else path.name
     stages = [path.parent.name] if path.parent.name else ([stage] if stage else [])
     for st in stages:

@@ -83,3 +83,23 @@ def test_every_preset_says_its_command_and_the_command_loads(path):
     cls = {"pretrain": PretrainConfig, "finetune": FinetuneConfig, "tokenizer": TokenizerConfig}[stage]
     cfg = load_config(cls, ROOT / path, argv[len(head) + 2:])
     cfg.validate()
+
+
+def test_presets_resolve_from_a_checkout_that_is_not_installed(monkeypatch):
+    """A copy of the repository on PYTHONPATH (a lent GPU machine) has no koelectra_kit.presets package mapping:
+    --config NAME still finds configs/."""
+    from importlib import resources
+
+    from koelectra_kit.config import preset_path
+
+    real = resources.files
+
+    def files(name):
+        if name == "koelectra_kit.presets":
+            raise ModuleNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(resources, "files", files)
+    assert preset_path("gpu-10min", "pretrain") == ROOT / "configs" / "pretrain" / "gpu-10min.yaml"
+    with pytest.raises(ConfigError, match="presets: .*gpu-10min"):
+        preset_path("gpu-9min", "pretrain")
