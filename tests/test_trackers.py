@@ -252,3 +252,6 @@ def test_wandb_without_a_login_is_one_line_before_any_work(capsys, monkeypatch, 
     rc, _, err = run_cli(capsys, *pretrain_argv, "report_to=wandb")
     assert_one_line_error(rc, err, "report_to=wandb: ", "WANDB_MODE=offline")
     assert not (tmp_path / "o").exists()
+    # all: every installed tracker that can start; wandb without a login is left out with a note, not an error
+    assert trackers_to_open("all") == ["tensorboard"]
+    assert "report_to=all leaves wandb out" in capsys.readouterr().err

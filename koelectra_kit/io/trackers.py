@@ -56,7 +56,13 @@ def trackers_to_open(value: str | list[str], key: str = "report_to") -> list[str
             raise ConfigError(f"{key}={name} needs the {TRACKERS[name]} package: "
                               f"pip install \"koelectra-kit[{name}]\"")
     if "wandb" in names and os.environ.get("WANDB_MODE", "").lower() not in WANDB_LOCAL_MODES:
-        _check_wandb_login(key)
+        try:
+            _check_wandb_login(key)
+        except ConfigError as e:
+            if "wandb" in report_to_names(value, key):  # named: the user asked for it
+                raise
+            names.remove("wandb")  # only installed (all): reported to the others, with a note
+            warn(f"note: {key}=all leaves wandb out: {str(e).split(': ', 1)[-1]}")
     return names
 
 
