@@ -75,8 +75,29 @@ def resolve_device(name: str = "auto"):
     except RuntimeError:
         raise ConfigError(f"device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda was asked for but torch sees no CUDA GPU (is the CUDA build of torch installed?)")
+        raise ConfigError(f"device={name} was asked for but torch sees no CUDA GPU (is the CUDA build of torch "
+                          "installed?); use device=cpu or auto")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"device={name}: torch sees {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
     return dev
+
+
+def synchronize(device) -> None:
+    """Wait for the work queued on ``device`` (CUDA runs asynchronously; a CPU has nothing queued). Timings that
+    must include the GPU's work call this before reading the clock."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def pad_multiple(device, requested: int | None = None) -> int:
+    """What padded lengths are rounded up to: ``requested``, else 16 on a GPU (tensor cores, and a few distinct
+    shapes for torch.compile and CUDA graphs: 8 widths up to max_length 128) and 1 on a CPU (padding beyond a
+    batch's longest text is only wasted work there)."""
+    if requested:
+        return requested
+    return 16 if device.type == "cuda" else 1
 
 
 def cpu_has_bf16() -> bool:

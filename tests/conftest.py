@@ -61,7 +61,7 @@ FAST_MODULES = {
     "tests/test_layering.py", "tests/test_pretrain_units.py", "tests/test_finetune_data.py", "tests/test_baseline.py",
     "tests/test_label.py", "tests/test_suggest.py", "tests/test_bad_input_more.py", "tests/test_pretrain_init.py",
     "tests/test_normalize.py", "tests/test_tokenizer_fallback.py", "tests/test_hf_inputs.py",
-    "tests/test_tfidf_ensemble.py", "tests/test_tiers.py",
+    "tests/test_tfidf_ensemble.py", "tests/test_tiers.py", "tests/test_gpu_path.py",
 }
 
 

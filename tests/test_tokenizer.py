@@ -1,6 +1,7 @@
 """The tokenizer pipeline on real noisy text: pre-split pieces, offsets, decode, save/load, the CLI, bad input."""
 import json
 import os
+import warnings
 
 import pytest
 
@@ -122,8 +123,13 @@ def test_version_mismatch_warns(sample_tokenizer, tmp_path):
     s = json.loads((d / "koelectra_tokenizer.json").read_text())
     s["kiwi"]["kiwipiepy_model"] = "0.0.1"
     (d / "koelectra_tokenizer.json").write_text(json.dumps(s))
-    with pytest.warns(UserWarning, match="may split"):
-        KoTokenizer.from_pretrained(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tok = KoTokenizer.from_pretrained(d)  # compared where Kiwi first runs, not here: a run that never calls Kiwi
+    with pytest.warns(UserWarning, match="may split") as seen:  # (a token cache) needs no kiwipiepy (issue 39)
+        tok.encode_batch(["영화 재밌었는데 ㅋㅋ", "배송이 느려요"])
+        tok.encode_batch(["또 봐요"])
+    assert len(seen) == 1 and "0.0.1" in str(seen[0].message)
 
 
 def test_plain_hf_tokenizer_dir_works(sample_tokenizer, tmp_path):

@@ -7,7 +7,8 @@ Fast on CPU for the reasons the labeller needs: texts sorted by length so each b
 longest text, bf16 autocast where the CPU/GPU has it, optional int8 (onnxruntime or torchao; ``backend="onnx"``
 runs the exported graph in onnxruntime, see onnx_backend),
 ``torch.inference_mode``; on a GPU, tokenization of the next batch group (Kiwi, which releases the GIL)
-overlapped with the model's forward pass of the current one. On a CPU the two run one after the other, each
+overlapped with the model's forward pass of the current one, bf16 weights, lengths padded to multiples of 16, batches
+copied from pinned memory without waiting, and a group's logits kept on the GPU and copied back once. On a CPU the two run one after the other, each
 with every core: overlapped, Kiwi's workers and torch's OpenMP threads fight over the same cores and the
 model ran 3x slower (benchmarks/bench_label.py, 2 cores). On a CPU the model scores whole batches side by side,
 one per core on one thread each (``cpu_streams``), rather than one batch split over the cores.
@@ -31,7 +32,7 @@ from ..errors import InputError
 from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
 from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
-from ..runtime import autocast, autocast_dtype, quiet_transformers, resolve_device
+from ..runtime import autocast, autocast_dtype, pad_multiple, quiet_transformers, resolve_device
 
 
 def placeholder_labels(labels) -> bool:
@@ -40,27 +41,58 @@ def placeholder_labels(labels) -> bool:
     return bool(labels) and all(re.fullmatch(r"LABEL_\d+", str(lab)) for lab in labels)
 
 
-def collate(ids: list[list[int]], idx, pad_id: int, multiple: int = 1, pad_to: int | None = None):
+def collate(ids: list[list[int]], idx, pad_id: int, multiple: int = 1, pad_to: int | None = None, *,
+            max_width: int | None = None, pin: bool = False):
     """Batch ``ids[idx]`` -> (input_ids, attention_mask) LongTensors [B, T], T = longest in the batch
-    (rounded up to ``multiple``; 8 on GPUs for tensor cores) or ``pad_to`` for fixed padding."""
+    rounded up to ``multiple`` (``runtime.pad_multiple``: 16 on GPUs) but not past ``max_width`` (the max_length
+    the ids were truncated to: a model's position table may end there), or ``pad_to`` for fixed padding.
+    ``pin``: in page-locked memory, so a ``.to(cuda, non_blocking=True)`` copy does not hold up the host."""
     import torch
 
     seqs = [ids[i] for i in idx]
-    width = pad_to or -(-max(len(s) for s in seqs) // multiple) * multiple
-    input_ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    longest = max(len(s) for s in seqs)
+    width = pad_to or max(longest, min(-(-longest // multiple) * multiple, max_width or longest + multiple))
+    input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, pin_memory=pin)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long, pin_memory=pin)
+    a, m = input_ids.numpy(), mask.numpy()  # filled through numpy views: no second copy
     for r, s in enumerate(seqs):
-        input_ids[r, :len(s)] = s
-        mask[r, :len(s)] = 1
-    return torch.from_numpy(input_ids), torch.from_numpy(mask)
+        a[r, :len(s)] = s
+        m[r, :len(s)] = 1
+    return input_ids, mask
+
+
+def attention_mask_for(model, mask):
+    """The attention mask to hand ``model``: the 2D mask [B, T] as it is, except for a transformers model whose
+    attention is SDPA and whose masks come from transformers' mask factory (ELECTRA, BERT, RoBERTa, ...). That one
+    gets the 4D boolean mask [B, 1, 1, T] (True: attend) the factory would build and passes through as it is
+    (``create_bidirectional_mask``'s documented 4D case): given a 2D mask, the factory first asks whether any
+    position is padding (``mask.all()``), a host read that on a GPU waits at every step for every kernel queued
+    so far, so the CPU can never run ahead of the GPU. Same logits (bit for bit on a CPU in fp32, tested), same
+    speed on a CPU."""
+    import sys
+
+    if mask.dim() != 2 or getattr(getattr(model, "config", None), "_attn_implementation", None) != "sdpa":
+        return mask
+    module = sys.modules.get(type(getattr(model, "_orig_mod", model)).__module__)
+    if not hasattr(module, "create_bidirectional_mask"):
+        return mask
+    return mask.bool()[:, None, None, :]
+
+
+def default_batch_size(device) -> int:
+    """Texts per model call where the caller names none: 128 on a CPU (fewer, fuller calls amortize a small
+    model's per-call overhead; little gain past it), 256 on a GPU (a batch of 128 short reviews leaves a large GPU
+    mostly idle; more rows per kernel launch)."""
+    return 256 if device.type == "cuda" else 128
 
 
 def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, batch_size: int = 128,
-                   multiple: int = 1, streams: int = 1) -> np.ndarray:
+                   multiple: int = 1, streams: int = 1, max_width: int | None = None) -> np.ndarray:
     """Logits [n, num_labels] (fp32) for pre-tokenized texts, in input order. Batches are formed
     longest-first so padding is minimal; rows are put back in order afterwards. Fine-tuning scores its
     dev set with this too, so the reported scores are the predictor's. ``streams`` > 1 (CPU): that many
-    threads, each with one intra-op thread, take the batches in turn (see ``cpu_streams``)."""
+    threads, each with one intra-op thread, take the batches in turn (see ``cpu_streams``). ``multiple`` and
+    ``max_width``: how ``collate`` pads."""
     import torch
 
     model.eval()
@@ -68,13 +100,17 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
     order = np.argsort(-lengths, kind="stable")
     out = np.zeros((len(ids), model.config.num_labels), dtype=np.float32)
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    if device.type != "cpu" and isinstance(model, torch.nn.Module):
+        out[order] = _device_logits(model, ids, batches, pad_id, device, dtype, multiple, max_width)
+        return out
 
     def score(idx) -> None:
         # inference_mode and autocast are per thread: entered on the thread that scores
         with torch.inference_mode():
-            input_ids, mask = collate(ids, idx, pad_id, multiple)
+            input_ids, mask = collate(ids, idx, pad_id, multiple, max_width=max_width)
             with autocast(device, dtype):
-                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+                logits = model(input_ids=input_ids.to(device),
+                               attention_mask=attention_mask_for(model, mask.to(device))).logits
             out[idx] = logits.float().cpu().numpy()  # rows of different batches: no two threads share one
 
     # a few batches do not share out evenly (500 texts, 4 batches: 0.72x one at a time; 1,000 texts: 1.15x)
@@ -87,6 +123,29 @@ def predict_logits(model, ids: list[list[int]], *, pad_id: int, device, dtype, b
     # share: 0.71-0.79x one-at-a-time on 500-1,000-text calls.
     list(_stream_pool(streams).map(score, batches))
     return out
+
+
+def _device_logits(model, ids, batches, pad_id: int, device, dtype, multiple: int, max_width: int | None) -> np.ndarray:
+    """``predict_logits`` on a GPU: the logits [n, k] in the batches' (length) order. Batches go over from pinned
+    memory without waiting and their logits stay on the GPU until one copy back at the end: a ``.cpu()`` per batch
+    would make the host wait for each batch before it could queue the next."""
+    import torch
+
+    pin = device.type == "cuda"
+    with torch.inference_mode():
+        logits_sorted = torch.empty((sum(len(b) for b in batches), model.config.num_labels), dtype=torch.float32,
+                                    device=device)
+        start = 0
+        for idx in batches:
+            input_ids, mask = collate(ids, idx, pad_id, multiple, max_width=max_width, pin=pin)
+            input_ids, mask = input_ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+            with autocast(device, dtype):
+                logits = model(input_ids=input_ids, attention_mask=attention_mask_for(model, mask)).logits
+            # copied (and cast to fp32) into a buffer of our own: CUDA graphs (compile mode reduce-overhead)
+            # overwrite their output at the next call
+            logits_sorted[start:start + len(idx)] = logits
+            start += len(idx)
+        return logits_sorted.cpu().numpy()
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -214,6 +273,7 @@ class Classifier:
             torch.set_num_threads(threads)
         _LOADED["torch"] = True
         name_or_dir = check_model_source(name_or_dir)
+        dev = resolve_device(device)  # device=cuda without a GPU: said before the weights are read
         with loading(name_or_dir), quiet_transformers():
             config = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=False)
             model = AutoModelForSequenceClassification.from_pretrained(name_or_dir, trust_remote_code=False)
@@ -227,7 +287,6 @@ class Classifier:
         _check_recorded_labels(name_or_dir, labels, kit.get("labels"))
         max_length = max_length or int(kit.get("max_length", 0) or min(512, getattr(config,
                                                                                    "max_position_embeddings", 512)))
-        dev = resolve_device(device)
         model.eval().to(dev)
         dtype = autocast_dtype(dev, precision)
         if quantize and dev.type != "cpu":
@@ -240,18 +299,21 @@ class Classifier:
             model, dtype = load_onnx(model, str(name_or_dir), dev, quantize=quantize, threads=threads), None
         elif quantize:
             model, dtype = _int8_torch(model), None  # bf16 autocast does not mix with int8 kernels
-        elif dtype == torch.bfloat16 and dev.type == "cpu":
+        elif dtype == torch.bfloat16:
             # Inference only: bf16 weights instead of bf16 autocast. Autocast re-casts every weight on every call,
             # a large share of a small model's time (the cpu-30min shape); with bf16 weights `label` went from
-            # 3.1x to 4.1x transformers' pipeline in benchmarks/bench_label.py, at the same dev accuracy.
+            # 3.1x to 4.1x transformers' pipeline in benchmarks/bench_label.py, at the same dev accuracy. On a GPU
+            # the same saves a cast kernel per weight per batch. (fp16, older GPUs: autocast, which keeps the
+            # softmax and LayerNorm in fp32, since fp16's range is narrow.)
             model, dtype = model.to(torch.bfloat16), None
         clf = cls(model, tok, labels, max_length, dev, dtype, str(name_or_dir))
         clf.backend, clf.quantized = backend, bool(quantize)
         return clf
 
-    def predict(self, texts, batch_size: int = 128, group: int | None = None, overlap: bool | None = None,
+    def predict(self, texts, batch_size: int | None = None, group: int | None = None, overlap: bool | None = None,
                 normalized: bool = False) -> Predictions:
         """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
+        ``batch_size``: texts per model call (None: ``default_batch_size``, 128 on a CPU, 256 on a GPU).
         ``normalized``: the texts are ``self.tok.normalize``'s output already (skips normalizing them again).
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,
         Kiwi's workers and torch's OpenMP threads would fight over the same cores). ``group``: texts tokenized,
@@ -260,6 +322,7 @@ class Classifier:
         shape, and 20,000 texts' ids are a few tens of MB)."""
         import torch
 
+        batch_size = batch_size or default_batch_size(self.device)
         texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
         n = len(texts)
         k = len(self.labels)
@@ -288,7 +351,8 @@ class Classifier:
 
         for (start, _), enc in zip(groups, encoded()):
             logits = predict_logits(self.model, enc["input_ids"], pad_id=self.tok.pad_token_id,
-                                    device=self.device, dtype=self.dtype, batch_size=batch_size, streams=streams)
+                                    device=self.device, dtype=self.dtype, batch_size=batch_size, streams=streams,
+                                    multiple=pad_multiple(self.device), max_width=self.max_length)
             probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
             truncated.extend(enc["truncated"])
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if n else []

@@ -45,9 +45,7 @@ def tokenizer_description(tok) -> str:
                              "`##`)"}.get(tok.presplit, "no morpheme pre-split")
     versions = {}
     if tok.presplit in ("kiwi", "kiwi_word"):  # the versions the saved koelectra_tokenizer.json records
-        from ..tokenizer import kiwi_versions
-
-        versions = kiwi_versions()
+        versions = tok.kiwi_record()
     pinned = (f" Made with {', '.join(f'{k} {v}' for k, v in versions.items())}: another Kiwi model build can split "
               "some texts differently, so install these versions for identical ids." if versions else "")
     return (f"koelectra-kit's Korean tokenizer: normalization for noisy comments (NFC, control characters removed, "

@@ -75,7 +75,16 @@ class FinetuneConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where fast (AVX512-BF16/AMX CPUs, recent GPUs)
     device: str = "auto"  # auto | cpu | cuda | cuda:1
     group_by_length: bool = True  # batches of similar length (less padding); false = plain shuffle
-    eval_batch_size: int = 128
+    # Padded lengths are rounded up to a multiple of this (never past max_length). None: 16 on a GPU (tensor cores,
+    # and few distinct batch shapes, which torch.compile and CUDA graphs need: 8 up to max_length 128), 1 on a CPU.
+    pad_to_multiple_of: int | None = None
+    # torch.compile the model (dynamic=False: one graph per batch shape, few thanks to pad_to_multiple_of). Worth it on
+    # a GPU, where a small encoder's step is kernel launches more than arithmetic; the first steps wait for compiling.
+    compile: bool = False
+    # torch.compile's mode: default | reduce-overhead (CUDA graphs: one launch per step) | max-autotune |
+    # max-autotune-no-cudagraphs
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    eval_batch_size: int | None = None  # dev rows per model call; None: 128 on a CPU, 512 on a GPU
     log_every: int = 20  # steps between train-loss rows in metrics.jsonl
     progress: bool = True  # tqdm progress bar (stderr)
     # Token ids of train/dev are cached as `datasets` Arrow files keyed by tokenizer + texts + max_length, so
@@ -139,8 +148,11 @@ class FinetuneConfig:
         if self.eval_every < 0 or (self.patience is not None and self.patience < 0) or self.log_every < 1:
             raise ConfigError("eval_every and patience must be >= 0, log_every >= 1")
         report_to_names(self.report_to)
-        if self.eval_batch_size < 1:
-            raise ConfigError(f"eval_batch_size: must be at least 1, got {self.eval_batch_size}")
+        if self.eval_batch_size is not None and self.eval_batch_size < 1:
+            raise ConfigError(f"eval_batch_size: must be at least 1 (or null: by device), got {self.eval_batch_size}")
+        if self.pad_to_multiple_of is not None and not 1 <= self.pad_to_multiple_of <= self.max_length:
+            raise ConfigError(f"pad_to_multiple_of: must be between 1 and max_length={self.max_length} (or null: 16 on "
+                              f"a GPU, 1 on a CPU), got {self.pad_to_multiple_of}")
         if self.adam_eps <= 0:
             raise ConfigError(f"adam_eps: must be positive, got {self.adam_eps}")
         for key in ("weight_decay", "max_grad_norm"):  # a negative max_grad_norm would flip every gradient

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..classify.classifier import collate, cpu_streams, predict_logits
+from ..classify.classifier import attention_mask_for, collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, quiet_transformers, resolve_device,
-                       set_seed, warn)
+from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, pad_multiple, quiet_transformers,
+                       resolve_device, set_seed, synchronize, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
@@ -47,25 +47,32 @@ def schedule_epochs(epochs: float | None, min_steps: int, steps_per_epoch: int) 
 
 
 def train_step(model, optimizer, input_ids, attention_mask, labels, *, device, dtype, class_weights=None,
-               max_grad_norm: float = 1.0, scaler=None) -> float:
-    """One optimization step on one batch; returns the loss. (Split out of the loop only so
-    benchmarks/bench_finetune.py can time exactly this step against a textbook one.)"""
+               max_grad_norm: float = 1.0, scaler=None):
+    """One optimization step on one batch; returns the loss, a 0-d fp32 tensor on ``device`` (``float(loss)`` for
+    the number). Nothing here reads a value back to the host: on a GPU the host queues step after step while the
+    GPU works, and the loop reads the losses once per ``log_every`` steps (before, a ``loss.item()`` here made the
+    host wait for every step's last kernel). The batch's host tensors may be pinned (``collate(pin=True)``): their
+    copies then do not wait either. (Split out of the loop only so benchmarks/bench_finetune.py can time exactly
+    this step against a textbook one.)"""
     import torch
 
     model.train()
+    input_ids, attention_mask, labels = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask, labels))
     with autocast(device, dtype):
-        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
+        logits = model(input_ids=input_ids, attention_mask=attention_mask_for(model, attention_mask)).logits
     # Loss in fp32 from the (possibly bf16) logits, so class weights and the softmax stay exact.
-    loss = torch.nn.functional.cross_entropy(logits.float(), labels.to(device), weight=class_weights)
+    loss = torch.nn.functional.cross_entropy(logits.float(), labels, weight=class_weights)
     if scaler is not None:  # fp16 needs loss scaling; bf16 and fp32 don't
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
     else:
         loss.backward()
     if max_grad_norm:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)  # (the norm stays on the device)
+    # (fp16's scaler: fused AdamW, the GPU's, skips an overflowed step on the GPU; with a non-fused optimizer the
+    # scaler reads its inf flag back every step)
     optimizer_step(optimizer, scaler)
-    return loss.item()
+    return loss.detach()
 
 
 def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
@@ -96,18 +103,27 @@ class MetricsLog:
 
 @dataclass
 class Window:
-    """Training steps since the last train row of metrics.jsonl."""
+    """Training steps since the last train row of metrics.jsonl. The steps' losses stay where they were computed
+    (0-d tensors, on the GPU there) until ``mean_loss`` reads them all back at once: one host sync a window."""
 
-    loss: float = 0.0
-    steps: int = 0
+    losses: list = field(default_factory=list)
     examples: int = 0
     seconds: float = 0.0
 
-    def add(self, loss: float, examples: int, seconds: float) -> None:
-        self.loss += loss
-        self.steps += 1
+    @property
+    def steps(self) -> int:
+        return len(self.losses)
+
+    def add(self, loss, examples: int) -> None:
+        self.losses.append(loss)
         self.examples += examples
-        self.seconds += seconds
+
+    def mean_loss(self) -> float:
+        """The mean of the window's losses (each read as fp32, summed in Python floats in step order: the same
+        number as summing ``loss.item()`` step by step)."""
+        import torch
+
+        return sum(torch.stack(self.losses).tolist()) / len(self.losses)
 
 
 @dataclass
@@ -159,16 +175,21 @@ class FinetuneRecipe:
         from ..tokenizer import KoTokenizer
 
         cfg = self.cfg
+        self.device = resolve_device(cfg.device)  # device=cuda without a GPU: said first
         check_model_source(cfg.model)  # a mistyped path is named as such, before the tokenizer looks for it
         self.tok = KoTokenizer.from_pretrained(cfg.model)
         set_seed(cfg.seed)  # the new head's initialization is part of the seeded run
-        self.device = resolve_device(cfg.device)
         self.dtype = autocast_dtype(self.device, cfg.precision)
         self.model, self.notes = load_model(cfg, self.labels)
         self.model.to(self.device)
         max_pos = getattr(self.model.config, "max_position_embeddings", None)
         if max_pos and cfg.max_length > max_pos:
             raise ConfigError(f"max_length={cfg.max_length} exceeds the model's max_position_embeddings={max_pos}")
+        # Lengths rounded up to a multiple (16 on a GPU): few batch shapes, each compiled once with compile=true.
+        self.multiple = pad_multiple(self.device, cfg.pad_to_multiple_of)
+        self.pin = self.device.type == "cuda"  # batches built in pinned memory, copied without waiting
+        if cfg.compile:
+            compile_model(self.model, cfg.compile_mode, shapes=4 * math.ceil(cfg.max_length / self.multiple))
 
     def setup_data(self) -> None:
         """Rows (reported), then their tokens: encoded once, read from the token cache when it has them."""
@@ -195,8 +216,11 @@ class FinetuneRecipe:
         cfg, model, device = self.cfg, self.model, self.device
         self.lr = cfg.lr or default_lr(model)
         groups = param_groups(model, self.lr, cfg.layer_decay, cfg.weight_decay)
+        # fused on a GPU: one kernel per parameter group updates every tensor in it (foreach: several per group), and
+        # its step counters live on the GPU. On a CPU the default implementation, as before.
+        fused = {"fused": True} if device.type == "cuda" else {}
         self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups],
-                                           lr=self.lr, eps=cfg.adam_eps, betas=(0.9, 0.999))
+                                           lr=self.lr, eps=cfg.adam_eps, betas=(0.9, 0.999), **fused)
         self.steps_per_epoch = math.ceil(len(self.train_ids) / cfg.batch_size)
         self.epochs, floored = schedule_epochs(cfg.epochs, cfg.min_steps, self.steps_per_epoch)
         total = self.total_steps = max(1, math.ceil(self.epochs * self.steps_per_epoch))
@@ -216,12 +240,13 @@ class FinetuneRecipe:
             self.class_weights = torch.tensor(len(self.splits.train.y) / (len(self.labels) * counts),
                                               dtype=torch.float32, device=device)
         self.scaler = torch.amp.GradScaler(device.type) if self.dtype == torch.float16 else None
-        self.multiple = 8 if device.type == "cuda" else 1  # tensor cores want lengths in multiples of 8
+        # evaluation is forward only under inference_mode: a GPU takes bigger batches than training's
+        self.eval_batch_size = cfg.eval_batch_size or (512 if device.type == "cuda" else 128)
         self.n_params = sum(p.numel() for p in model.parameters())
         for note in self.notes:
             (warn if note.startswith("warning:") else log)(note)
         log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
-            f"({self.precision_name}); lr {self.lr:g} (top), layer decay "
+            f"({self.precision_name}{', compiled' if cfg.compile else ''}); lr {self.lr:g} (top), layer decay "
             f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
@@ -240,8 +265,8 @@ class FinetuneRecipe:
         y_dev = self.splits.dev.y
         t = time.perf_counter()
         logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
-                                dtype=self.dtype, batch_size=self.cfg.eval_batch_size, multiple=self.multiple,
-                                streams=cpu_streams(self.model, self.device))  # as `label` scores
+                                dtype=self.dtype, batch_size=self.eval_batch_size, multiple=self.multiple,
+                                streams=cpu_streams(self.model, self.device), max_width=self.cfg.max_length)  # as `label` scores
         rep = classification_report(y_dev, logits.argmax(1), self.labels)
         st.eval_time += time.perf_counter() - t
         self.metrics.write({"kind": "eval", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
@@ -255,13 +280,24 @@ class FinetuneRecipe:
             st.since_best += 1
         self.bar.set_postfix(dev_f1=f"{rep['macro_f1']:.3f}", best=f"{best.macro_f1:.3f}")
 
-    def log_train(self, w: Window) -> None:
+    def log_train(self, w: Window, loss: float) -> None:
+        """The window's train row; ``loss``: its mean (``Window.mean_loss``, read by the loop)."""
         st = self.state
         self.metrics.write({"kind": "train", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
-                            "loss": w.loss / w.steps, "lr": self.schedule.get_last_lr()[-1],
+                            "loss": loss, "lr": self.schedule.get_last_lr()[-1],
                             "examples_per_s": w.examples / max(w.seconds, 1e-9),
                             "elapsed_s": round(st.train_time + st.eval_time, 2)})
-        self.bar.set_postfix(loss=f"{w.loss / w.steps:.4f}", best=f"{st.best.macro_f1:.3f}")
+        self.bar.set_postfix(loss=f"{loss:.4f}", best=f"{st.best.macro_f1:.3f}")
+
+    def batch(self, idx: np.ndarray):
+        """Training rows ``idx`` as host tensors (input_ids, attention_mask, labels), padded as ``collate`` pads,
+        in pinned memory on a GPU."""
+        import torch
+
+        input_ids, mask = collate(self.train_ids, idx, self.tok.pad_token_id, self.multiple,
+                                  max_width=self.cfg.max_length, pin=self.pin)
+        labels = self.y_train[torch.from_numpy(idx)]
+        return input_ids, mask, labels.pin_memory() if self.pin else labels
 
     def train(self) -> None:
         """Epochs of batches until total_steps: a train row every log_every steps, a dev evaluation every
@@ -271,7 +307,7 @@ class FinetuneRecipe:
         from tqdm.auto import tqdm
 
         cfg, st = self.cfg, self.state
-        y_train = torch.from_numpy(self.splits.train.y)
+        self.y_train = torch.from_numpy(self.splits.train.y)
         self.bar = tqdm(total=self.total_steps, desc="fine-tuning", unit="step", disable=not cfg.progress,
                         dynamic_ncols=True)
         window = Window()
@@ -285,21 +321,31 @@ class FinetuneRecipe:
                            else shuffled_batches(len(self.lengths), cfg.batch_size, erng))
                 for idx in batches:
                     t = time.perf_counter()
-                    input_ids, mask = collate(self.train_ids, idx, self.tok.pad_token_id, self.multiple)
-                    loss = train_step(self.model, self.optimizer, input_ids, mask, y_train[torch.from_numpy(idx)],
-                                      device=self.device, dtype=self.dtype, class_weights=self.class_weights,
+                    if cfg.compile:
+                        torch.compiler.cudagraph_mark_step_begin()  # (CUDA graphs: a new training step)
+                    input_ids, mask, labels = self.batch(idx)
+                    loss = train_step(self.model, self.optimizer, input_ids, mask, labels, device=self.device,
+                                      dtype=self.dtype, class_weights=self.class_weights,
                                       max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
                     self.schedule.step()
                     st.step += 1
+                    st.examples_seen += len(idx)
+                    window.add(loss, len(idx))
+                    self.bar.update(1)
+                    # The host reads from the device only here, every log_every steps and before an evaluation; the
+                    # step that reads waits for the GPU's queued steps, so their time is counted as training time.
+                    log_now = st.step % cfg.log_every == 0 or st.step == self.total_steps
+                    eval_now = st.step % self.eval_every == 0 or st.step == self.total_steps
+                    mean_loss = window.mean_loss() if log_now else None
+                    if eval_now and not log_now:
+                        synchronize(self.device)
                     dt = time.perf_counter() - t
                     st.train_time += dt
-                    st.examples_seen += len(idx)
-                    window.add(loss, len(idx), dt)
-                    self.bar.update(1)
-                    if st.step % cfg.log_every == 0 or st.step == self.total_steps:
-                        self.log_train(window)
+                    window.seconds += dt
+                    if log_now:
+                        self.log_train(window, mean_loss)
                         window = Window()
-                    if st.step % self.eval_every == 0 or st.step == self.total_steps:
+                    if eval_now:
                         self.evaluate()
                         if self.patience and st.since_best >= self.patience:
                             st.stopped = "early_stopping"
@@ -418,6 +464,20 @@ class FinetuneRecipe:
 
             log(f"pushed to {push_folder(self.out, self.cfg.push_to_hub, self.cfg.hub_private)}")
         return result
+
+
+def compile_model(model, mode: str = "default", shapes: int = 32) -> None:
+    """``torch.compile`` the model in place (``Module.compile``: its state_dict keys stay as they were, so the best
+    checkpoint saves and loads unchanged), ``dynamic=False``: one graph per batch shape, each specialized. ``shapes``:
+    about how many to expect (widths x training and evaluation batch sizes); dynamo's recompile limit is raised to
+    it, since past the limit a new shape would run uncompiled."""
+    import torch._dynamo
+
+    for key in ("recompile_limit", "cache_size_limit"):  # the name changed in torch 2.6; set whichever exists
+        if hasattr(torch._dynamo.config, key):
+            setattr(torch._dynamo.config, key, max(getattr(torch._dynamo.config, key), shapes))
+            break
+    model.compile(dynamic=False, mode=None if mode == "default" else mode)
 
 
 def finetune(cfg: FinetuneConfig) -> dict:

@@ -61,10 +61,11 @@ def _rounded(col: np.ndarray):
     return FloatingArray(np.where(missing, 0.0, vals), missing)
 
 
-def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size: int,
+def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size: int | None,
                 cache: PredictionCache | None = None):
     """Add the prediction columns to one chunk (a DataFrame of the input columns). ``errors``: per row, why it
-    could not be read (it is flagged, not labelled), or None. ``cache``: reuse the prediction of an identical
+    could not be read (it is flagged, not labelled), or None. ``batch_size``: texts per model call (None: the
+    classifier's default). ``cache``: reuse the prediction of an identical
     normalized text (in this chunk or an earlier one, counted in ``cache.reused``); None predicts every row."""
     names = output_columns(clf.labels, list(df.columns))
     texts = [_as_text(v) for v in df[text_column].tolist()]
@@ -97,7 +98,7 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     return out, names
 
 
-def label_dataframe(df, model=None, text_column: str = "review", batch_size: int = 128, classifier=None,
+def label_dataframe(df, model=None, text_column: str = "review", batch_size: int | None = None, classifier=None,
                     allow_generic_labels: bool = False, dedupe: bool = True, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
     prediction per distinct normalized text, the same output)."""
@@ -106,7 +107,7 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
     if text_column not in df.columns:
         raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}"
                          f"{column_hint(text_column, df.columns)}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise InputError(f"batch_size={batch_size} must be at least 1")
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)

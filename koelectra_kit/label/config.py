@@ -36,7 +36,9 @@ class LabelConfig:
     # with U+FFFD in place of the bad bytes and flagged in the status column
     encoding_errors: Literal["strict", "replace"] = "strict"
     output_encoding: str | None = None  # None = utf-8-sig for .csv (Excel reads Korean), utf-8 otherwise
-    batch_size: int = 128  # texts per model call: fewer, fuller calls amortize the per-call overhead of small models
+    # texts per model call: fewer, fuller calls amortize the per-call overhead of small models. None: the
+    # classifier's default (128 on a CPU, 256 on a GPU)
+    batch_size: int | None = None
     chunk_rows: int = 20000  # rows read, labelled and written at a time (memory stays flat)
     device: str = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
@@ -84,9 +86,9 @@ class LabelConfig:
             raise ConfigError(f"sep={self.sep!r} must be one character (a tab is '\\t')")
         positive = {"batch_size": self.batch_size, "chunk_rows": self.chunk_rows}
         for key, value in positive.items():
-            if value < 1:
+            if value is not None and value < 1:
                 raise ConfigError(f"{key}={value} must be at least 1")
-        if self.batch_size > MAX_BATCH:
+        if self.batch_size is not None and self.batch_size > MAX_BATCH:
             # activations grow with the batch (attention with its square length) while speed stops growing
             # after a few hundred texts; a mistyped 100000 would only end in the kernel's OOM kill
             raise ConfigError(f"batch_size={self.batch_size} is more than {MAX_BATCH} texts per model call: memory "

@@ -55,7 +55,7 @@ def _normalizer(clf):
     return tok.normalize if tok is not None and hasattr(tok, "normalize") else None
 
 
-def predict_once(clf, texts: list[str], batch_size: int, cache: PredictionCache | None):
+def predict_once(clf, texts: list[str], batch_size: int | None, cache: PredictionCache | None):
     """(probs [n, k], truncated [n]) for ``texts``, in order, each distinct normalized text predicted at most
     once (none of them when ``cache`` is None: then every text is predicted, the old way)."""
     if cache is None:

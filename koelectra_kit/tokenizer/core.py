@@ -9,6 +9,7 @@ The subword model is a Hugging Face ``tokenizers.Tokenizer`` fed the pre-split p
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -32,7 +33,8 @@ class KoTokenizer:
 
     def __init__(self, backend, *, normalize: NormalizeConfig | None = None, presplit: str = "kiwi",
                  model: str = "wordpiece", hf_tokenizer=None, num_workers: int | None = None,
-                 fallback: str | None = None, word_cache: int = WORD_CACHE):
+                 fallback: str | None = None, word_cache: int = WORD_CACHE, saved_kiwi: dict | None = None,
+                 source: str | None = None):
         self.backend = backend  # tokenizers.Tokenizer
         self.normalize_cfg = normalize
         self.presplit = presplit  # kiwi | kiwi_word | none (config.PRESPLITS)
@@ -54,6 +56,34 @@ class KoTokenizer:
             self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
         self._chars = self._character_ids()
         self.fallback = fallback
+        # A loaded Kiwi tokenizer: the Kiwi versions it was saved with (from its folder, ``source``), compared with
+        # this machine's by ``check_kiwi_versions`` before its first Kiwi call.
+        self.saved_kiwi, self.source = saved_kiwi, source
+        self._kiwi_unchecked = saved_kiwi is not None and presplit in KIWI_PRESPLITS
+
+    def check_kiwi_versions(self) -> None:
+        """Warn, once, when this machine's Kiwi is not the one the tokenizer was saved with (another Kiwi model
+        build can split some texts differently). Called where Kiwi is about to run, not at load: a run whose texts
+        never reach Kiwi (a token cache; a tokenizer without Kiwi pre-split) needs no kiwipiepy at all."""
+        if not self._kiwi_unchecked:
+            return
+        self._kiwi_unchecked = False
+        now = kiwi.kiwi_versions()
+        if self.saved_kiwi != now:
+            warnings.warn(f"tokenizer in {self.source} was made with {self.saved_kiwi}, this machine has {now}: Kiwi "
+                          "may split some texts differently, changing token ids; install the saved versions for "
+                          "identical results", stacklevel=2)
+
+    def kiwi_record(self) -> dict:
+        """The Kiwi versions ``save`` writes (Kiwi pre-split only): this machine's; where kiwipiepy is not installed
+        (a GPU machine fed a token cache made elsewhere: Kiwi never runs there), those the tokenizer was saved with,
+        so its files and fingerprint stay the ones of the machine whose Kiwi split the texts."""
+        try:
+            return kiwi.kiwi_versions()
+        except ImportError:
+            if self.saved_kiwi is None:
+                raise
+            return dict(self.saved_kiwi)
 
     @property
     def fallback(self) -> str | None:
@@ -140,6 +170,7 @@ class KoTokenizer:
         pieces = [None if self.needs_kiwi(t) else (t.split(" ") if t else []) for t in normalized]
         rest = [i for i, p in enumerate(pieces) if p is None]  # all of them unless a character vocabulary
         if rest and self.presplit == "kiwi_word":  # each word alone, through this process's cache
+            self.check_kiwi_versions()
             for i, p in zip(rest, wordsplit.pieces([normalized[i] for i in rest], self.num_workers,
                                                    self.word_cache)):
                 pieces[i] = p
@@ -157,6 +188,7 @@ class KoTokenizer:
 
     def _spans(self, normalized: Iterable[str], n: int) -> Iterator[list[tuple[int, int]]]:
         """Kiwi spans per text, streaming; a batch too small to feed several workers runs on one."""
+        self.check_kiwi_versions()
         return kiwi.presplit_texts(normalized, self.num_workers if n > 64 else 1)
 
     # -- encoding
@@ -371,6 +403,8 @@ def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num
         if tok.hf is not None:
             yield from encode_lines(tok.backend, iter_texts(p, text_column), chunk)
             continue
+        if tok.presplit in KIWI_PRESPLITS:
+            tok.check_kiwi_versions()
         cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
                                num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress,
                                word_cache=CORPUS_WORD_CACHE if tok.word_cache else 0)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 
 from ..config import from_dict, to_dict
@@ -22,7 +21,6 @@ from ..errors import ConfigError, InputError
 from ..io.fileio import atomic_path, write_json_atomic
 from .normalize import NormalizeConfig
 from .config import FORMAT, KIWI_PRESPLITS, PRESPLITS, SETTINGS_FILE
-from .kiwi import kiwi_versions
 
 SPECIAL_TOKENS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                       "mask_token": "[MASK]"}
@@ -96,7 +94,7 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
     write_json_atomic(d / SETTINGS_FILE, {
         "format": FORMAT, "model": tok.model, "presplit": tok.presplit,
         "normalize": to_dict(tok.normalize_cfg),
-        **({"kiwi": kiwi_versions()} if tok.presplit in KIWI_PRESPLITS else {}),
+        **({"kiwi": tok.kiwi_record()} if tok.presplit in KIWI_PRESPLITS else {}),
         # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
         **({"fallback": tok.fallback} if tok.fallback else {})})
     return d
@@ -161,19 +159,17 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
         if presplit not in PRESPLITS:  # e.g. a mode of a newer koelectra-kit: encoding without it gives wrong ids
             raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} says presplit {presplit!r}, which "
                              f"this koelectra-kit does not know ({', '.join(PRESPLITS)}); upgrade koelectra-kit")
-        if s.get("presplit") in KIWI_PRESPLITS:  # (absent: an early folder, loaded as kiwi without the check)
-            saved, now = s.get("kiwi", {}), kiwi_versions()
-            if saved != now:
-                # stacklevel 4: the caller of KoTokenizer.from_pretrained
-                warnings.warn(f"tokenizer in {d} was made with {saved}, this machine has {now}: Kiwi may split "
-                              "some texts differently, changing token ids; install the saved versions for "
-                              "identical results", stacklevel=4)
+        # The Kiwi versions it was saved with, compared with this machine's at its first Kiwi call, not here: a run
+        # whose texts never reach Kiwi (read from a token cache) needs no kiwipiepy. (No presplit key: an early
+        # folder, loaded as kiwi without the check.)
+        saved_kiwi = s.get("kiwi", {}) if s.get("presplit") in KIWI_PRESPLITS else None
         try:
             norm = from_dict(NormalizeConfig, s.get("normalize", {}))
         except ConfigError as e:
             raise InputError(f"cannot read the tokenizer in {d}: {SETTINGS_FILE} normalize: {e}") from None
         return {"backend": backend, "normalize": norm, "presplit": presplit,
-                "model": s.get("model", "wordpiece"), "fallback": s.get("fallback")}  # absent: saved before it
+                "model": s.get("model", "wordpiece"), "fallback": s.get("fallback"),  # absent: saved before it
+                "saved_kiwi": saved_kiwi, "source": str(d)}
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
             and not (d / "tokenizer_config.json").exists():
         raise InputError(f"no tokenizer in {d}: expected {SETTINGS_FILE} + tokenizer.json (saved by "
