@@ -196,7 +196,8 @@ def stage_finetune(c: Check) -> None:
     # without Kiwi takes a second, and is reported apart from training)
     code, _ = c.run("finetune", kk("finetune", "--config", preset, f"model={encoder}", f"train={a.train}",
                                    f"dev={a.dev}", f"out={ft}", f"device={a.device}", "progress=false",
-                                   "plots=false", "batch_size=32", "token_cache=false", *rows), a.finetune_s)
+                                   "plots=false", "batch_size=32", "token_cache=false", *rows, *a.finetune_set),
+                    a.finetune_s)
     result = ft / "eval.json"
     if code == 0 and result.exists():
         r = json.loads(result.read_text())
@@ -306,6 +307,8 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=2.0, help="the pretrain stage's time budget")
     p.add_argument("--set", dest="pretrain_set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for the pretrain stage (repeatable), e.g. --set batch_size=512")
+    p.add_argument("--finetune-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override for the fine-tune stage (repeatable), e.g. --finetune-set compile=true")
     p.add_argument("--step-shapes", default="small,base,gpu-10min",
                    help="bench_pretrain.py --shape: comma-separated presets (small, base, gpu-10min, ...)")
     p.add_argument("--step-batches", default="64,128,256,512,1024", help="bench_pretrain.py's batch sweep")
