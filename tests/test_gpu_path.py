@@ -210,12 +210,14 @@ def test_compile_is_in_place_static_and_has_room_for_every_shape(tmp_path, plain
 
     calls = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: calls.append((type(self).__name__, kw)))
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
-    r = _recipe(tmp_path, plain_encoder_dir, sample_dir, "compile=true", "compile_mode=reduce-overhead",
-                "pad_to_multiple_of=8")
-    r.setup_model()
-    assert calls == [("ElectraForSequenceClassification", {"dynamic": False, "mode": "reduce-overhead"})]
-    assert torch._dynamo.config.recompile_limit == 32  # 4 x (64 / 8) widths
+    # config.patch, not monkeypatch: dynamo's config module does not take a monkeypatch's undo (the setting
+    # vanished for every later test in the process)
+    with torch._dynamo.config.patch(recompile_limit=8):
+        r = _recipe(tmp_path, plain_encoder_dir, sample_dir, "compile=true", "compile_mode=reduce-overhead",
+                    "pad_to_multiple_of=8")
+        r.setup_model()
+        assert calls == [("ElectraForSequenceClassification", {"dynamic": False, "mode": "reduce-overhead"})]
+        assert torch._dynamo.config.recompile_limit == 32  # 4 x (64 / 8) widths
     assert not any(k.startswith("_orig_mod") for k in r.model.state_dict())  # the checkpoint's keys as before
 
 
