@@ -33,7 +33,6 @@ def test_every_stage_runs_dry_on_the_cpu_and_leaves_its_figures(tmp_path):
     assert report.count(": ok in ") >= 6 and "failed" not in report and "label: " in report
 
 
-@pytest.mark.fast
 def test_a_stage_that_cannot_run_is_one_line_and_the_others_go_on(tmp_path):
     out = tmp_path / "check"
     proc = check("--tiny", "--device", "cpu", "--out", out, "--stages", "env,finetune,label", timeout=120)
@@ -43,7 +42,6 @@ def test_a_stage_that_cannot_run_is_one_line_and_the_others_go_on(tmp_path):
     assert json.loads((out / "gpu_check.json").read_text())["gpu"] == "none (cpu)"
 
 
-@pytest.mark.fast
 def test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command(tmp_path):
     bundle = tmp_path / "gpu"
     proc = check("--make-bundle", bundle, "--corpus", SAMPLE / "comments.txt", "--bundle-train",
