@@ -32,7 +32,7 @@ from pathlib import Path
 from common import ROOT, Parser  # noqa: E402  (benchmarks/common.py)
 
 SAMPLE = ROOT / "corpora" / "sample"
-STAGES = ("env", "step", "pretrain", "finetune", "finetune_bench", "label")
+STAGES = ("env", "step", "pretrain", "finetune", "label", "finetune_bench", "step_more")
 
 
 class Check:
@@ -114,37 +114,70 @@ def stage_env(c: Check) -> None:
         c.say(f"device: {dev} ({torch.get_num_threads()} threads)")
 
 
-def stage_step(c: Check) -> None:
-    """The step benchmark: each --step-shapes shape over the batch sweep (eager, beside the straightforward step),
-    then the toolkit's step compiled (--compile-mode) at each shape's best batch."""
+def step_plan(text: str) -> list[tuple[str, str]]:
+    """``--step-plan``: "SHAPE:B1,B2 SHAPE:B ..." -> [(shape, "B1,B2"), ...] (the first is the ``step`` stage's,
+    the rest ``step_more``'s)."""
+    plan = []
+    for item in text.split():
+        shape, _, batches = item.partition(":")
+        if not shape or not batches or not all(b.isdigit() and int(b) > 0 for b in batches.split(",")):
+            raise ValueError(f"--step-plan: {item!r} is not SHAPE:BATCH[,BATCH...] (e.g. small:128,256,512)")
+        plan.append((shape, batches))
+    if not plan:
+        raise ValueError("--step-plan is empty")
+    return plan
+
+
+def bench_shape(c: Check, shape: str, batches: str) -> None:
+    """bench_pretrain.py for one shape: a sweep of ``batches`` in eager mode beside the straightforward step (one
+    batch: no sweep), then the toolkit's step compiled (--compile-mode) at the best batch, again beside the
+    straightforward step: the acceptance figures (fraction of the bf16 peak, speed-up at the same batch)."""
     a = c.args
     tiny = ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"] if a.tiny else []
-    j = c.out / "step.json"
-    code, _ = c.run("step", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape",
-                             a.step_shapes, "--batch", a.step_batches, "--json", str(j), *tiny], a.step_s)
-    if j.exists():  # rewritten after every batch: a sweep cut short still says what it measured
-        c.figures["step"] = json.loads(j.read_text())
-    if not a.compile_step:
-        return
-    for shape in (c.figures.get("step") or {}).get("shapes", []):
-        best = (shape.get("summary") or shape).get("best", {}).get("batch")
-        if not best:
-            continue
-        jc = c.out / f"step_compiled_{shape['shape']}.json"
-        c.run(f"step_compiled_{shape['shape']}", [
-            sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape["shape"], "--batch",
-            str(best), "--compile-mode", a.compile_mode, "--json", str(jc), *tiny], a.step_s)
+    vocab = [] if a.tiny or shape != a.preset or not a.prepared else [
+        "--vocab", str(json.loads(Path(a.prepared, "meta.json").read_text())["vocab_size"])]  # the real vocabulary
+    best = batches
+    if "," in batches or not a.compile_step:
+        j = c.out / f"step_{shape}.json"
+        c.run(f"step_{shape}", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape,
+                                "--batch", batches, "--json", str(j), *vocab, *tiny], a.step_s)
+        if j.exists():  # rewritten after every batch: a sweep cut short still says what it measured
+            c.figures[f"step_{shape}"] = figures = json.loads(j.read_text())
+            entry = (figures.get("shapes") or [{}])[0]
+            best = str(((entry.get("summary") or entry).get("best") or {}).get("batch") or batches.split(",")[0])
+    if a.compile_step:
+        jc = c.out / f"step_compiled_{shape}.json"
+        c.run(f"step_compiled_{shape}", [
+            sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape, "--batch", best,
+            "--compile-mode", a.compile_mode, "--json", str(jc), *vocab, *tiny], a.step_s)
         if jc.exists():
-            c.figures[f"step_compiled_{shape['shape']}"] = json.loads(jc.read_text())
+            c.figures[f"step_compiled_{shape}"] = json.loads(jc.read_text())
+
+
+def stage_step(c: Check) -> None:
+    """The first shape of --step-plan (the small shape: the issue's bar)."""
+    bench_shape(c, *step_plan(c.args.step_plan)[0])
+
+
+def stage_step_more(c: Check) -> None:
+    """The other shapes of --step-plan (the preset's own, to compare the real run with; the base shape), last:
+    what the slot has left."""
+    for shape, batches in step_plan(c.args.step_plan)[1:]:
+        if c.left() < 30:
+            c.say(f"step_{shape}: skipped (budget spent)")
+            continue
+        bench_shape(c, shape, batches)
 
 
 def steady_rate(figures: dict, shape: str) -> float | None:
     """The compiled (else eager) toolkit step's tokens/s at the best batch of ``shape``, from bench_pretrain's JSON."""
-    for key in (f"step_compiled_{shape}", "step"):
+    for key in (f"step_compiled_{shape}", f"step_{shape}"):
         for entry in (figures.get(key) or {}).get("shapes", []):
             best = (entry.get("summary") or entry).get("best") or {}
-            if entry.get("shape") == shape and best.get("tokens_per_s"):
-                return best["tokens_per_s"]
+            batches = entry.get("batches") or []
+            rate = best.get("tokens_per_s") or (batches[0].get("toolkit", {}).get("tokens_per_s") if batches else None)
+            if entry.get("shape") == shape and rate:
+                return rate
     return None
 
 
@@ -177,10 +210,6 @@ def stage_pretrain(c: Check) -> None:
     c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
           f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
           f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")
-    ref = steady_rate(c.figures, a.preset)
-    if ref:
-        c.say(f"pretrain vs the step benchmark of {a.preset}'s shape: {steady[len(steady) // 2] / ref:.0%} of its "
-              f"{ref:,.0f} tokens/s (bar 90%; the benchmark's best batch, the run's batch_size)")
 
 
 def stage_finetune(c: Check) -> None:
@@ -278,6 +307,30 @@ def make_bundle(a) -> None:
           "--out $OUT/gpu-check")
 
 
+def acceptance(c: Check) -> None:
+    """Issue 39's bars, each from the figures this check measured (a stage that did not run says so)."""
+    f, a = c.figures, c.args
+    c.say("\n== acceptance (issue 39's bars; they are for an H100) ==")
+    for key in [k for k in f if k.startswith("step_compiled_")]:
+        for entry in f[key].get("shapes", []):
+            line = entry.get("acceptance")
+            c.say(f"step, compiled ({a.compile_mode}): {line['line'] if isinstance(line, dict) else line}")
+    run, ref = (f.get("pretrain") or {}).get("tokens_per_s_steady"), steady_rate(f, a.preset)
+    c.say(f"pretrain {a.preset}: {run / ref:.0%} of the step benchmark's {ref:,.0f} tokens/s at its shape (bar 90%)"
+          if run and ref else f"pretrain {a.preset} against the step benchmark: not measured (stage pretrain or "
+          f"{a.preset} in --step-plan did not run)")
+    ft = ((f.get("finetune") or {}).get("train") or {}).get("examples_per_s")
+    c.say(f"finetune (the preset's encoder, batch 32): {ft:,.0f} examples/s = {ft / 1066:.1f}x the 1,066 before "
+          "(bar 5x at 6 x 256)" if ft else "finetune: not measured")
+    bench = (f.get("finetune_bench") or {}).get("acceptance")
+    if bench:
+        c.say(f"finetune bench (6 x 256, batch 32): {bench['examples_per_s']:,.0f} examples/s = {bench['ratio']:.2f}x "
+              f"the {bench['reference']:,.0f} before (bar 5x)")
+    lab = (f.get("label") or {}).get("acceptance")
+    c.say(f"label: {lab['ratio']:.2f}x transformers' pipeline at its best ({lab.get('against')}) (bar 2x)"
+          if lab else "label: not measured")
+
+
 def write_nsmc_layout(table: Path, dest: Path) -> None:
     """A labelled table as nsmc3's TSV (id, movie_id, rating, label, document; no quoting), which the label
     benchmark reads; an nsmc3 file is copied as it is."""
@@ -309,9 +362,9 @@ def main() -> None:
                    help="an override for the pretrain stage (repeatable), e.g. --set batch_size=512")
     p.add_argument("--finetune-set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for the fine-tune stage (repeatable), e.g. --finetune-set compile=true")
-    p.add_argument("--step-shapes", default="small,base,gpu-10min",
-                   help="bench_pretrain.py --shape: comma-separated presets (small, base, gpu-10min, ...)")
-    p.add_argument("--step-batches", default="64,128,256,512,1024", help="bench_pretrain.py's batch sweep")
+    p.add_argument("--step-plan", default="small:128,256,512,1024 gpu-10min:256 base:16,32,64,128",
+                   help="bench_pretrain.py per shape, SHAPE:BATCHES: a sweep (eager), then compiled at its best batch; "
+                        "the first shape runs early (stage step), the others last (stage step_more)")
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
@@ -337,6 +390,10 @@ def main() -> None:
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     if unknown := [s for s in stages if s not in STAGES]:
         p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES)})")
+    try:
+        step_plan(a.step_plan)
+    except ValueError as e:
+        p.error(str(e))
     if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:
         p.error("--minutes, --rows and --budget-s must be positive")
     for name in ("train", "dev"):
@@ -349,7 +406,7 @@ def main() -> None:
     c.say(f"koelectra-kit GPU check, {time.strftime('%Y-%m-%d %H:%M')}; stages {', '.join(stages)}; "
           f"budget {a.budget_s:.0f}s")
     funcs = {"env": stage_env, "step": stage_step, "pretrain": stage_pretrain, "finetune": stage_finetune,
-             "finetune_bench": stage_finetune_bench, "label": stage_label}
+             "finetune_bench": stage_finetune_bench, "label": stage_label, "step_more": stage_step_more}
     for name in stages:
         if c.left() < 10:
             c.say(f"{name}: skipped (budget spent)")
@@ -357,6 +414,7 @@ def main() -> None:
         c.say(f"\n== {name} ==")
         funcs[name](c)
         c.save()
+    acceptance(c)
     c.say(f"\ndone in {time.perf_counter() - c.t0:.0f}s; figures in {c.out / 'gpu_check.json'}")
     c.save()
 

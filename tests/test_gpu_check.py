@@ -21,7 +21,7 @@ def check(*args, timeout=600):
 
 def test_every_stage_runs_dry_on_the_cpu_and_leaves_its_figures(tmp_path):
     out = tmp_path / "check"
-    proc = check("--tiny", "--device", "cpu", "--out", out, "--step-shapes", "tiny", "--step-batches", "2,4",
+    proc = check("--tiny", "--device", "cpu", "--out", out, "--step-plan", "tiny:2,4",
                  "--no-compile-step")
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads((out / "gpu_check.json").read_text())
