@@ -25,12 +25,13 @@ def test_every_stage_runs_dry_on_the_cpu_and_leaves_its_figures(tmp_path):
                  "--no-compile-step")
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads((out / "gpu_check.json").read_text())
-    assert {"gpu", "step", "pretrain", "finetune", "finetune_bench", "label"} <= set(figures)
+    assert {"gpu", "step_tiny", "pretrain", "finetune", "finetune_bench", "label"} <= set(figures)
     assert figures["pretrain"]["steps"] == 6 and figures["pretrain"]["tokens_per_s_steady"] > 0
     assert figures["finetune"]["train"]["examples_per_s"] > 0
-    assert figures["step"]["shapes"][0]["shape"] == "tiny"
+    assert figures["step_tiny"]["shapes"][0]["shape"] == "tiny"
     report = (out / "gpu_check.txt").read_text()
     assert report.count(": ok in ") >= 6 and "failed" not in report and "label: " in report
+    assert "== acceptance" in report and "finetune (the preset's encoder, batch 32): " in report
 
 
 def test_a_stage_that_cannot_run_is_one_line_and_the_others_go_on(tmp_path):
