@@ -4,6 +4,7 @@ layout, and bad options are one error line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,22 @@ SAMPLE = ROOT / "corpora" / "sample"
 SCRIPT = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py")]
 
 
-def check(*args, timeout=600):
-    return subprocess.run([*SCRIPT, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def check(*args, timeout=600, env=None):
+    return subprocess.run([*SCRIPT, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 def test_every_stage_runs_dry_on_the_cpu_and_leaves_its_figures(tmp_path):
+    """As on a lent GPU machine: kiwipiepy and datasets cannot be imported (modules that refuse to load, ahead of
+    the installed ones on PYTHONPATH, in every stage's process)."""
+    block = tmp_path / "block"
+    block.mkdir()
+    for name in ("kiwipiepy", "kiwipiepy_model", "datasets"):
+        (block / f"{name}.py").write_text("raise ImportError('not on this machine')\n")
     out = tmp_path / "check"
-    proc = check("--tiny", "--device", "cpu", "--out", out, "--step-plan", "tiny:2,4",
-                 "--no-compile-step")
+    proc = check("--tiny", "--device", "cpu", "--out", out, "--step-plan", "tiny:2,4", "--no-compile-step",
+                 env={**os.environ, "PYTHONPATH": str(block)})
+    assert "kiwipiepy: not installed" in proc.stdout and "datasets: not installed" in proc.stdout
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads((out / "gpu_check.json").read_text())
     assert {"gpu", "step_tiny", "pretrain", "finetune", "finetune_bench", "label"} <= set(figures)
