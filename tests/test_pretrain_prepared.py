@@ -145,3 +145,24 @@ def test_missing_or_foreign_folders_and_outputs_are_refused(prepared, tmp_path, 
     assert (prepared / "prepared.json").read_text() == before
     rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"prepared={prepared}", f"out={tmp_path / 'p'}")
     one_line_error(rc, err, "takes no prepared=")
+
+
+def test_continued_pretraining_from_a_folder_prepared_with_the_same_init(tiny_run, prepared, tmp_path, capsys,
+                                                                         sample_dir):
+    """init= packs with the checkpoint's tokenizer; training from that folder continues the checkpoint, and a folder
+    of another vocabulary is refused before anything is written."""
+    folder = tmp_path / "for-init"
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
+                         f"init={tiny_run}", f"out={folder}", "progress=false")
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={folder}", f"init={tiny_run}",
+                         f"out={tmp_path / 'cont'}", *RUN)
+    assert rc == 0 and f"continuing from {tiny_run}" in err, err
+    other = tmp_path / "other-vocab"
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
+                         f"out={other}", "vocab_size=700", "progress=false")
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={other}", f"init={tiny_run}",
+                         f"out={tmp_path / 'bad'}", *RUN)
+    one_line_error(rc, err, "another vocabulary")
+    assert not (tmp_path / "bad").exists()

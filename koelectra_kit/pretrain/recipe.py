@@ -123,6 +123,10 @@ class PretrainRecipe:
             from .prepared import apply_prepared_shape, open_prepared
 
             self.prepared = open_prepared(self.cfg.prepared)
+            if self.cfg.init:
+                from .prepared import check_init_vocab
+
+                check_init_vocab(self.cfg, self.prepared)
             for note in apply_prepared_shape(self.cfg, self.prepared):
                 if self.main:
                     warn(note)
@@ -153,11 +157,7 @@ class PretrainRecipe:
         """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it), or
         both from the prepared-data folder."""
         if self.prepared is not None:
-            from .prepared import check_init_vocab
-
             self.tok = self.prepared.tok
-            if self.cfg.init:
-                check_init_vocab(self.cfg, self.prepared)
             self.tok_fp = tokenizer_fingerprint(self.tok)
             self.data = checked_rows(self.prepared.data, self.prepared.path, self.main)
             return
