@@ -33,10 +33,11 @@ def check_tokenizer_dir(path: str) -> None:
         raise InputError(f"tokenizer dir not found: {path} (train one with `koelectra-kit tokenizer`)")
 
 
-def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Path] | None = None):
+def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Path] | None = None,
+                      shown_as: Path | None = None):
     """The given tokenizer, or one trained on the corpus (``corpus``: its files, else ``cfg.corpus``) into
     ``out/tokenizer`` (reused by a rerun/resume); with ``init=``, the checkpoint's own
-    (``continued.init_tokenizer``)."""
+    (``continued.init_tokenizer``). ``shown_as``: the folder the log names (a staging ``out`` is renamed later)."""
     from ..tokenizer import KoTokenizer, TokenizerConfig, train_tokenizer
 
     if cfg.init:
@@ -50,7 +51,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Pat
     if not (tok_dir / "tokenizer.json").exists():
         if dist_ctx.is_main:
             kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
-            log(f"training a {kind} tokenizer on the corpus into {tok_dir} (no tokenizer= given)")
+            log(f"training a {kind} tokenizer on the corpus into {shown_as or tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
             train_tokenizer(TokenizerConfig(input=[str(p) for p in corpus or cfg.corpus], out=str(tok_dir),
                                             vocab_size=cfg.vocab_size, model=cfg.tokenizer_model,

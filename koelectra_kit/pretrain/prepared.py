@@ -60,7 +60,8 @@ def prepare(cfg: PretrainConfig) -> Path:
     t0 = time.time()
     with staged_dir(out) as stage:
         # a trained tokenizer goes straight into the folder; a given one (or init's) is saved there below
-        tok = prepare_tokenizer(cfg, stage, DistContext("cpu", cfg.ddp_timeout_minutes), corpus)
+        tok = prepare_tokenizer(cfg, stage, DistContext("cpu", cfg.ddp_timeout_minutes), corpus,
+                                shown_as=out / "tokenizer")
         if not (stage / "tokenizer" / "tokenizer.json").exists():
             tok.save(stage / "tokenizer")
         tok_fp = tokenizer_fingerprint(tok)
