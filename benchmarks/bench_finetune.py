@@ -18,14 +18,13 @@ names a model; speed does not depend on the weights. Its WordPiece vocabulary is
 with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
 
 --device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
-multiple of 8 as the recipe pads them on a GPU. There the last line compares the toolkit's examples/s with
+multiple of 16 as the recipe pads them on a GPU (runtime.pad_multiple). There the last line compares the toolkit's examples/s with
 --reference (issue 39: 1,066 examples/s, `finetune` of a 6 x 256 encoder at batch 32 on an H100 before the GPU
 work; the bar is 5x).
 
 What the toolkit's variant calls, so that it times what `finetune` runs: ``finetune.train_step`` (the step the
 recipe's loop calls), ``finetune.collate`` and ``finetune.length_grouped_batches`` (the recipe's batches), and
-``finetune.param_groups`` for the optimizer; the AdamW around those groups is built here as
-``FinetuneRecipe.setup_optimizer`` builds it (a change there must be repeated in ``ours`` below).
+``finetune.build_optimizer`` (the recipe's AdamW with layer-wise lr decay, fused on a GPU).
 """
 from __future__ import annotations
 
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers.utils import logging as hf_logging
 
     from koelectra_kit.errors import ConfigError
-    from koelectra_kit.finetune import collate, length_grouped_batches, param_groups, train_step
+    from koelectra_kit.finetune import build_optimizer, collate, length_grouped_batches, train_step
     from koelectra_kit.runtime import cpu_has_bf16, pad_multiple, resolve_device
     from koelectra_kit.tokenizer import KoTokenizer
 
@@ -211,9 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         clip, layer decay; the optimizer as FinetuneRecipe.setup_optimizer builds it (lr 3e-4: the default for
         hidden <= 256)."""
         model = new_model()
-        opt = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"}
-                                 for g in param_groups(model, 3e-4, 0.8, 0.01)], lr=3e-4, eps=1e-6, betas=(0.9, 0.999),
-                                **({"fused": True} if gpu else {}))  # as FinetuneRecipe.setup_optimizer
+        opt = build_optimizer(model, 3e-4, 0.8, 0.01, 1e-6, device)  # FinetuneRecipe.setup_optimizer's
 
         def step(idx):
             input_ids, mask = collate(ids, idx, tok.pad_token_id, multiple, max_width=args.max_length, pin=gpu)

@@ -67,10 +67,9 @@ class Check:
         try:
             proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
             code, text = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
+        except subprocess.TimeoutExpired as e:  # what it printed so far comes as bytes, whatever text= says
             code = 124
-            text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace") \
-                if isinstance(e.stdout, bytes) or e.stdout is None else (e.stdout or "") + (e.stderr or "")
+            text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
         (self.out / f"{name}.log").write_text(text, encoding="utf-8")
         shown = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")][-tail:]
         for line in shown:

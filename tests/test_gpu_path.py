@@ -112,7 +112,7 @@ def test_training_steps_read_nothing_back_between_logging_steps(tmp_path, plain_
     """The real loop (FinetuneRecipe.train: batches, train_step, the loss window, the schedule) over 7 steps, logging
     every 3 and evaluating at the end: no host-sync op outside log_train and evaluate. Before issue 39 each step made
     2: train_step's loss.item() and transformers' mask factory asking whether a batch has padding (mask.all())."""
-    from koelectra_kit.finetune.recipe import MetricsLog
+    from koelectra_kit.finetune.report import MetricsLog
 
     r = _recipe(tmp_path, plain_encoder_dir, sample_dir, "epochs=0.25", "log_every=3", "eval_every=1000",
                 "class_weights=balanced", f"precision={precision}")
@@ -136,7 +136,7 @@ def test_training_steps_read_nothing_back_between_logging_steps(tmp_path, plain_
 
 def test_the_window_mean_is_the_mean_of_the_step_losses():
     """Read back at once, summed in Python floats in step order: the number the per-step .item() sum gave."""
-    from koelectra_kit.finetune.recipe import Window
+    from koelectra_kit.finetune.report import Window
 
     values = [0.1, 1 / 3, 2.7182817, 1e-7]
     w = Window()

@@ -39,7 +39,7 @@ from .data import (
     stratified_split,
     stratified_subsample,
 )
-from .model import align_head, default_lr, load_model, param_groups
+from .model import align_head, build_optimizer, default_lr, load_model, param_groups
 from ..io.output import OUTPUT_MARKERS, check_out_dir
 from .recipe import FinetuneRecipe, finetune, train_step
 from .tokens import encode_texts
@@ -49,5 +49,5 @@ __all__ = [
     "finetune", "FinetuneRecipe", "train_step", "read_labelled", "Labelled", "Splits", "load_splits",
     "label_resolver", "parse_rating_map", "stratified_split", "stratified_subsample", "format_data_report",
     "format_file_report", "length_grouped_batches", "shuffled_batches", "collate", "encode_texts", "load_model",
-    "align_head", "param_groups", "default_lr", "predict_logits", "check_out_dir", "OUTPUT_MARKERS",
+    "align_head", "param_groups", "build_optimizer", "default_lr", "predict_logits", "check_out_dir", "OUTPUT_MARKERS",
 ]

@@ -138,3 +138,29 @@ def default_lr(model) -> float:
     """The ELECTRA paper's fine-tuning lr by model width (Small 256, Base 768, Large 1024)."""
     hidden = int(getattr(model.config, "hidden_size", 768))
     return 3e-4 if hidden <= 256 else 1e-4 if hidden <= 768 else 5e-5
+
+
+
+def build_optimizer(model, lr: float, layer_decay: float, weight_decay: float, eps: float, device):
+    """AdamW over ``param_groups`` (layer-wise lr decay). Fused on a GPU: one kernel per parameter group updates every
+    tensor in it (foreach: several per group), and its step counters live on the GPU. On a CPU the default
+    implementation, as before."""
+    import torch
+
+    groups = param_groups(model, lr, layer_decay, weight_decay)
+    fused = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups], lr=lr, eps=eps,
+                             betas=(0.9, 0.999), **fused)
+
+def compile_model(model, mode: str = "default", shapes: int = 32) -> None:
+    """``torch.compile`` the model in place (``Module.compile``: its state_dict keys stay as they were, so the best
+    checkpoint saves and loads unchanged), ``dynamic=False``: one graph per batch shape, each specialized. ``shapes``:
+    about how many to expect (widths x training and evaluation batch sizes); dynamo's recompile limit is raised to
+    it, since past the limit a new shape would run uncompiled."""
+    import torch._dynamo
+
+    for key in ("recompile_limit", "cache_size_limit"):  # the name changed in torch 2.6; set whichever exists
+        if hasattr(torch._dynamo.config, key):
+            setattr(torch._dynamo.config, key, max(getattr(torch._dynamo.config, key), shapes))
+            break
+    model.compile(dynamic=False, mode=None if mode == "default" else mode)

@@ -7,7 +7,6 @@ checkpoint and its reports into a staging folder), then the folder published in 
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,8 @@ from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
-from .model import default_lr, load_model, param_groups
+from .model import build_optimizer, compile_model, default_lr, load_model
+from .report import MetricsLog, Window
 from ..io.output import check_not_input, check_out_dir
 from .tokens import encode_texts
 
@@ -80,50 +80,6 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
     z = logits - logits.max(axis=1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     return float(-logp[np.arange(len(y)), y].mean())
-
-
-class MetricsLog:
-    """metrics.jsonl, one row a line as it happens (line-buffered: a crash keeps what was logged), and the same rows
-    to the run's trackers (report_to: train/loss, eval/macro_f1, ...); the rows are kept for curves.png."""
-
-    def __init__(self, path: Path, trackers: Trackers | None = None):
-        self.rows: list[dict] = []
-        self.trackers = trackers or Trackers([], path.parent, {})
-        self.file = open(path, "w", encoding="utf-8", buffering=1)
-
-    def write(self, row: dict) -> None:
-        self.rows.append(row)
-        self.file.write(json.dumps(row) + "\n")
-        self.trackers.log(row, row["kind"])
-
-    def close(self, failed: bool = False) -> None:
-        self.file.close()
-        self.trackers.close(failed)
-
-
-@dataclass
-class Window:
-    """Training steps since the last train row of metrics.jsonl. The steps' losses stay where they were computed
-    (0-d tensors, on the GPU there) until ``mean_loss`` reads them all back at once: one host sync a window."""
-
-    losses: list = field(default_factory=list)
-    examples: int = 0
-    seconds: float = 0.0
-
-    @property
-    def steps(self) -> int:
-        return len(self.losses)
-
-    def add(self, loss, examples: int) -> None:
-        self.losses.append(loss)
-        self.examples += examples
-
-    def mean_loss(self) -> float:
-        """The mean of the window's losses (each read as fp32, summed in Python floats in step order: the same
-        number as summing ``loss.item()`` step by step)."""
-        import torch
-
-        return sum(torch.stack(self.losses).tolist()) / len(self.losses)
 
 
 @dataclass
@@ -215,12 +171,7 @@ class FinetuneRecipe:
 
         cfg, model, device = self.cfg, self.model, self.device
         self.lr = cfg.lr or default_lr(model)
-        groups = param_groups(model, self.lr, cfg.layer_decay, cfg.weight_decay)
-        # fused on a GPU: one kernel per parameter group updates every tensor in it (foreach: several per group), and
-        # its step counters live on the GPU. On a CPU the default implementation, as before.
-        fused = {"fused": True} if device.type == "cuda" else {}
-        self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups],
-                                           lr=self.lr, eps=cfg.adam_eps, betas=(0.9, 0.999), **fused)
+        self.optimizer = build_optimizer(model, self.lr, cfg.layer_decay, cfg.weight_decay, cfg.adam_eps, device)
         self.steps_per_epoch = math.ceil(len(self.train_ids) / cfg.batch_size)
         self.epochs, floored = schedule_epochs(cfg.epochs, cfg.min_steps, self.steps_per_epoch)
         total = self.total_steps = max(1, math.ceil(self.epochs * self.steps_per_epoch))
@@ -247,7 +198,7 @@ class FinetuneRecipe:
             (warn if note.startswith("warning:") else log)(note)
         log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
             f"({self.precision_name}{', compiled' if cfg.compile else ''}); lr {self.lr:g} (top), layer decay "
-            f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in groups):.2g}; "
+            f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in self.optimizer.param_groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
             f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
@@ -464,20 +415,6 @@ class FinetuneRecipe:
 
             log(f"pushed to {push_folder(self.out, self.cfg.push_to_hub, self.cfg.hub_private)}")
         return result
-
-
-def compile_model(model, mode: str = "default", shapes: int = 32) -> None:
-    """``torch.compile`` the model in place (``Module.compile``: its state_dict keys stay as they were, so the best
-    checkpoint saves and loads unchanged), ``dynamic=False``: one graph per batch shape, each specialized. ``shapes``:
-    about how many to expect (widths x training and evaluation batch sizes); dynamo's recompile limit is raised to
-    it, since past the limit a new shape would run uncompiled."""
-    import torch._dynamo
-
-    for key in ("recompile_limit", "cache_size_limit"):  # the name changed in torch 2.6; set whichever exists
-        if hasattr(torch._dynamo.config, key):
-            setattr(torch._dynamo.config, key, max(getattr(torch._dynamo.config, key), shapes))
-            break
-    model.compile(dynamic=False, mode=None if mode == "default" else mode)
 
 
 def finetune(cfg: FinetuneConfig) -> dict:

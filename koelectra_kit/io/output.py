@@ -10,14 +10,15 @@ from ..errors import InputError
 OUTPUT_MARKERS = ("eval.json", "finetune_config.yaml")
 
 
-def check_out_dir(out: Path) -> None:
-    """Refuse to replace a directory that isn't a previous output of ours (e.g. out=. or a model)."""
+def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
+                  kind: str = "a previous koelectra-kit output (no eval.json)") -> None:
+    """Refuse to replace a directory that isn't a previous output of this kind (e.g. out=. or a model): ``out`` is
+    new, empty, or holds one of ``markers``."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a directory path")
-    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in OUTPUT_MARKERS):
-        raise InputError(f"out={out} exists and is not a previous koelectra-kit output (no eval.json); "
-                         "choose a new or empty directory")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in markers):
+        raise InputError(f"out={out} exists and is not {kind}; choose a new or empty directory")
 
 
 def check_report_dir(out: Path) -> None:

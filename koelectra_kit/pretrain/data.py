@@ -200,20 +200,26 @@ class RowOrder:
         self.n, self.seed, self.shuffle = n_rows, seed, shuffle
         self._perm: dict[int, np.ndarray] = {}
 
-    def _epoch(self, e: int) -> np.ndarray:
+    def epoch(self, e: int) -> np.ndarray:
+        """Epoch ``e``'s row order (at most two epochs kept in RAM)."""
         if e not in self._perm:
             self._perm = {k: v for k, v in self._perm.items() if k >= e - 1}  # keep at most two epochs in RAM
             perm = np.random.default_rng([self.seed, e]).permutation(self.n) if self.shuffle else np.arange(self.n)
             self._perm[e] = perm.astype(np.uint32 if self.n < 2**32 else np.int64)
         return self._perm[e]
 
+    def segments(self, start: int, count: int) -> Iterator[tuple[int, int, int]]:
+        """Positions start .. start + count of the stream as (epoch, offset, length) runs within one epoch."""
+        pos, end = start, start + count
+        while pos < end:
+            e, off = divmod(pos, self.n)
+            take = min(self.n - off, end - pos)
+            yield e, off, take
+            pos += take
+
     def rows(self, start: int, count: int) -> np.ndarray:
-        pos = np.arange(start, start + count)
-        out = np.empty(count, dtype=np.int64)
-        for e in np.unique(pos // self.n):
-            sel = (pos // self.n) == e
-            out[sel] = self._epoch(int(e))[pos[sel] % self.n]
-        return out
+        return np.concatenate([self.epoch(e)[off:off + take] for e, off, take in self.segments(start, count)]
+                              ).astype(np.int64)
 
 
 def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], dist_ctx) -> PackedRows:
@@ -265,19 +271,14 @@ class DeviceRows:
 
         if e not in self._perm:
             self._perm = {k: v for k, v in self._perm.items() if k >= e - 1}
-            self._perm[e] = torch.from_numpy(self.order._epoch(e).astype(np.int64)).to(self.device)
+            self._perm[e] = torch.from_numpy(self.order.epoch(e).astype(np.int64)).to(self.device)
         return self._perm[e]
 
     def rows(self, start: int, count: int):
         """[count] int64 row numbers on the device: positions start .. start + count of the stream."""
         import torch
 
-        n, parts, pos = self.order.n, [], start
-        while pos < start + count:
-            e, off = divmod(pos, n)
-            take = min(n - off, start + count - pos)
-            parts.append(self._epoch(e)[off:off + take])
-            pos += take
+        parts = [self._epoch(e)[off:off + take] for e, off, take in self.order.segments(start, count)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def take(self, rows) -> "torch.Tensor":  # noqa: F821

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io.fileio import cache_dir, staged_dir, write_json_atomic
+from ..io.output import check_out_dir
 from ..runtime import log
 from .config import PretrainConfig
 
@@ -87,14 +88,9 @@ def prepare(cfg: PretrainConfig) -> Path:
 
 def check_prepare_out(out: Path, overwrite: bool) -> None:
     """``out`` is new, empty, or (with overwrite=true) an earlier prepared folder: never another folder."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"out={out} is a file; give a folder for the prepared data")
-    if out.is_dir() and any(out.iterdir()):
-        if not is_prepared(out):
-            raise InputError(f"out={out} exists and is not a prepared-data folder; choose a new or empty folder")
-        if not overwrite:
-            raise InputError(f"out={out} already holds prepared data: pass overwrite=true to replace it, or "
-                             "another out=")
+    check_out_dir(out, (INFO_FILE,), f"a prepared-data folder (no {INFO_FILE})")
+    if is_prepared(out) and not overwrite:
+        raise InputError(f"out={out} already holds prepared data: pass overwrite=true to replace it, or another out=")
 
 
 def files_digest(folder: Path) -> str:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import dump_yaml, to_dict
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from ..io.fileio import write_json_atomic, write_text_atomic
+from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
@@ -58,11 +59,7 @@ RUN_MARKERS = ("config.yaml", "checkpoints")  # what every pretraining run dir h
 def check_run_dir(out: Path) -> None:
     """``out`` is new, empty, or a previous pretraining run: never another folder (out=., a model, a fine-tuned
     classifier), whose metrics.jsonl, README.md and config files a run would overwrite."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"out={out} is a file; give a folder for the run")
-    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in RUN_MARKERS):
-        raise InputError(f"out={out} exists and is not a pretraining run (no config.yaml or checkpoints/); "
-                         "choose a new or empty folder")
+    check_out_dir(out, RUN_MARKERS, "a pretraining run (no config.yaml or checkpoints/)")
 
 
 class PretrainRecipe:
