@@ -6,7 +6,7 @@ named after the GPU).
 
     python benchmarks/gpu_check.py                                   # the bundled sample: speed and plumbing
     python benchmarks/gpu_check.py --prepared data/corpus --train nsmc3/train.tsv --dev nsmc3/dev.tsv
-    python benchmarks/gpu_check.py --tiny --device cpu               # a seconds-long dry run of every stage
+    python benchmarks/gpu_check.py --tiny --device cpu               # a dry run of every stage (minutes)
 
 Before a lease on a machine without the data or Kiwi (the device tool's, notes/GPU-PROBE.md), make what it carries
 here, then run the command it prints there (carry=[".gpu"]):
@@ -111,6 +111,10 @@ def stage_env(c: Check) -> None:
     else:
         c.figures["gpu"] = "none (cpu)"
         c.say(f"device: {dev} ({torch.get_num_threads()} threads)")
+
+
+STEP_PLAN = "small:128,256,512,1024 gpu-10min:256 base:16,32,64,128"  # the shapes, the preset's own
+TINY_STEP_PLAN = "tiny:2,4 small:2"  # a dry run: the same stages in minutes on a CPU
 
 
 def step_plan(text: str) -> list[tuple[str, str]]:
@@ -361,9 +365,10 @@ def main() -> None:
                    help="an override for the pretrain stage (repeatable), e.g. --set batch_size=512")
     p.add_argument("--finetune-set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for the fine-tune stage (repeatable), e.g. --finetune-set compile=true")
-    p.add_argument("--step-plan", default="small:128,256,512,1024 gpu-10min:256 base:16,32,64,128",
+    p.add_argument("--step-plan", default=None,
                    help="bench_pretrain.py per shape, SHAPE:BATCHES: a sweep (eager), then compiled at its best batch; "
-                        "the first shape runs early (stage step), the others last (stage step_more)")
+                        "the first shape runs early (stage step), the others last (stage step_more); default "
+                        f"'{STEP_PLAN}' ('{TINY_STEP_PLAN}' with --tiny)")
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
@@ -389,6 +394,7 @@ def main() -> None:
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     if unknown := [s for s in stages if s not in STAGES]:
         p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES)})")
+    a.step_plan = a.step_plan or (TINY_STEP_PLAN if a.tiny else STEP_PLAN)
     try:
         step_plan(a.step_plan)
     except ValueError as e:

@@ -137,6 +137,8 @@ def test_the_shape_sets_the_default_seq_and_vocab(tmp_path, capsys):
     assert "tiny: sweep" not in out  # one batch on a CPU: the rows it always printed, no summary
     shape = json.loads(out_json.read_text())["shapes"][0]
     assert (shape["seq"], shape["vocab"]) == (64, 2000)
+    # gpu_check reads the compiled step's acceptance from this JSON, whatever the device and number of batches
+    assert shape["best"]["batch"] == 2 and shape["acceptance"]["line"].startswith("tiny: ")
 
 
 def _row(batch, toolkit, straightforward, flops=1e9):

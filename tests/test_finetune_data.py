@@ -329,3 +329,37 @@ def test_token_cache_skips_kiwi_the_second_time_and_misses_on_any_change(sample_
         assert calls == [4, 4, 4, 4]
     finally:
         del sample_tokenizer.encode_batch
+
+
+@pytest.mark.parametrize("saved", ["bfloat16", "float16"])
+def test_a_half_precision_checkpoint_fine_tunes_from_fp32_weights(tmp_path, saved):
+    """Hub uploads are often saved in bf16/fp16, and transformers loads them as saved: fine-tuning would step
+    AdamW on half-precision weights (updates of ~1e-5 vanish) and `label --precision fp32` would not be fp32."""
+    import torch
+
+    from koelectra_kit.finetune import load_model
+
+    src = _tiny_classifier(["negative", "neutral", "positive"]).to(getattr(torch, saved))
+    src.save_pretrained(tmp_path / "src")
+    cfg = cfg_for(model=tmp_path / "src", labels="[negative,neutral,positive]")
+    model, _ = load_model(cfg, cfg.labels)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    # the same weights, widened exactly
+    torch.testing.assert_close(model.electra.embeddings.word_embeddings.weight,
+                               src.electra.embeddings.word_embeddings.weight.float(), rtol=0, atol=0)
+
+
+def test_a_half_precision_classifier_labels_in_the_precision_asked_for(tmp_path, tiny_classifier_dir):
+    import shutil
+
+    import torch
+    from transformers import ElectraForSequenceClassification
+
+    from koelectra_kit.classify.classifier import Classifier
+
+    half = tmp_path / "half"
+    shutil.copytree(tiny_classifier_dir, half)
+    ElectraForSequenceClassification.from_pretrained(tiny_classifier_dir).to(torch.float16).save_pretrained(half)
+    clf = Classifier.load(half, device="cpu", precision="fp32")
+    assert {p.dtype for p in clf.model.parameters()} == {torch.float32} and clf.dtype is None
+    assert len(clf.predict(["배송 빠르고 좋아요", "별로"]).labels) == 2

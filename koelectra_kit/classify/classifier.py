@@ -276,7 +276,10 @@ class Classifier:
         dev = resolve_device(device)  # device=cuda without a GPU: said before the weights are read
         with loading(name_or_dir), quiet_transformers():
             config = AutoConfig.from_pretrained(name_or_dir, trust_remote_code=False)
-            model = AutoModelForSequenceClassification.from_pretrained(name_or_dir, trust_remote_code=False)
+            # fp32 whatever the file holds (a half-precision upload loads as it is by default): `precision`
+            # decides the arithmetic, below
+            model = AutoModelForSequenceClassification.from_pretrained(name_or_dir, trust_remote_code=False,
+                                                                       dtype=torch.float32)
         try:
             tok = KoTokenizer.from_pretrained(name_or_dir)
         except InputError as e:

@@ -63,6 +63,7 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
     """``AutoModelForSequenceClassification`` for the model dir/hub id with our labels set, and notes on
     what happened to its head. ``ignore_mismatched_sizes`` lets a classifier be re-fine-tuned on another
     label set. Never ``trust_remote_code``: only architectures that ship with transformers load."""
+    import torch
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
@@ -84,9 +85,12 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
                 model = AutoModelForSequenceClassification.from_config(config, trust_remote_code=False)
                 info = {"missing_keys": [], "mismatched_keys": []}
             else:
+                # fp32 master weights whatever the checkpoint was saved in: transformers loads a bf16/fp16 upload
+                # as it is (dtype="auto"), and AdamW steps of ~1e-5 vanish in bf16 weights (autocast does the
+                # low-precision maths)
                 model, info = AutoModelForSequenceClassification.from_pretrained(
                     name, config=config, ignore_mismatched_sizes=True, output_loading_info=True,
-                    trust_remote_code=False)
+                    trust_remote_code=False, dtype=torch.float32)
         except SafetensorError as e:
             raise InputError(f"model={cfg.model}: model.safetensors is damaged or truncated "
                              f"({str(e).splitlines()[0]}); copy or export the model again") from None
