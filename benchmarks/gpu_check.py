@@ -20,19 +20,24 @@ tables for the fine-tune and labelling stages (default: the bundled sample revie
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 from common import ROOT, Parser  # noqa: E402  (benchmarks/common.py)
+from gpu_bundle import kk, make_bundle, pack  # noqa: E402
 
 SAMPLE = ROOT / "corpora" / "sample"
 STAGES = ("env", "step", "pretrain", "finetune", "label", "finetune_bench", "step_more")
+EXTRA_STAGES = ("export", "quality")  # a quality lease's (--stages env,pretrain,export,quality): not run by default
 
 
 class Check:
@@ -50,10 +55,19 @@ class Check:
         self.lines.append(line)
 
     def save(self) -> None:
-        text = "\n".join(self.lines) + "\n"
-        Path(self.args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(self.args.report).write_text(text, encoding="utf-8")
-        (self.out / "gpu_check.json").write_text(json.dumps(self.figures, indent=1), encoding="utf-8")
+        """The report, the figures beside it and in --out, and the stages' logs beside it as one tar.gz: the device
+        tool brings back 8 files from $OUT, so --out stays on the machine and these three come back."""
+        report = Path(self.args.report)
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+        figures = json.dumps(self.figures, indent=1)
+        (self.out / "gpu_check.json").write_text(figures, encoding="utf-8")
+        if report.parent.resolve() != self.out.resolve():
+            report.with_suffix(".json").write_text(figures, encoding="utf-8")
+            with tarfile.open(report.with_name(report.stem + "-logs.tar.gz"), "w:gz") as tar:
+                for f in sorted(self.out.glob("*.log")) + sorted(self.out.glob("*.json")) + sorted(
+                        self.out.glob("*.md")):
+                    tar.add(f, arcname=f.name)
 
     def left(self) -> float:
         return self.args.budget_s - (time.perf_counter() - self.t0)
@@ -64,12 +78,18 @@ class Check:
         self.say(f"$ {shlex.join(argv)}")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         t = time.perf_counter()
+        # its own process group: a stage out of time is stopped with everything it started (label_efficiency.py's
+        # fine-tunes would otherwise run on, holding the GPU)
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
-            code, text = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:  # what it printed so far comes as bytes, whatever text= says
+            out, err = proc.communicate(timeout=limit)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
             code = 124
-            text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+        text = (out or "") + (err or "")
         (self.out / f"{name}.log").write_text(text, encoding="utf-8")
         shown = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")][-tail:]
         for line in shown:
@@ -77,10 +97,6 @@ class Check:
         state = "ok" if code == 0 else ("ran out of time" if code == 124 else f"failed (exit {code})")
         self.say(f"  [{name}: {state} in {time.perf_counter() - t:.0f}s; full log {self.out / (name + '.log')}]")
         return code, text
-
-
-def kk(*args: str) -> list[str]:
-    return [sys.executable, "-m", "koelectra_kit", *args]
 
 
 def stage_env(c: Check) -> None:
@@ -273,41 +289,69 @@ def stage_label(c: Check) -> None:
               f"{acc.get('ratio_fp32_batch32', 0):.2f}x at its fp32 batch 32 (bar 2x)")
 
 
-def make_bundle(a) -> None:
-    """``a.make_bundle``/: the corpus prepared with the preset (no Kiwi: the preset's tokenizer needs none), the
-    dev table and a seeded sample of the train table's rows, and the device command that uses them; sized for a
-    64 MiB carry (the 21M-token shared corpus is 40 MB of ids)."""
-    import random
+def stage_export(c: Check) -> None:
+    """The pretrain stage's run (encoder, metrics, summary, config) packed as --export.NN parts that the device tool
+    brings back (gpu_bundle.py unpack puts them together here)."""
+    run = c.out / "pretrain"
+    if not (run / "discriminator" / "config.json").exists():
+        c.say("export: skipped (no encoder from the pretrain stage)")
+        return
+    t = time.perf_counter()
+    parts = pack(run, Path(c.args.export))
+    size = sum(p.stat().st_size for p in parts)
+    c.figures["export"] = {"parts": [str(p) for p in parts], "bytes": size}
+    c.say(f"export: {run} -> {len(parts)} part(s) {c.args.export}.00.. ({size / 2**20:.1f} MiB) in "
+          f"{time.perf_counter() - t:.0f}s; here: python benchmarks/gpu_bundle.py unpack <files_at>/"
+          f"{Path(c.args.export).name} runs/gpu/<name>")
 
-    from common import NSMC_DEV, NSMC_TRAIN, PRETRAIN  # noqa: E402
 
-    out = Path(a.make_bundle)
-    corpus = a.corpus or [str(PRETRAIN / "nsmc_reviews.txt"), str(PRETRAIN / "comments_mix.txt")]
-    train = Path(a.bundle_train or NSMC_TRAIN)
-    dev = Path(a.bundle_dev or NSMC_DEV)
-    for f in [*map(Path, corpus), train, dev]:
-        if not f.is_file():
-            raise SystemExit(f"error: {f} not found (pass --corpus / --bundle-train / --bundle-dev)")
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / "corpus" / "prepared.json").exists():
-        code = subprocess.run(kk("prepare", "--config", a.preset, f"corpus=[{','.join(corpus)}]",
-                                 f"out={out / 'corpus'}", "progress=false"), cwd=ROOT).returncode
-        if code:
-            raise SystemExit(code)
-    lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
-    header, rows = lines[0], lines[1:]
-    random.Random(0).shuffle(rows)
-    tables = out / "data" / "nsmc3"  # the shared data's layout: KOELECTRA_SHARED_DATA={out}/data serves benchmarks
-    tables.mkdir(parents=True, exist_ok=True)
-    (tables / ("train" + train.suffix)).write_text(header + "".join(rows[:a.bundle_rows]), encoding="utf-8")
-    (tables / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"wrote {out}/: corpus/ (prepared), data/nsmc3/train{train.suffix} ({min(a.bundle_rows, len(rows)):,} "
-          f"rows), data/nsmc3/dev{dev.suffix}; {size / 2**20:.1f} MiB")
-    print("on the GPU machine (carry it beside the repository's files):")
-    print(f"  KOELECTRA_SHARED_DATA={out}/data python benchmarks/gpu_check.py --prepared {out}/corpus "
-          f"--train {tables}/train{train.suffix} --dev {tables}/dev{dev.suffix} --report $OUT/gpu_check.txt "
-          "--out $OUT/gpu-check")
+def stage_quality(c: Check) -> None:
+    """Item 6 where the GPU is: examples/experiments/label_efficiency.py on the pretrain stage's encoder, for
+    --quality-sizes x --quality-seeds x --quality-arms (150,000 rows takes a GPU; 1,000 and 10,000 also run on a
+    CPU from the exported encoder). Its table comes back beside the report."""
+    a = c.args
+    encoder = c.out / "pretrain" / "discriminator"
+    if not (encoder / "config.json").exists():
+        c.say("quality: skipped (no encoder from the pretrain stage)")
+        return
+    data = c.out / "quality-data"  # the layout label_efficiency.py reads: KOELECTRA_SHARED_DATA/nsmc3/
+    for name, table in (("train", Path(a.train)), ("dev", Path(a.dev))):
+        dest = data / "nsmc3" / f"{name}{'.parquet' if table.suffix == '.parquet' else '.tsv'}"
+        if table.suffix == ".parquet":
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(table.read_bytes())
+        else:
+            write_nsmc_layout(table, dest)
+    table = c.out / "label-efficiency.md"
+    # token_cache=false: GPU machines may lack `datasets`; the tiny dry run shortens the default fine-tune
+    ft = ["token_cache=false", f"device={a.device}", *(["min_steps=4", "epochs=2"] if a.tiny else []),
+          *a.finetune_set]
+    argv = [sys.executable, "examples/experiments/label_efficiency.py", "--encoder", str(encoder), "--runs",
+            str(c.out / "le"), "--sizes", *a.quality_sizes.split(","), "--seeds", *a.quality_seeds.split(","),
+            "--arms", *a.quality_arms.split(","), "--out", str(table), "--ft", *ft]
+    env = os.environ.get("KOELECTRA_SHARED_DATA")
+    os.environ["KOELECTRA_SHARED_DATA"] = str(data)
+    try:
+        code, _ = c.run("quality", argv, c.left() - 5, tail=4)
+    finally:
+        os.environ.pop("KOELECTRA_SHARED_DATA") if env is None else os.environ.update(KOELECTRA_SHARED_DATA=env)
+    if not table.exists():  # killed by the budget: the runs that finished still make a table
+        c.run("quality_table", [*argv, "--report-only"], 60, tail=2)
+    if table.exists():
+        c.figures["quality"] = {"table": table.read_text(encoding="utf-8"), "complete": code == 0}
+        text = table.read_text(encoding="utf-8")
+        for line in text[:text.find("## Accuracy")].splitlines():  # the macro-F1 table
+            if line.startswith("|"):
+                c.say(f"  {line}")
+
+
+def quality_arms() -> list[str]:
+    """label_efficiency.py's ARMS, read without importing it (it imports its own `common`, not ours)."""
+    tree = ast.parse((ROOT / "examples" / "experiments" / "label_efficiency.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "ARMS":
+            return [k.value for k in node.value.keys]
+    return []
 
 
 def acceptance(c: Check) -> None:
@@ -329,6 +373,15 @@ def acceptance(c: Check) -> None:
     if bench:
         c.say(f"finetune bench (6 x 256, batch 32): {bench['examples_per_s']:,.0f} examples/s = {bench['ratio']:.2f}x "
               f"the {bench['reference']:,.0f} before (bar 5x)")
+    table = (f.get("quality") or {}).get("table", "")
+    for line in table[:table.find("## Accuracy")].splitlines():  # | rows | TF-IDF | encoder | ...
+        cells = [x.strip() for x in line.strip("|").split("|")]
+        size = cells[0].split(" ")[0].replace(",", "")
+        if size.isdigit() and cells[1] != "-" and cells[2] != "-":
+            bar = {1000: " (bar +5)", 150000: " (bar +2)"}.get(int(size), "")
+            c.say(f"quality at {int(size):,} rows{cells[0][len(cells[0].split(' ')[0]):]}: encoder {cells[2]} vs "
+                  f"TF-IDF {cells[1]}: {(float(cells[2]) - float(cells[1])) * 100:+.1f} points{bar}; one "
+                  "pretraining run (the claim needs two)")
     lab = (f.get("label") or {}).get("acceptance")
     c.say(f"label: {lab['ratio']:.2f}x transformers' pipeline at its best ({lab.get('against')}) (bar 2x)"
           if lab else "label: not measured")
@@ -372,28 +425,40 @@ def main() -> None:
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
-    p.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES)}")
+    p.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES + EXTRA_STAGES)}")
     p.add_argument("--budget-s", type=float, default=570, help="stop starting stages after this many seconds")
     p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")
     p.add_argument("--finetune-s", type=float, default=120)
     p.add_argument("--label-s", type=float, default=90)
     p.add_argument("--label-rows", type=int, default=20000, help="rows the label benchmark times")
     p.add_argument("--out", default="runs/gpu-check", help="folder for the stages' runs and logs")
+    p.add_argument("--export", default=None, help="stage export: the parts' path without .NN (default "
+                   "OUT/run.tar; on a lease $OUT/run.tar)")
+    p.add_argument("--quality-sizes", default="150000,1000", help="stage quality: labelled rows, comma-separated")
+    p.add_argument("--quality-seeds", default="1,2", help="stage quality: fine-tuning seeds")
+    p.add_argument("--quality-arms", default="default", help="stage quality: label_efficiency.py arms (default "
+                   "= encoder, TF-IDF, ensemble; random = random init)")
     p.add_argument("--make-bundle", metavar="DIR", default=None,
                    help="make the folder a GPU lease carries (prepared corpus, train sample, dev) and stop")
     p.add_argument("--corpus", action="append", default=None, help="--make-bundle: a corpus file (repeatable; "
                    "default the shared pretraining corpus)")
     p.add_argument("--bundle-train", default=None, help="--make-bundle: the train table (default shared nsmc3)")
     p.add_argument("--bundle-dev", default=None, help="--make-bundle: the dev table (default shared nsmc3)")
-    p.add_argument("--bundle-rows", type=int, default=20000, help="--make-bundle: train rows kept (seeded)")
+    p.add_argument("--bundle-rows", type=int, default=None, help="--make-bundle: train rows kept (seeded; "
+                   "default all: the quality stage's 150,000)")
     p.add_argument("--report", default=None, help="where the printed report is written "
                    "(default: OUT/gpu_check.txt; keep it in docs/benchmarks/gpu_check-<GPU>.txt)")
     a = p.parse_args()
     if a.make_bundle:
         return make_bundle(a)
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
-    if unknown := [s for s in stages if s not in STAGES]:
-        p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES)})")
+    if unknown := [s for s in stages if s not in STAGES + EXTRA_STAGES]:
+        p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES + EXTRA_STAGES)})")
+    for name in ("quality_sizes", "quality_seeds"):
+        if not all(x.strip().isdigit() and int(x) > 0 for x in getattr(a, name).split(",")):
+            p.error(f"--{name.replace('_', '-')}: positive whole numbers, comma-separated")
+    if unknown := sorted(set(a.quality_arms.split(",")) - set(quality_arms())):
+        p.error(f"--quality-arms: unknown {', '.join(unknown)} (choose from {', '.join(quality_arms())})")
     a.step_plan = a.step_plan or (TINY_STEP_PLAN if a.tiny else STEP_PLAN)
     try:
         step_plan(a.step_plan)
@@ -407,11 +472,13 @@ def main() -> None:
     if a.prepared and not Path(a.prepared, "prepared.json").is_file():
         p.error(f"--prepared {a.prepared}: not a prepared-data folder (koelectra-kit prepare makes one)")
     a.report = a.report or str(Path(a.out) / "gpu_check.txt")
+    a.export = a.export or str(Path(a.out) / "run.tar")
     c = Check(a)
     c.say(f"koelectra-kit GPU check, {time.strftime('%Y-%m-%d %H:%M')}; stages {', '.join(stages)}; "
           f"budget {a.budget_s:.0f}s")
     funcs = {"env": stage_env, "step": stage_step, "pretrain": stage_pretrain, "finetune": stage_finetune,
-             "finetune_bench": stage_finetune_bench, "label": stage_label, "step_more": stage_step_more}
+             "finetune_bench": stage_finetune_bench, "label": stage_label, "step_more": stage_step_more,
+             "export": stage_export, "quality": stage_quality}
     for name in stages:
         if c.left() < 10:
             c.say(f"{name}: skipped (budget spent)")

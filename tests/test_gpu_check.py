@@ -53,16 +53,54 @@ def test_a_stage_that_cannot_run_is_one_line_and_the_others_go_on(tmp_path):
 
 
 def test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command(tmp_path):
+    """The corpus is prepared without the dev texts (they score every encoder), the train table travels whole as
+    parquet (nsmc3's 150,000 rows fit the carry that way) and reads back as the toolkit reads the original."""
+    from koelectra_kit.io.tables import read_table
+
+    dev = SAMPLE / "reviews_labelled.csv"
+    corpus = tmp_path / "corpus.txt"  # the sample comments plus three dev reviews, one with other spacing
+    reviews = list(read_table(dev)["review"][:3])
+    corpus.write_text((SAMPLE / "comments.txt").read_text(encoding="utf-8") + "\n".join(
+        [reviews[0], "  " + reviews[1].replace(" ", "   ") + " ", reviews[2]]) + "\n", encoding="utf-8")
     bundle = tmp_path / "gpu"
-    proc = check("--make-bundle", bundle, "--corpus", SAMPLE / "comments.txt", "--bundle-train",
-                 SAMPLE / "reviews_labelled.csv", "--bundle-dev", SAMPLE / "reviews_labelled.csv", "--bundle-rows", 50,
-                 timeout=180)
+    proc = check("--make-bundle", bundle, "--corpus", corpus, "--bundle-train", dev, "--bundle-dev", dev, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "corpus: 3 lines that are dev texts left out" in proc.stdout
     info = json.loads((bundle / "corpus" / "prepared.json").read_text())
     assert info["tokenizer"]["presplit"] == "none"  # the preset's: the GPU machine needs no Kiwi
-    train = (bundle / "data" / "nsmc3" / "train.csv").read_text(encoding="utf-8").splitlines()
-    assert len(train) == 51 and train[0] == (SAMPLE / "reviews_labelled.csv").read_text(encoding="utf-8").splitlines()[0]
+    texts = sum(1 for line in (SAMPLE / "comments.txt").read_text(encoding="utf-8").splitlines() if line.strip())
+    assert json.loads((bundle / "corpus" / "meta.json").read_text())["texts"] == texts
+    train = read_table(bundle / "data" / "nsmc3" / "train.parquet")
+    assert train.equals(read_table(dev))  # every row, every cell as the CSV reads
     assert f"KOELECTRA_SHARED_DATA={bundle}/data python benchmarks/gpu_check.py --prepared {bundle}/corpus" in proc.stdout
+    # a seeded sample keeps the file's order
+    sample = tmp_path / "gpu2"
+    proc = check("--make-bundle", sample, "--corpus", corpus, "--bundle-train", dev, "--bundle-dev", dev,
+                 "--bundle-rows", 50, timeout=180)
+    assert proc.returncode == 0 and len(read_table(sample / "data" / "nsmc3" / "train.parquet")) == 50
+
+
+def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
+    """--stages env,pretrain,export,quality dry: the run comes back as parts that unpack into an encoder that loads,
+    and the label-efficiency table (encoder, TF-IDF, random init) is in the report and its acceptance lines."""
+    out, back = tmp_path / "check", tmp_path / "OUT"
+    proc = check("--tiny", "--device", "cpu", "--stages", "env,pretrain,export,quality", "--quality-sizes", "64",
+                 "--quality-seeds", "1", "--quality-arms", "default,random", "--out", out, "--report",
+                 back / "gpu_check.txt", "--export", back / "run.tar", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in back.iterdir()) == ["gpu_check-logs.tar.gz", "gpu_check.json", "gpu_check.txt",
+                                                      "run.tar.00", "run.tar.sha256"]
+    report = (back / "gpu_check.txt").read_text()
+    assert "| 64 | 0." in report and "quality at 64 rows: encoder 0." in report
+    figures = json.loads((back / "gpu_check.json").read_text())
+    assert figures["quality"]["complete"] and "random init" in figures["quality"]["table"]
+    unpack = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_bundle.py"), "unpack", back / "run.tar",
+                             tmp_path / "run"], capture_output=True, text=True)
+    assert unpack.returncode == 0, unpack.stderr
+    assert (tmp_path / "run" / "discriminator" / "model.safetensors").read_bytes() == (
+        out / "pretrain" / "discriminator" / "model.safetensors").read_bytes()
+    assert {p.name for p in (tmp_path / "run").iterdir()} == {"discriminator", "metrics.jsonl", "summary.json",
+                                                             "config.yaml"}
 
 
 @pytest.mark.fast
@@ -71,9 +109,32 @@ def test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command(tmp_
     (["--minutes", "0"], "must be positive"),
     (["--train", "nope.csv"], "--train nope.csv: no such file"),
     (["--prepared", str(SAMPLE)], "not a prepared-data folder"),
+    (["--quality-arms", "default,warp"], "--quality-arms: unknown warp"),
+    (["--quality-sizes", "1000,x"], "--quality-sizes: positive whole numbers"),
 ])
 def test_bad_options_are_one_error_line(args, needle):
     proc = check("--device", "cpu", *args, timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], \
         proc.stderr
+
+
+def test_a_stage_out_of_time_is_stopped_with_what_it_started(tmp_path):
+    """The quality stage's script starts fine-tunes of its own: when the stage's time is up they stop with it."""
+    import time
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    flag = tmp_path / "grandchild-still-ran"
+    grandchild = f"import time, pathlib; time.sleep(7); pathlib.Path({str(flag)!r}).write_text('x')"
+    child = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+             "print('started', flush=True); time.sleep(60)")
+    c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt"))
+    t = time.perf_counter()
+    code, text = c.run("slow", [sys.executable, "-c", child], limit_s=5)
+    assert code == 124 and "started" in text and time.perf_counter() - t < 30
+    time.sleep(4)  # past the grandchild's 7 s
+    assert not flag.exists()
+    assert "[slow: ran out of time in " in "\n".join(c.lines)

@@ -137,22 +137,11 @@ def inputs(args, runs: Path) -> dict:
 
 def without_dev(files: list[Path], dev: Path, out: Path) -> Path:
     """One corpus file: the lines of ``files`` whose normalized text is not a dev text (distill's own rule)."""
-    from koelectra_kit.distill.data import exclusion_keys, match_key
+    from koelectra_kit.distill.data import exclusion_keys, write_without
 
     if out.exists():
         return out
-    keys = exclusion_keys([str(dev)], [])
-    dropped = 0
-    with open(out.with_suffix(".tmp"), "w", encoding="utf-8") as f:
-        for path in files:
-            for line in open(path, encoding="utf-8"):
-                text = line.strip()
-                if not text:
-                    continue
-                if match_key(text) in keys:
-                    dropped += 1
-                else:
-                    f.write(text + "\n")
+    dropped = write_without(files, exclusion_keys([str(dev)], []), out.with_suffix(".tmp"))
     out.with_suffix(".tmp").rename(out)
     print(f"[corpus] {out.name}: {dropped:,} dev texts dropped", flush=True)
     return out

@@ -27,7 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the scripts import koelectra_kit even without `pip install -e .`
 DATA = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
 CORPUS = [DATA / "pretrain" / "nsmc_reviews.txt", DATA / "pretrain" / "comments_mix.txt"]
-TRAIN, DEV = DATA / "nsmc3" / "train.tsv", DATA / "nsmc3" / "dev.tsv"
+
+
+def nsmc3(name: str) -> Path:
+    """nsmc3's table as the shared data has it (TSV), or as a GPU lease's bundle carries it (parquet: all
+    150,000 rows within the device tool's 64 MiB; benchmarks/gpu_bundle.py)."""
+    tsv = DATA / "nsmc3" / f"{name}.tsv"
+    return tsv.with_suffix(".parquet") if not tsv.exists() and tsv.with_suffix(".parquet").exists() else tsv
+
+
+TRAIN, DEV = nsmc3("train"), nsmc3("dev")
 
 
 def machine() -> str:
@@ -38,6 +47,13 @@ def machine() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     except OSError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():  # a lent GPU runs these scripts too (benchmarks/gpu_check.py --stages quality)
+            return f"{torch.cuda.get_device_name(0)}, {os.cpu_count()} CPU cores ({cpu})"
+    except ImportError:
         pass
     return f"{os.cpu_count()} cores ({cpu}), CPU only"
 
@@ -58,8 +74,8 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def check_data() -> None:
-    missing = [p for p in CORPUS + [TRAIN, DEV] if not p.exists()]
+def check_data(needs: list[Path] | None = None) -> None:
+    missing = [p for p in (CORPUS + [TRAIN, DEV] if needs is None else needs) if not p.exists()]
     if missing:
         sys.exit(f"experiment data missing: {missing[0]} (the scripts need the real data folder; "
                  "set KOELECTRA_SHARED_DATA to its location)")

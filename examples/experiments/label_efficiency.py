@@ -29,10 +29,11 @@ ARMS = {  # name -> fine-tune overrides beside the default config (auto epochs, 
 FULL = 150000  # nsmc3 train's size: no subsample
 
 
-def argv_for(encoder: Path, out: Path, size: int, seed: int, arm: str) -> list[str]:
+def argv_for(encoder: Path, out: Path, size: int, seed: int, arm: str, ft: list[str] = ()) -> list[str]:
+    """``ft``: --ft's overrides, after the arm's (e.g. token_cache=false where `datasets` is missing)."""
     rows = [] if size >= FULL else [f"max_train_rows={size}"]
     return ["finetune", "--config", "sentiment", f"model={encoder}", f"train={TRAIN}", f"dev={DEV}", f"out={out}",
-            f"seed={seed}", *rows, "progress=false", "plots=false", *ARMS[arm]]
+            f"seed={seed}", *rows, "progress=false", "plots=false", *ARMS[arm], *ft]
 
 
 def scores(report: dict) -> dict:
@@ -112,7 +113,7 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: the table of the runs that finished (a missing run is left out, and said)")
     args = ap.parse_args()
-    check_data()
+    check_data([TRAIN, DEV])
     runs, encoder = Path(args.runs), Path(args.encoder)
     jobs, where = [], {}
     for size in args.sizes:
@@ -121,7 +122,7 @@ def main() -> None:
                 out = runs / f"n{size}-{arm}-s{seed}"
                 where[(size, arm, seed)] = out
                 if not (out / "eval.json").exists():
-                    jobs.append((argv_for(encoder, out, size, seed, arm), runs / f"n{size}-{arm}-s{seed}.log"))
+                    jobs.append((argv_for(encoder, out, size, seed, arm, args.ft), runs / f"n{size}-{arm}-s{seed}.log"))
     if not args.report_only:
         run_many(jobs, args.parallel)
     results: dict = {}
@@ -131,7 +132,7 @@ def main() -> None:
             print(f"(not run: {out.name})", file=sys.stderr)
             continue
         results.setdefault(size, {}).setdefault(arm, []).append({**collect(out, arm), "seed": seed})
-        commands[(size, list(ARMS).index(arm), seed)] = show(argv_for(encoder, out, size, seed, arm))
+        commands[(size, list(ARMS).index(arm), seed)] = show(argv_for(encoder, out, size, seed, arm, args.ft))
     text = report(results, {k: commands[k] for k in commands}, args)
     print(text)
     if args.out:

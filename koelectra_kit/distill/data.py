@@ -47,6 +47,25 @@ def exclusion_keys(files: list[str], extra_texts: list[str]) -> set[str]:
     return keys
 
 
+def write_without(files: list, exclude: set[str], out) -> int:
+    """The non-empty lines of the text ``files`` into ``out`` (stripped, one a line), but those whose normalized
+    text is in ``exclude`` (``exclusion_keys``): a pretraining corpus kept clear of an evaluation set. Returns how
+    many lines were left out."""
+    dropped = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for path in files:
+            with open(path, encoding="utf-8") as src:
+                for line in src:
+                    text = line.strip()
+                    if not text:
+                        continue
+                    if match_key(text) in exclude:
+                        dropped += 1
+                    else:
+                        f.write(text + "\n")
+    return dropped
+
+
 def load_transfer(files: list[str], text_column: str | None, exclude: set[str], max_texts: int | None,
                   seed: int) -> TransferSet:
     """The transfer texts in file order, each once; ``exclude``: normalized texts to leave out."""

@@ -1,0 +1,184 @@
+"""What a GPU lease carries there and brings back (issue 39): the bundle, and a pretraining run packed into parts.
+
+The device tool carries at most 64 MiB there and brings back at most 8 files of 16 MiB from $OUT. So:
+
+- **The bundle** (`make`): the shared pretraining corpus **without nsmc3's dev texts** (they score every encoder;
+  §5 of docs/RESULTS.md pretrained without them too), prepared with the GPU preset (no Kiwi needed there), and
+  nsmc3's dev table and its **whole train table as parquet** (150,000 rows: 17 MB of TSV, about 7 of parquet,
+  which the label-efficiency runs need), in the shared data's layout (KOELECTRA_SHARED_DATA=BUNDLE/data).
+- **A run brought back** (`pack`, `unpack`): a pretraining run's encoder, metrics and summary as one tar stream cut
+  into parts of 15 MiB (`run.tar.00`, `run.tar.01`, ...) with its SHA-256 beside them (`run.tar.sha256`), and
+  put back together here, checked, and extracted with tarfile's `data` filter (no links out, no absolute paths).
+
+    python benchmarks/gpu_bundle.py make .gpu                       # also: gpu_check.py --make-bundle .gpu
+    python benchmarks/gpu_bundle.py unpack /work/.device/.../run.tar runs/gpu/q1
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from common import ROOT  # noqa: E402  (benchmarks/common.py)
+
+PART_BYTES = 15 * 2**20  # under the device tool's 16 MiB a file
+# what `unpack` needs to fine-tune and report on a run; checkpoints (optimizer state) and the generator stay there
+RUN_FILES = ("discriminator", "metrics.jsonl", "summary.json", "config.yaml")
+
+
+def kk(*args: str) -> list[str]:
+    return [sys.executable, "-m", "koelectra_kit", *args]
+
+
+def make_bundle(a) -> None:
+    """``a.make_bundle``/: corpus/ (prepared from the corpus files minus the dev texts), data/nsmc3/train.parquet
+    (every row, or a seeded ``a.bundle_rows`` of them) and dev.<ext>, and the device command that uses them."""
+    from common import NSMC_DEV, NSMC_TRAIN, PRETRAIN  # noqa: E402
+    from koelectra_kit.distill.data import exclusion_keys, write_without
+
+    out = Path(a.make_bundle)
+    corpus = [Path(c) for c in (a.corpus or [PRETRAIN / "nsmc_reviews.txt", PRETRAIN / "comments_mix.txt"])]
+    train = Path(a.bundle_train or NSMC_TRAIN)
+    dev = Path(a.bundle_dev or NSMC_DEV)
+    for f in [*corpus, train, dev]:
+        if not f.is_file():
+            raise SystemExit(f"error: {f} not found (pass --corpus / --bundle-train / --bundle-dev)")
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "corpus" / "prepared.json").exists():
+        with tempfile.TemporaryDirectory() as tmp:  # the filtered text need not travel: its ids do
+            kept = Path(tmp) / "corpus-without-dev.txt"
+            dropped = write_without(corpus, exclusion_keys([str(dev)], []), kept)
+            print(f"corpus: {dropped:,} lines that are dev texts left out", flush=True)
+            code = subprocess.run(kk("prepare", "--config", a.preset, f"corpus={kept}", f"out={out / 'corpus'}",
+                                     "progress=false"), cwd=ROOT).returncode
+        if code:
+            raise SystemExit(code)
+    tables = out / "data" / "nsmc3"  # the shared data's layout: KOELECTRA_SHARED_DATA={out}/data serves benchmarks
+    tables.mkdir(parents=True, exist_ok=True)
+    rows = write_parquet(train, tables / "train.parquet", a.bundle_rows)
+    (tables / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"wrote {out}/: corpus/ (prepared), data/nsmc3/train.parquet ({rows:,} rows), data/nsmc3/dev{dev.suffix}; "
+          f"{size / 2**20:.1f} MiB (the device tool carries 64 MiB with the repository's files)")
+    print("on the GPU machine (carry it beside the repository's files), the speed check:")
+    print(f"  KOELECTRA_SHARED_DATA={out}/data python benchmarks/gpu_check.py --prepared {out}/corpus "
+          f"--train {tables}/train.parquet --dev {tables}/dev{dev.suffix} --out /tmp/gpu-check "
+          "--report $OUT/gpu_check.txt")
+    print("a quality lease (a full preset run brought back, and its fine-tunes) takes two device calls: "
+          "docs/benchmarks.md, 'A quality lease'")
+
+
+def write_parquet(table: Path, dest: Path, rows: int | None) -> int:
+    """``table`` (read as the toolkit reads it: TSV without quoting, every cell a string) as parquet, all rows or
+    a seeded sample of ``rows`` in the file's order."""
+    from koelectra_kit.io.tables import read_table
+
+    df = read_table(table)
+    if rows and rows < len(df):
+        keep = sorted(random.Random(0).sample(range(len(df)), rows))
+        df = df.iloc[keep].reset_index(drop=True)
+    df.to_parquet(dest, index=False, compression="zstd")
+    return len(df)
+
+
+class _Parts(io.RawIOBase):
+    """A write-only stream that fills ``prefix.00``, ``prefix.01``, ... with ``part_bytes`` each."""
+
+    def __init__(self, prefix: Path, part_bytes: int):
+        self.prefix, self.part_bytes, self.paths = prefix, part_bytes, []
+        self.sha, self.f, self.left = hashlib.sha256(), None, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        view = memoryview(b)
+        while view:
+            if self.left == 0:
+                if self.f:
+                    self.f.close()
+                self.paths.append(Path(f"{self.prefix}.{len(self.paths):02d}"))
+                self.f, self.left = open(self.paths[-1], "wb"), self.part_bytes
+            n = min(self.left, len(view))
+            self.f.write(view[:n])
+            self.sha.update(view[:n])
+            self.left -= n
+            view = view[n:]
+        return len(b)
+
+    def close(self) -> None:
+        if self.f:
+            self.f.close()
+            self.f = None
+        super().close()
+
+
+def pack(run: Path, prefix: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """``run``'s RUN_FILES as one tar stream in parts ``prefix.NN``, and ``prefix.sha256``; returns the parts."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    for old in prefix.parent.glob(f"{prefix.name}.[0-9][0-9]"):
+        old.unlink()
+    parts = _Parts(prefix, part_bytes)
+    with tarfile.open(fileobj=parts, mode="w|") as tar:
+        for name in RUN_FILES:
+            if (run / name).exists():
+                tar.add(run / name, arcname=name)
+    parts.close()
+    Path(f"{prefix}.sha256").write_text(f"{parts.sha.hexdigest()}  {len(parts.paths)} parts\n", encoding="utf-8")
+    return parts.paths
+
+
+def unpack(prefix: Path, dest: Path) -> Path:
+    """The parts ``prefix.NN`` put together, checked against ``prefix.sha256`` and extracted into ``dest`` (new or
+    empty). One ``error:`` line (SystemExit) for a missing, cut-short or altered part."""
+    parts = sorted(prefix.parent.glob(f"{prefix.name}.[0-9][0-9]"))
+    sums = Path(f"{prefix}.sha256")
+    if not parts or not sums.is_file():
+        raise SystemExit(f"error: {prefix}: no parts {prefix.name}.00, ... with {sums.name} beside them")
+    want, _, count = sums.read_text(encoding="utf-8").partition("  ")
+    if len(parts) != int(count.split()[0]) or [p.name for p in parts] != [f"{prefix.name}.{i:02d}"
+                                                                           for i in range(len(parts))]:
+        raise SystemExit(f"error: {prefix}: {len(parts)} parts here, {count.split()[0]} packed (one did not come back)")
+    sha = hashlib.sha256()
+    for p in parts:
+        sha.update(p.read_bytes())
+    if sha.hexdigest() != want.strip():
+        raise SystemExit(f"error: {prefix}: the parts do not add up to what was packed (SHA-256 differs)")
+    if dest.exists() and any(dest.iterdir()):
+        raise SystemExit(f"error: {dest} is not empty; unpack into a new folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    stream = io.BytesIO(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(fileobj=stream, mode="r:") as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make", help="the folder a lease carries")
+    m.add_argument("make_bundle", metavar="DIR")
+    m.add_argument("--preset", default="gpu-10min")
+    m.add_argument("--corpus", action="append", default=None)
+    m.add_argument("--bundle-train", default=None)
+    m.add_argument("--bundle-dev", default=None)
+    m.add_argument("--bundle-rows", type=int, default=None)
+    u = sub.add_parser("unpack", help="a run brought back in parts")
+    u.add_argument("prefix", type=Path, help="the parts' name without .NN (e.g. .../run.tar)")
+    u.add_argument("dest", type=Path)
+    a = p.parse_args()
+    if a.cmd == "make":
+        make_bundle(a)
+    else:
+        print(f"unpacked into {unpack(a.prefix, a.dest)}")
+
+
+if __name__ == "__main__":
+    main()

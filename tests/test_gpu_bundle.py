@@ -1,0 +1,67 @@
+"""benchmarks/gpu_bundle.py: a run cut into parts the device tool brings back (8 files of at most 16 MiB) and put
+back together here, or one error line when a part is missing, cut short or altered."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import gpu_bundle  # noqa: E402
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def run(tmp_path):
+    r = tmp_path / "run"
+    (r / "discriminator").mkdir(parents=True)
+    (r / "discriminator" / "model.safetensors").write_bytes(bytes(range(256)) * 1200)  # 300 KB
+    (r / "discriminator" / "config.json").write_text("{}")
+    (r / "metrics.jsonl").write_text('{"step": 1}\n')
+    (r / "summary.json").write_text("{}")
+    (r / "checkpoints").mkdir()
+    (r / "checkpoints" / "optimizer.pt").write_bytes(b"x" * 1000)  # stays on the GPU machine
+    return r
+
+
+def test_a_run_comes_back_whole_from_its_parts(run, tmp_path):
+    parts = gpu_bundle.pack(run, tmp_path / "OUT" / "run.tar", part_bytes=100_000)
+    assert [p.name for p in parts] == [f"run.tar.{i:02d}" for i in range(len(parts))] and len(parts) == 4
+    assert all(p.stat().st_size == 100_000 for p in parts[:-1])
+    dest = gpu_bundle.unpack(tmp_path / "OUT" / "run.tar", tmp_path / "back")
+    assert (dest / "discriminator" / "model.safetensors").read_bytes() == bytes(range(256)) * 1200
+    assert sorted(p.name for p in dest.iterdir()) == ["discriminator", "metrics.jsonl", "summary.json"]
+
+
+def test_packing_again_leaves_no_stale_part(run, tmp_path):
+    gpu_bundle.pack(run, tmp_path / "run.tar", part_bytes=100_000)
+    (run / "discriminator" / "model.safetensors").write_bytes(b"small")
+    assert len(gpu_bundle.pack(run, tmp_path / "run.tar", part_bytes=100_000)) == 1
+    gpu_bundle.unpack(tmp_path / "run.tar", tmp_path / "back")
+    assert (tmp_path / "back" / "discriminator" / "model.safetensors").read_bytes() == b"small"
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda parts: parts[1].unlink(), "one did not come back"),
+    (lambda parts: parts[-1].unlink(), "one did not come back"),
+    (lambda parts: parts[2].write_bytes(parts[2].read_bytes()[:-10]), "SHA-256 differs"),
+    (lambda parts: parts[0].write_bytes(b"\0" + parts[0].read_bytes()[1:]), "SHA-256 differs"),
+])
+def test_a_damaged_part_is_one_error_and_nothing_is_extracted(run, tmp_path, damage, needle):
+    parts = gpu_bundle.pack(run, tmp_path / "run.tar", part_bytes=100_000)
+    damage(parts)
+    with pytest.raises(SystemExit) as e:
+        gpu_bundle.unpack(tmp_path / "run.tar", tmp_path / "back")
+    assert str(e.value).startswith("error: ") and needle in str(e.value)
+    assert not (tmp_path / "back").exists()
+
+
+def test_unpack_never_writes_into_a_folder_with_files(run, tmp_path):
+    gpu_bundle.pack(run, tmp_path / "run.tar")
+    (tmp_path / "back").mkdir()
+    (tmp_path / "back" / "mine.txt").write_text("keep")
+    with pytest.raises(SystemExit, match="not empty"):
+        gpu_bundle.unpack(tmp_path / "run.tar", tmp_path / "back")
+    assert (tmp_path / "back" / "mine.txt").read_text() == "keep"
