@@ -366,6 +366,18 @@ def acceptance(c: Check) -> None:
     c.say(f"pretrain {a.preset}: {run / ref:.0%} of the step benchmark's {ref:,.0f} tokens/s at its shape (bar 90%)"
           if run and ref else f"pretrain {a.preset} against the step benchmark: not measured (stage pretrain or "
           f"{a.preset} in --step-plan did not run)")
+    pre = f.get("pretrain") or {}
+    if pre.get("steps") and pre.get("tokens_per_s_steady"):  # a step budget is the same run on any GPU
+        per_step = pre["tokens"] / pre["steps"]
+        c.say(f"{a.preset}: 10 minutes at the steady {pre['tokens_per_s_steady']:,.0f} tokens/s = "
+              f"{pre['tokens_per_s_steady'] * 600 / per_step:,.0f} steps of {per_step:,.0f} tokens "
+              f"({pre['tokens_per_s_steady'] * 600 / 1e6:,.0f}M tokens)")
+    corpus = json.loads(Path(a.prepared, "meta.json").read_text())["tokens"] if a.prepared else None
+    for shape in dict.fromkeys(k.split("_", 2)[-1] for k in f if k.startswith("step_")):
+        rate = steady_rate(f, shape)  # the trade of model size against epochs (issue 39 item 4), from measurements
+        if rate and corpus:
+            c.say(f"size {shape}: {rate:,.0f} tokens/s in the step benchmark = {rate * 600 / corpus:,.1f} epochs of "
+                  f"the {corpus / 1e6:,.1f}M-token corpus in 10 minutes")
     ft = ((f.get("finetune") or {}).get("train") or {}).get("examples_per_s")
     c.say(f"finetune (the preset's encoder, batch 32): {ft:,.0f} examples/s = {ft / 1066:.1f}x the 1,066 before "
           "(bar 5x at 6 x 256)" if ft else "finetune: not measured")

@@ -138,3 +138,31 @@ def test_a_stage_out_of_time_is_stopped_with_what_it_started(tmp_path):
     time.sleep(4)  # past the grandchild's 7 s
     assert not flag.exists()
     assert "[slow: ran out of time in " in "\n".join(c.lines)
+
+
+@pytest.mark.fast
+def test_the_acceptance_turns_measured_rates_into_a_step_budget_and_epochs(tmp_path):
+    """Issue 39 item 4's trade of model size against epochs, and the preset's 10 minutes as a step budget, from
+    the figures a check measured (none invented where a stage did not run)."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    prepared = tmp_path / "corpus"
+    prepared.mkdir()
+    (prepared / "meta.json").write_text(json.dumps({"tokens": 20_000_000}))
+    shape = lambda name, rate: {"shapes": [{"shape": name, "best": {"batch": 256, "tokens_per_s": rate}}]}  # noqa: E731
+    figures = {"step_small": shape("small", 1_000_000), "step_compiled_small": shape("small", 2_000_000),
+               "step_base": shape("base", 200_000),
+               "pretrain": {"tokens_per_s_steady": 1_500_000, "tokens": 32768 * 100, "steps": 100}}
+    c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt",
+                                        compile_mode="reduce-overhead", preset="small", prepared=str(prepared)))
+    c.figures = figures
+    gpu_check.acceptance(c)
+    text = "\n".join(c.lines)
+    assert "pretrain small: 75% of the step benchmark's 2,000,000 tokens/s" in text  # the compiled step counts
+    assert "small: 10 minutes at the steady 1,500,000 tokens/s = 27,466 steps of 32,768 tokens (900M tokens)" in text
+    assert "size small: 2,000,000 tokens/s in the step benchmark = 60.0 epochs of the 20.0M-token corpus" in text
+    assert "size base: 200,000 tokens/s in the step benchmark = 6.0 epochs" in text
+    assert "finetune: not measured" in text and "label: not measured" in text
