@@ -168,3 +168,40 @@ def test_a_compiled_run_trains_as_the_eager_one(tiny_cfg, tmp_path):
     a, b = (read_metrics(tmp_path / n / "metrics.jsonl") for n in ("eager", "compiled"))
     assert all(abs(x["loss"] - y["loss"]) < 0.02 * abs(x["loss"]) for x, y in zip(a, b)), (a, b)
     assert (tmp_path / "compiled" / "discriminator" / "model.safetensors").is_file()
+
+
+def test_the_compiled_step_has_no_reason_to_skip_cuda_graphs(tiny_cfg, tmp_path, monkeypatch):
+    """compile_mode=reduce-overhead replays the step as CUDA graphs only if inductor finds no reason to skip them,
+    and it falls back silently (one log line) if it does: an input the graph mutates, a non-tensor input (a Python
+    float lambda would be one), an op that cannot be captured. Those checks do not depend on the device, so they run
+    here with the CPU-device check set aside and the capture itself replaced by a recorder, through the real
+    recipe: forward and backward graphs, no reason given."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.cudagraph_utils as cudagraph_utils
+    import torch._inductor.output_code as output_code
+
+    from koelectra_kit.pretrain import pretrain
+
+    graphs = []
+
+    def record(example_inputs, compiled, cudagraphs, *args, **kwargs):  # instead of capturing (no CUDA here)
+        info = compiled.cudagraph_info
+        reasons = list(info.cudagraph_fail_reasons) if info else ["no cudagraph info"]
+        # input mutation is judged at capture time (cudagraph trees accept it on static inputs only: parameters)
+        static = set(compiled.fx_kwargs.get("static_input_idxs") or ())
+        if mutated := sorted(set(compiled.mutated_input_idxs) - static):
+            reasons.append(f"mutated inputs {mutated}")
+        graphs.append(("backward" if compiled.fx_kwargs.get("is_backward") else "forward", reasons,
+                       compiled.disabled_cudagraphs_reason))
+
+    monkeypatch.setattr(output_code, "cudagraph_post_compile", record)
+    monkeypatch.setattr(output_code, "cudagraph_partition_post_compile", record)
+    monkeypatch.setattr(cudagraph_utils, "check_lowering_disable_cudagraph", lambda device_nodes: None)
+    torch._dynamo.reset()
+    with inductor_config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False):
+        summary = pretrain(tiny_cfg(f"out={tmp_path / 'run'}", "fast_cpu_kernels=false", "compile=true",
+                                    "compile_mode=reduce-overhead"))
+    torch._dynamo.reset()
+    assert summary["steps"] == 4
+    assert {kind for kind, _, _ in graphs} == {"forward", "backward"}, graphs
+    assert all(reasons == [] and disabled is None for _, reasons, disabled in graphs), graphs
