@@ -182,6 +182,10 @@ def test_the_compiled_step_has_no_reason_to_skip_cuda_graphs(tiny_cfg, tmp_path,
 
     from koelectra_kit.pretrain import pretrain
 
+    hooks = [(output_code, "cudagraph_post_compile"), (output_code, "cudagraph_partition_post_compile"),
+             (cudagraph_utils, "check_lowering_disable_cudagraph")]
+    if not all(hasattr(m, name) for m, name in hooks):  # seen in torch 2.11 and 2.13
+        pytest.skip(f"torch {torch.__version__}'s inductor lays out its CUDA-graph checks otherwise")
     graphs = []
 
     def record(example_inputs, compiled, cudagraphs, *args, **kwargs):  # instead of capturing (no CUDA here)
