@@ -166,6 +166,43 @@ def test_a_killed_distill_resumes_to_the_same_weights(distilled, distill_data, f
     assert result["best"] == distilled[1]["best"]
 
 
+def test_distill_steps_read_nothing_back_between_logging_steps(distill_data, finetuned_dir, tiny_encoder_dir,
+                                                              tmp_path):
+    """The loop's steps leave their losses on the device (a GPU runs ahead of the host) until a train row reads the
+    window: no host-sync op outside window_means and evaluate. Before, each step read loss, kl and ce back, and the
+    loss asked whether the batch had labelled rows (any(), then a boolean index)."""
+    from koelectra_kit.distill.recipe import DistillRecipe
+    from tests.test_gpu_path import SyncRecorder
+
+    r = DistillRecipe(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, tmp_path / "student", "log_every=3",
+                           "eval_every=1000", "save_every=0", "save_every_minutes=0", "epochs=0.5"))
+    for step in (r.setup_labels, r.setup_data, r.setup_teachers, r.setup_student, r.setup_optimizer, r.setup_resume):
+        step()
+    assert r.total_steps >= 7 and (r.y >= 0).any() and (r.y < 0).any()  # batches with and without labelled rows
+    rec = SyncRecorder(r)
+    r.window_means, r.evaluate = rec.during(r.window_means, "log"), rec.during(r.evaluate, "eval")
+    with rec.mode:
+        r.train()
+    assert rec.per_phase("step") == 0, (rec.calls, rec.sites)
+    rows = [json.loads(x) for x in (r.work / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in rows if x["kind"] == "train"]
+    assert [x["step"] for x in train] == list(range(3, r.total_steps + 1, 3))
+    assert all(np.isfinite(x["loss"]) for x in train)
+
+
+def test_distill_reports_to_tensorboard_what_metrics_jsonl_holds(distill_data, finetuned_dir, tiny_encoder_dir,
+                                                                 tmp_path):
+    pytest.importorskip("tensorboard", reason="the TensorBoard check needs tensorboard (pip install -e '.[dev]')")
+    from tests.test_trackers import assert_same, numbers, tensorboard_scalars
+
+    out = tmp_path / "student"
+    distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out, "report_to=tensorboard", "log_every=2"))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    want = numbers(rows, lambda r: r["kind"])
+    assert {"train/loss", "train/kl", "train/ce", "eval/macro_f1"} <= set(want)
+    assert_same(tensorboard_scalars(out / "runs"), want)
+
+
 @pytest.mark.parametrize("content,msg", [(None, "file not found"), ("", "file is empty"),
                                          ("\n  \n\n", "no text in it")])
 def test_bad_transfer_file_is_a_one_line_error(content, msg, distill_data, finetuned_dir, tiny_encoder_dir,

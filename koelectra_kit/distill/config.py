@@ -9,13 +9,14 @@ from typing import ClassVar, Literal
 
 from ..errors import ConfigError
 from ..finetune.config import BaselineConfig, FinetuneConfig
+from ..io.trackers import report_to_names
 
 TFIDF = "tfidf"  # the teacher name of the TF-IDF baseline (fitted on train here)
 # ElectraConfig attributes a student shape may set (a random-init student of that shape, the student's vocabulary)
 SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
 # Keys that change nothing in the trained weights: a resumed run may differ in them.
 NOT_TRAINING = ("progress", "resume", "save_every", "save_every_minutes", "eval_batch_size", "teacher_batch_size",
-                "log_every", "plots", "references", "cache_dir", "token_cache", "keep_work")
+                "log_every", "plots", "references", "cache_dir", "token_cache", "keep_work", "report_to")
 
 
 @dataclass
@@ -87,6 +88,9 @@ class DistillConfig:
     token_cache: bool = True
     references: bool = True  # majority class and TF-IDF beside the student in eval.json
     plots: bool = True  # confusion.png
+    # Trackers that get every metrics.jsonl row, as fine-tuning's report_to (none, all, tensorboard, wandb or a
+    # list); while the run lasts their files are in OUT.work (a resumed run goes on logging there), then in OUT.
+    report_to: str | list[str] = "none"
 
     # --- checkpoints: a killed run continues from OUT.work/checkpoints when rerun with the same settings
     save_every: int = 500  # steps (0: off)
@@ -125,6 +129,7 @@ class DistillConfig:
             raise ConfigError(f"max_transfer must be >= 1, got {self.max_transfer}")
         if self.teacher_batch_size < 1:
             raise ConfigError("teacher_batch_size must be >= 1")
+        report_to_names(self.report_to)
         self.data_config(["negative", "positive"] if self.labels is None else self.labels).validate()
 
     def data_config(self, labels: list[str]) -> FinetuneConfig:

@@ -16,19 +16,21 @@ from typing import Callable
 
 import numpy as np
 
-from ..classify.classifier import collate, cpu_streams, predict_logits
+from ..classify.classifier import attention_mask_for, collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
-from ..finetune.model import default_lr, load_model, param_groups
+from ..finetune.model import build_optimizer, default_lr, load_model
 from ..io.output import check_not_input, check_out_dir
+from ..io.trackers import Trackers, trackers_to_open
 from ..finetune.tokens import encode_texts
 from ..io.hfdata import check_input
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed, warn
+from ..runtime import (autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed,
+                       synchronize, warn)
 from . import checkpoint
 from .config import NOT_TRAINING, TFIDF, DistillConfig
 from .data import exclusion_keys, format_transfer_report, load_transfer
@@ -49,8 +51,9 @@ def distill_loss(logits, soft, labels, temperature: float, alpha: float):
 
     logp = F.log_softmax(logits.float() / temperature, dim=-1)
     kl = (soft * (torch.log(soft.clamp_min(1e-12)) - logp)).sum(-1).mean()
-    labelled = labels >= 0
-    ce = F.cross_entropy(logits.float()[labelled], labels[labelled]) if bool(labelled.any()) else logits.new_zeros(())
+    # the mean over labelled rows as a sum over all (unlabelled: ignored) by their count, 0 when there are none:
+    # no boolean index or any() here, whose data-dependent shape or branch makes the host wait for the GPU
+    ce = F.cross_entropy(logits.float(), labels, ignore_index=-1, reduction="sum") / (labels >= 0).sum().clamp_min(1)
     return temperature ** 2 * kl + alpha * ce, kl.detach(), ce.detach()
 
 
@@ -80,6 +83,8 @@ class DistillRecipe:
                 except InputError as e:
                     raise InputError(f"{key}: {e}") from None
         self.cache = cache_dir(cfg.cache_dir)
+        self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
+        self.trackers = Trackers([], self.work, {})
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -152,10 +157,9 @@ class DistillRecipe:
 
         cfg = self.cfg
         self.lr = cfg.lr or default_lr(self.model)
-        groups = param_groups(self.model, self.lr, cfg.layer_decay, cfg.weight_decay)
-        self.base_lrs = [g["lr"] for g in groups]
-        self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups],
-                                           lr=self.lr, eps=cfg.adam_eps)
+        self.optimizer = build_optimizer(self.model, self.lr, cfg.layer_decay, cfg.weight_decay, cfg.adam_eps,
+                                         self.device)  # fine-tuning's: fused on a GPU
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
         self.steps_per_epoch = math.ceil(len(self.ids) / cfg.batch_size)
         self.total_steps = max(1, math.ceil(cfg.epochs * self.steps_per_epoch))
         per_epoch = min(4, max(1, int(0.3 * len(self.ids) / max(len(self.dev_ids), 1))))
@@ -198,7 +202,7 @@ class DistillRecipe:
         rep = classification_report(self.splits.dev.y, logits.argmax(1), self.labels)
         self.evaluated_at = p.step
         p.eval_time += time.perf_counter() - t
-        _write_row(metrics, {"kind": "eval", "step": p.step, "accuracy": rep["accuracy"], "macro_f1": rep["macro_f1"]})
+        self.log_row(metrics, {"kind": "eval", "step": p.step, "accuracy": rep["accuracy"], "macro_f1": rep["macro_f1"]})
         if rep["macro_f1"] > p.best_f1:
             p.best_f1, p.best_step, p.best_logits = rep["macro_f1"], p.step, logits
             p.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
@@ -213,7 +217,8 @@ class DistillRecipe:
         soft, y = torch.from_numpy(self.soft), torch.from_numpy(self.y)
         last_save = time.perf_counter()
         self.evaluated_at = -1
-        sums = np.zeros(3)
+        pin = self.device.type == "cuda"
+        window: list = []  # this train row's steps: [loss, kl, ce] tensors where they were computed
         with open(self.work / "metrics.jsonl", "a", encoding="utf-8", buffering=1) as metrics, \
                 tqdm(total=self.total_steps, initial=p.step, desc="distilling", unit="step", disable=not cfg.progress,
                      dynamic_ncols=True) as bar:
@@ -228,27 +233,34 @@ class DistillRecipe:
                         g["lr"] = base * factor
                     t = time.perf_counter()
                     model.train()
-                    ids, mask = collate(self.ids, idx, self.tok.pad_token_id, self.multiple)
+                    # built in pinned memory on a GPU and copied without the host waiting (fine-tuning's batches)
+                    ids, mask = collate(self.ids, idx, self.tok.pad_token_id, self.multiple, pin=pin)
                     rows = torch.from_numpy(idx)
+                    soft_b, y_b = (x[rows].pin_memory() if pin else x[rows] for x in (soft, y))
+                    ids, mask, soft_b, y_b = (x.to(self.device, non_blocking=True) for x in (ids, mask, soft_b, y_b))
                     with autocast(self.device, self.dtype):
-                        logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-                    loss, kl, ce = distill_loss(logits, soft[rows].to(self.device), y[rows].to(self.device),
-                                                cfg.temperature, cfg.alpha)
+                        logits = model(input_ids=ids, attention_mask=attention_mask_for(model, mask)).logits
+                    loss, kl, ce = distill_loss(logits, soft_b, y_b, cfg.temperature, cfg.alpha)
                     loss.backward()
                     if cfg.max_grad_norm:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer_step(self.optimizer)
                     p.step, p.batch, p.examples = p.step + 1, p.batch + 1, p.examples + len(idx)
-                    p.train_time += time.perf_counter() - t
-                    sums += (loss.item(), kl.item(), ce.item())
+                    window.append(torch.stack([loss.detach(), kl, ce]))  # read back once a train row
                     bar.update(1)
-                    if p.step % cfg.log_every == 0:
-                        loss_, kl_, ce_ = sums / cfg.log_every
-                        _write_row(metrics, {"kind": "train", "step": p.step, "loss": loss_, "kl": kl_, "ce": ce_,
-                                             "lr": self.lr * factor, "elapsed_s": round(p.train_time, 2)})
+                    log_now, eval_now = p.step % cfg.log_every == 0, p.step % self.eval_every == 0
+                    # the step that reads waits for the GPU's queued steps: their time counts as training time
+                    means = self.window_means(window) if log_now else None
+                    if eval_now and not log_now:
+                        synchronize(self.device)
+                    p.train_time += time.perf_counter() - t
+                    if log_now:
+                        loss_, kl_, ce_ = means
+                        self.log_row(metrics, {"kind": "train", "step": p.step, "loss": loss_, "kl": kl_, "ce": ce_,
+                                               "lr": self.lr * factor, "elapsed_s": round(p.train_time, 2)})
                         bar.set_postfix(loss=f"{loss_:.4f}", best=f"{p.best_f1:.3f}")
-                        sums[:] = 0
-                    if p.step % self.eval_every == 0:
+                        window = []
+                    if eval_now:
                         self.evaluate(metrics)
                     due = cfg.save_every and p.step % cfg.save_every == 0
                     since = time.perf_counter() - last_save
@@ -261,6 +273,20 @@ class DistillRecipe:
                     p.epoch, p.batch = p.epoch + 1, 0
             if self.evaluated_at != p.step or p.best_state is None:
                 self.evaluate(metrics)  # the end of the budget is always evaluated
+
+    @staticmethod
+    def window_means(window: list) -> list[float]:
+        """The mean loss, kl and ce of a train row's steps, read back from the device at once (one host sync a
+        row), summed in Python floats in step order as the per-step ``.item()`` sums were."""
+        import torch
+
+        rows = torch.stack(window).tolist()
+        return [sum(r[i] for r in rows) / len(rows) for i in range(3)]
+
+    def log_row(self, metrics, row: dict) -> None:
+        """A metrics.jsonl row, and the same row to the run's trackers (report_to)."""
+        _write_row(metrics, row)
+        self.trackers.log(row, row["kind"])
 
     def budget_used(self) -> float:
         p, cfg = self.progress, self.cfg
@@ -306,6 +332,9 @@ class DistillRecipe:
         write_json_atomic(staging / "data_report.json", {**sp.report, "transfer": self.transfer.report})
         write_text_atomic(staging / "distill_config.yaml", dump_yaml(cfg))
         shutil.copy(self.work / "metrics.jsonl", staging / "metrics.jsonl")
+        for tracked in ("runs", "wandb"):  # report_to's files (TensorBoard's, wandb's), as fine-tuning leaves them
+            if (self.work / tracked).is_dir():
+                shutil.copytree(self.work / tracked, staging / tracked)
         if cfg.plots:
             from ..io.plots import plot_confusion
 
@@ -318,7 +347,10 @@ class DistillRecipe:
             step()
         log(f"student: {len(self.ids):,} rows ({len(self.splits.train.y):,} labelled), {self.total_steps} steps, "
             f"T={self.cfg.temperature:g}, alpha={self.cfg.alpha:g}, lr {self.lr:g}, dev every {self.eval_every} steps")
-        self.train()
+        # opened last (wandb takes seconds to start); a resumed run's TensorBoard files continue at its step
+        with Trackers(self.report_to, self.work, to_dict(self.cfg), name=self.out.resolve().name,
+                      start_step=self.progress.step) as self.trackers:
+            self.train()
         checkpoint.save(self.work, self.model, self.optimizer, self.progress, self.run_key)  # a failed save below
         staging = make_staging_dir(self.out)  # can be retried from here without training again
         try:
