@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
 
 DEFAULT_SHAPE = dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, embedding_size=128)
 REFERENCE = 1066.0  # issue 39: examples/s of `finetune` (6 x 256, batch 32) on an H100 before the GPU work
@@ -49,7 +49,7 @@ def load_rows(n: int, seed: int):
 
     from koelectra_kit.finetune import read_labelled
 
-    path = SHARED / "nsmc3" / "train.tsv"
+    path = NSMC_TRAIN  # train.tsv, or a GPU bundle's train.parquet
     if not path.is_file():
         path = ROOT / "corpora" / "sample" / "reviews_labelled.csv"
     data = read_labelled(path, ["negative", "neutral", "positive"])

@@ -18,6 +18,8 @@ if str(ROOT) not in sys.path:  # the repository's package, also without an insta
 SHARED = Path(os.environ.get("KOELECTRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
 NSMC_DEV = SHARED / "nsmc3" / "dev.tsv"
 NSMC_TRAIN = SHARED / "nsmc3" / "train.tsv"
+if not NSMC_TRAIN.exists() and NSMC_TRAIN.with_suffix(".parquet").exists():  # a GPU lease's bundle (gpu_bundle.py)
+    NSMC_TRAIN = NSMC_TRAIN.with_suffix(".parquet")
 PRETRAIN = SHARED / "pretrain"
 
 

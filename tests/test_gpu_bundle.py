@@ -65,3 +65,24 @@ def test_unpack_never_writes_into_a_folder_with_files(run, tmp_path):
     with pytest.raises(SystemExit, match="not empty"):
         gpu_bundle.unpack(tmp_path / "run.tar", tmp_path / "back")
     assert (tmp_path / "back" / "mine.txt").read_text() == "keep"
+
+
+def test_the_scripts_read_a_bundles_parquet_train_table(tmp_path):
+    """A bundle carries nsmc3 train as parquet: the benchmarks and the experiment scripts must read it, not fall
+    back to the bundled sample (bench_finetune did: another length mix, another examples/s)."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "nsmc3").mkdir()
+    (tmp_path / "nsmc3" / "train.parquet").write_bytes(b"")
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; import common; "
+            "print(getattr(common, 'NSMC_TRAIN', None) or common.TRAIN)")
+    for folder in ("benchmarks", "examples/experiments"):
+        out = subprocess.run([sys.executable, "-c", code, str(root / folder)], capture_output=True, text=True,
+                             env={**os.environ, "KOELECTRA_SHARED_DATA": str(tmp_path)}, cwd=tmp_path)
+        assert out.stdout.strip() == str(tmp_path / "nsmc3" / "train.parquet"), (folder, out.stderr)
+    (tmp_path / "nsmc3" / "train.tsv").write_bytes(b"")  # the shared data's own TSV wins where both exist
+    out = subprocess.run([sys.executable, "-c", code, str(root / "benchmarks")], capture_output=True, text=True,
+                         env={**os.environ, "KOELECTRA_SHARED_DATA": str(tmp_path)}, cwd=tmp_path)
+    assert out.stdout.strip() == str(tmp_path / "nsmc3" / "train.tsv")
