@@ -72,11 +72,14 @@ class Check:
     def left(self) -> float:
         return self.args.budget_s - (time.perf_counter() - self.t0)
 
-    def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12) -> tuple[int, str]:
-        """One stage's command: (exit code, its output); 124 when it ran past ``limit_s`` (or the budget)."""
+    def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12,
+            env: dict | None = None) -> tuple[int, str]:
+        """One stage's command: (exit code, its output); 124 when it ran past ``limit_s`` (or the budget).
+        ``env``: variables set for this command only."""
         limit = max(5.0, min(limit_s, self.left() - 5))
         self.say(f"$ {shlex.join(argv)}")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, **(env or {}),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         t = time.perf_counter()
         # its own process group: a stage out of time is stopped with everything it started (label_efficiency.py's
         # fine-tunes would otherwise run on, holding the GPU)
@@ -278,10 +281,9 @@ def stage_label(c: Check) -> None:
     # bench_label reads nsmc3/dev.tsv under $KOELECTRA_SHARED_DATA: --dev's rows laid out that way
     shared = c.out / "label-data"
     write_nsmc_layout(Path(a.dev), shared / "nsmc3" / "dev.tsv")
-    os.environ["KOELECTRA_SHARED_DATA"] = str(shared)
     argv = [sys.executable, "benchmarks/bench_label.py", "--model", str(model), "--device", a.device, "--json", str(j),
             "--rows", "64" if a.tiny else str(a.label_rows), "--big-rows", "0", "--dup-rows", "0"]
-    code, _ = c.run("label", argv, a.label_s)
+    code, _ = c.run("label", argv, a.label_s, env={"KOELECTRA_SHARED_DATA": str(shared)})
     if code == 0 and j.exists():
         c.figures["label"] = figures = json.loads(j.read_text())
         acc = figures.get("acceptance") or {}
@@ -329,14 +331,10 @@ def stage_quality(c: Check) -> None:
     argv = [sys.executable, "examples/experiments/label_efficiency.py", "--encoder", str(encoder), "--runs",
             str(c.out / "le"), "--sizes", *a.quality_sizes.split(","), "--seeds", *a.quality_seeds.split(","),
             "--arms", *a.quality_arms.split(","), "--out", str(table), "--ft", *ft]
-    env = os.environ.get("KOELECTRA_SHARED_DATA")
-    os.environ["KOELECTRA_SHARED_DATA"] = str(data)
-    try:
-        code, _ = c.run("quality", argv, c.left() - 5, tail=4)
-    finally:
-        os.environ.pop("KOELECTRA_SHARED_DATA") if env is None else os.environ.update(KOELECTRA_SHARED_DATA=env)
+    env = {"KOELECTRA_SHARED_DATA": str(data)}
+    code, _ = c.run("quality", argv, c.left() - 5, tail=4, env=env)
     if not table.exists():  # killed by the budget: the runs that finished still make a table
-        c.run("quality_table", [*argv, "--report-only"], 60, tail=2)
+        c.run("quality_table", [*argv, "--report-only"], 60, tail=2, env=env)
     if table.exists():
         c.figures["quality"] = {"table": table.read_text(encoding="utf-8"), "complete": code == 0}
         text = table.read_text(encoding="utf-8")

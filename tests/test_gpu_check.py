@@ -166,3 +166,20 @@ def test_the_acceptance_turns_measured_rates_into_a_step_budget_and_epochs(tmp_p
     assert "size small: 2,000,000 tokens/s in the step benchmark = 60.0 epochs of the 20.0M-token corpus" in text
     assert "size base: 200,000 tokens/s in the step benchmark = 6.0 epochs" in text
     assert "finetune: not measured" in text and "label: not measured" in text
+
+
+@pytest.mark.fast
+def test_a_stages_variables_reach_its_command_and_no_later_stage(tmp_path, monkeypatch):
+    """The label stage points KOELECTRA_SHARED_DATA at its dev-only folder for bench_label; it used to set it for
+    the whole check, so bench_finetune after it found no nsmc3 train there and timed the sample reviews instead."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    monkeypatch.setenv("KOELECTRA_SHARED_DATA", "/the/bundle")
+    c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt"))
+    show = [sys.executable, "-c", "import os; print(os.environ['KOELECTRA_SHARED_DATA'])"]
+    assert c.run("label", show, 30, env={"KOELECTRA_SHARED_DATA": "/label-data"})[1].strip() == "/label-data"
+    assert c.run("finetune_bench", show, 30)[1].strip() == "/the/bundle"
+    assert os.environ["KOELECTRA_SHARED_DATA"] == "/the/bundle"
