@@ -72,11 +72,12 @@ class Check:
     def left(self) -> float:
         return self.args.budget_s - (time.perf_counter() - self.t0)
 
-    def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12,
-            env: dict | None = None) -> tuple[int, str]:
+    def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12, env: dict | None = None,
+            grace_s: float = 0) -> tuple[int, str]:
         """One stage's command: (exit code, its output); 124 when it ran past ``limit_s`` (or the budget).
-        ``env``: variables set for this command only."""
-        limit = max(5.0, min(limit_s, self.left() - 5))
+        ``env``: variables set for this command only. ``grace_s``: at the limit, Ctrl-C first and this long to
+        finish (pretrain then writes its checkpoint and encoder), inside the budget."""
+        limit = max(5.0, min(limit_s, self.left() - 5 - grace_s))
         self.say(f"$ {shlex.join(argv)}")
         env = {**os.environ, **(env or {}),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -89,8 +90,16 @@ class Check:
             out, err = proc.communicate(timeout=limit)
             code = proc.returncode
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            out = err = None
+            if grace_s:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    out, err = proc.communicate(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
+            if out is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
             code = 124
         text = (out or "") + (err or "")
         (self.out / f"{name}.log").write_text(text, encoding="utf-8")
@@ -217,9 +226,9 @@ def stage_pretrain(c: Check) -> None:
     budget = ["max_steps=6", "log_every=2"] if a.tiny else [f"max_minutes={a.minutes}", "max_steps=0"]
     code, text = c.run("pretrain", kk("pretrain", "--config", preset, f"prepared={prepared}", f"out={run}",
                                       f"device={a.device}", "progress=false", "overwrite=true", "plots=false",
-                                      *budget, *a.pretrain_set), a.minutes * 60 + 240)
+                                      *budget, *a.pretrain_set), a.minutes * 60 + 240, grace_s=90)
     summary = run / "summary.json"
-    if code != 0 or not summary.exists():
+    if not summary.exists():  # (cut by the budget, a run still ends its step and exports: kept, and said so)
         return
     s = json.loads(summary.read_text())
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -228,7 +237,10 @@ def stage_pretrain(c: Check) -> None:
     last = s.get("final") or {}
     c.figures["pretrain"] = {"tokens_per_s_steady": steady[len(steady) // 2], "tokens_per_s_overall":
                              s["tokens_per_s"], "steps": s["steps"], "tokens": s["tokens"],
-                             "encoder_parameters": s.get("encoder_parameters"), "final": last}
+                             "encoder_parameters": s.get("encoder_parameters"), "final": last,
+                             "stopped": s.get("stopped", "completed")}
+    if s.get("stopped") == "interrupted":
+        c.say(f"pretrain: cut by the budget at step {s['steps']:,}, before the preset's end; its encoder is this step's")
     c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
           f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
           f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")

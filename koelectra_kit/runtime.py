@@ -161,3 +161,40 @@ def quiet_transformers():
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+class StopRequest:
+    """Ctrl-C or SIGTERM (a scheduler's, a lease's end) as a request to stop at the next step boundary, so the loop
+    can save and export what it has instead of dying between two optimizer updates; a second signal stops at once
+    (KeyboardInterrupt). Installed only in the main thread of a single-process run (``enabled``): DDP ranks would
+    have to agree on the step, and there a signal keeps its usual meaning."""
+
+    def __init__(self, enabled: bool = True, what: str = "the run"):
+        import threading
+
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.requested, self.what, self.saved = False, what, {}
+
+    def _handle(self, signum, frame) -> None:
+        import signal
+
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        warn(f"{signal.Signals(signum).name}: {self.what} stops after this step and writes what it has "
+             "(Ctrl-C again to stop at once)")
+
+    def __enter__(self) -> StopRequest:
+        import signal
+
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        self.saved = {}

@@ -183,3 +183,23 @@ def test_a_stages_variables_reach_its_command_and_no_later_stage(tmp_path, monke
     assert c.run("label", show, 30, env={"KOELECTRA_SHARED_DATA": "/label-data"})[1].strip() == "/label-data"
     assert c.run("finetune_bench", show, 30)[1].strip() == "/the/bundle"
     assert os.environ["KOELECTRA_SHARED_DATA"] == "/the/bundle"
+
+
+def test_a_stage_given_grace_gets_ctrl_c_and_time_to_write_what_it_has(tmp_path):
+    """The pretrain stage at the budget: Ctrl-C first (pretrain then ends its step, checkpoints and exports), a
+    kill only if it does not end within the grace."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    done = tmp_path / "exported"
+    child = ("import pathlib, signal, sys, time\n"
+             "def stop(*_):\n"
+             f"    time.sleep(1); pathlib.Path({str(done)!r}).write_text('x'); sys.exit(130)\n"
+             "signal.signal(signal.SIGINT, stop)\n"
+             "print('training', flush=True)\n"
+             "time.sleep(60)\n")
+    c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt"))
+    code, text = c.run("pretrain", [sys.executable, "-c", child], limit_s=5, grace_s=20)
+    assert code == 124 and "training" in text and done.exists()

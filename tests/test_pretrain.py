@@ -119,6 +119,36 @@ def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
     assert full["rank_param_digests"] == resumed["rank_param_digests"]
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_cfg, tmp_path, capsys, signame):
+    """Ctrl-C (or a scheduler's SIGTERM, a lease running out) no longer loses the run's last minutes: the step in
+    flight ends, its checkpoint and the encoder at that step are written, and the same command continues from there
+    to the uninterrupted run's exact weights."""
+    import os
+    import signal
+
+    from safetensors.torch import load_file
+
+    common = ("max_steps=6", "save_every=100", "save_every_minutes=0", "model.hidden_dropout=0.1")
+    full = pretrain(tiny_cfg(*common, f"out={tmp_path / 'full'}"))
+
+    def interrupt(step, row):
+        if step == 3:
+            os.kill(os.getpid(), getattr(signal, signame))
+
+    cut = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=interrupt)
+    assert cut["steps"] == 3 and cut["stopped"] == "interrupted" and full["stopped"] == "completed"
+    assert (tmp_path / "cut" / "discriminator" / "model.safetensors").is_file()
+    err = capsys.readouterr().err
+    assert f"{signame}: pretraining stops after this step" in err and "interrupted at step 3" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    resumed = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}", "resume=true"))
+    assert resumed["steps"] == 6 and resumed["stopped"] == "completed"
+    assert resumed["rank_param_digests"] == full["rank_param_digests"]
+    a, b = (load_file(tmp_path / n / "discriminator" / "model.safetensors") for n in ("full", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_existing_run_needs_resume_or_overwrite(tiny_cfg):
     pretrain(tiny_cfg("max_steps=2"))
     with pytest.raises(ConfigError, match="resume=true"):

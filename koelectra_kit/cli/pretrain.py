@@ -59,5 +59,8 @@ def run(args) -> int:
     if args.print_config:
         print(dump_yaml(cfg), end="")
         return 0
-    pretrain(cfg)
+    if pretrain(cfg).get("stopped") == "interrupted":
+        # the checkpoint and the encoder at that step are written, but the budget is not used up: as finetune,
+        # a script must be able to tell
+        return 130
     return 0

@@ -21,7 +21,7 @@ from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import autocast_dtype, get_logger, log, set_seed, warn
+from ..runtime import StopRequest, autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
                          set_rng_state)
@@ -280,8 +280,9 @@ class PretrainRecipe:
         step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
         saved_at = s.step if self.ckpt is not None else -1
         last_row = None
-        with self.progress() as (bar, metrics_f):
-            while True:
+        stop = StopRequest(enabled=self.world == 1, what="pretraining")
+        with stop, self.progress() as (bar, metrics_f):
+            while not stop.requested:
                 # Every rank must stop at the same step and use the same lr: a time budget runs on rank 0's clock.
                 elapsed, ahead = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 progress = budget_progress(cfg, s.step, elapsed)
@@ -327,6 +328,7 @@ class PretrainRecipe:
                     self.on_step(s.step, row)
         if saved_at != s.step:
             self.save_checkpoint()
+        self.stopped = "interrupted" if stop.requested else "completed"
         return self.finish(last_row)
 
     @contextlib.contextmanager
@@ -386,7 +388,7 @@ class PretrainRecipe:
         summary = {"steps": s.step, "tokens": s.tokens, "elapsed_s": round(s.elapsed, 1),
                    "tokens_per_s": round(s.tokens / max(s.elapsed, 1e-9), 1), "world_size": self.world,
                    "rank_param_digests": digests, "ranks_in_sync": len(set(digests)) == 1, "final": last_row,
-                   "encoder_parameters": self.enc_params,
+                   "encoder_parameters": self.enc_params, "stopped": getattr(self, "stopped", "completed"),
                    "data": {k: self.data.meta[k] for k in ("texts", "rows", "tokens")}}
         if self.main:
             if not summary["ranks_in_sync"]:
@@ -406,6 +408,9 @@ class PretrainRecipe:
                 log(f"pushed to {push_discriminator(out, cfg.push_to_hub, cfg.hub_private)}")
             log(f"done: {s.step} steps, {s.tokens:,} tokens in {s.elapsed / 60:.1f} min "
                 f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
+            if summary["stopped"] == "interrupted":
+                warn(f"interrupted at step {s.step}, before the end of the budget: the encoder above is the one "
+                     "at this step; rerun the same command to continue from its checkpoint")
         self.dist.barrier()
         return summary
 
