@@ -75,7 +75,7 @@ class Check:
     def run(self, name: str, argv: list[str], limit_s: float, tail: int = 12, env: dict | None = None,
             grace_s: float = 0) -> tuple[int, str]:
         """One stage's command: (exit code, its output); 124 when it ran past ``limit_s`` (or the budget).
-        ``env``: variables set for this command only. ``grace_s``: at the limit, Ctrl-C first and this long to
+        ``env``: variables set for this command only. ``grace_s``: at the limit, SIGTERM first and this long to
         finish (pretrain then writes its checkpoint and encoder), inside the budget."""
         limit = max(5.0, min(limit_s, self.left() - 5 - grace_s))
         self.say(f"$ {shlex.join(argv)}")
@@ -91,8 +91,8 @@ class Check:
             code = proc.returncode
         except subprocess.TimeoutExpired:
             out = err = None
-            if grace_s:
-                os.killpg(proc.pid, signal.SIGINT)
+            if grace_s:  # SIGTERM, not SIGINT: a detached job (the quality lease's) starts with SIGINT ignored
+                os.killpg(proc.pid, signal.SIGTERM)
                 try:
                     out, err = proc.communicate(timeout=grace_s)
                 except subprocess.TimeoutExpired:

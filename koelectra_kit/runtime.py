@@ -189,7 +189,8 @@ class StopRequest:
 
         if self.enabled:
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self.saved[sig] = signal.signal(sig, self._handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, a background job): stays so
+                    self.saved[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -186,7 +186,7 @@ def test_a_stages_variables_reach_its_command_and_no_later_stage(tmp_path, monke
 
 
 def test_a_stage_given_grace_gets_ctrl_c_and_time_to_write_what_it_has(tmp_path):
-    """The pretrain stage at the budget: Ctrl-C first (pretrain then ends its step, checkpoints and exports), a
+    """The pretrain stage at the budget: SIGTERM first (pretrain then ends its step, checkpoints and exports), a
     kill only if it does not end within the grace."""
     from types import SimpleNamespace
 
@@ -197,7 +197,7 @@ def test_a_stage_given_grace_gets_ctrl_c_and_time_to_write_what_it_has(tmp_path)
     child = ("import pathlib, signal, sys, time\n"
              "def stop(*_):\n"
              f"    time.sleep(1); pathlib.Path({str(done)!r}).write_text('x'); sys.exit(130)\n"
-             "signal.signal(signal.SIGINT, stop)\n"
+             "signal.signal(signal.SIGTERM, stop)\n"
              "print('training', flush=True)\n"
              "time.sleep(60)\n")
     c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt"))

@@ -136,12 +136,18 @@ def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_c
         if step == 3:
             os.kill(os.getpid(), getattr(signal, signame))
 
-    cut = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=interrupt)
+    # as in a terminal, whatever this test runs under (a background job starts with SIGINT ignored, and an ignored
+    # signal stays ignored)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        cut = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=interrupt)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert cut["steps"] == 3 and cut["stopped"] == "interrupted" and full["stopped"] == "completed"
     assert (tmp_path / "cut" / "discriminator" / "model.safetensors").is_file()
     err = capsys.readouterr().err
     assert f"{signame}: pretraining stops after this step" in err and "interrupted at step 3" in err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
     resumed = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}", "resume=true"))
     assert resumed["steps"] == 6 and resumed["stopped"] == "completed"
     assert resumed["rank_param_digests"] == full["rank_param_digests"]
