@@ -18,8 +18,8 @@ names a model; speed does not depend on the weights. Its WordPiece vocabulary is
 with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
 
 --device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
-multiple of 16 as the recipe pads them on a GPU (runtime.pad_multiple). There the last line compares the toolkit's examples/s with
---reference (issue 39: 1,066 examples/s, `finetune` of a 6 x 256 encoder at batch 32 on an H100 before the GPU
+multiple of 16 as the recipe pads them on a GPU (runtime.pad_multiple). There the last line compares the
+toolkit's examples/s with --reference (issue 39: 1,066 examples/s, `finetune` of a 6 x 256 encoder at batch 32 on an H100 before the GPU
 work; the bar is 5x).
 
 What the toolkit's variant calls, so that it times what `finetune` runs: ``finetune.train_step`` (the step the

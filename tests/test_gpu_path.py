@@ -144,6 +144,10 @@ def test_the_window_mean_is_the_mean_of_the_step_losses():
         w.add(torch.tensor(v), 16)
     assert w.steps == 4 and w.examples == 64
     assert w.mean_loss() == sum(torch.tensor(v).item() for v in values) / 4
+    rows = Window()  # steps that add a vector (distillation's loss, kl, ce): the mean of each entry
+    for v in values:
+        rows.add(torch.tensor([v, 2 * v]), 16)
+    assert rows.mean_loss() == [w.mean_loss(), sum(torch.tensor(2 * v).item() for v in values) / 4]
 
 
 def test_padded_widths_are_multiples_and_never_past_max_length():

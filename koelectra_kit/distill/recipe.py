@@ -23,6 +23,7 @@ from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_ato
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import build_optimizer, default_lr, load_model
+from ..finetune.report import Window
 from ..io.output import check_not_input, check_out_dir
 from ..io.trackers import Trackers, trackers_to_open
 from ..finetune.tokens import encode_texts
@@ -218,7 +219,7 @@ class DistillRecipe:
         last_save = time.perf_counter()
         self.evaluated_at = -1
         pin = self.device.type == "cuda"
-        window: list = []  # this train row's steps: [loss, kl, ce] tensors where they were computed
+        window = Window()  # this train row's steps: [loss, kl, ce] tensors where they were computed
         with open(self.work / "metrics.jsonl", "a", encoding="utf-8", buffering=1) as metrics, \
                 tqdm(total=self.total_steps, initial=p.step, desc="distilling", unit="step", disable=not cfg.progress,
                      dynamic_ncols=True) as bar:
@@ -246,11 +247,11 @@ class DistillRecipe:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer_step(self.optimizer)
                     p.step, p.batch, p.examples = p.step + 1, p.batch + 1, p.examples + len(idx)
-                    window.append(torch.stack([loss.detach(), kl, ce]))  # read back once a train row
+                    window.add(torch.stack([loss.detach(), kl, ce]), len(idx))  # read back once a train row
                     bar.update(1)
                     log_now, eval_now = p.step % cfg.log_every == 0, p.step % self.eval_every == 0
                     # the step that reads waits for the GPU's queued steps: their time counts as training time
-                    means = self.window_means(window) if log_now else None
+                    means = window.mean_loss() if log_now else None
                     if eval_now and not log_now:
                         synchronize(self.device)
                     p.train_time += time.perf_counter() - t
@@ -259,7 +260,7 @@ class DistillRecipe:
                         self.log_row(metrics, {"kind": "train", "step": p.step, "loss": loss_, "kl": kl_, "ce": ce_,
                                                "lr": self.lr * factor, "elapsed_s": round(p.train_time, 2)})
                         bar.set_postfix(loss=f"{loss_:.4f}", best=f"{p.best_f1:.3f}")
-                        window = []
+                        window = Window()
                     if eval_now:
                         self.evaluate(metrics)
                     due = cfg.save_every and p.step % cfg.save_every == 0
@@ -273,15 +274,6 @@ class DistillRecipe:
                     p.epoch, p.batch = p.epoch + 1, 0
             if self.evaluated_at != p.step or p.best_state is None:
                 self.evaluate(metrics)  # the end of the budget is always evaluated
-
-    @staticmethod
-    def window_means(window: list) -> list[float]:
-        """The mean loss, kl and ce of a train row's steps, read back from the device at once (one host sync a
-        row), summed in Python floats in step order as the per-step ``.item()`` sums were."""
-        import torch
-
-        rows = torch.stack(window).tolist()
-        return [sum(r[i] for r in rows) / len(rows) for i in range(3)]
 
     def log_row(self, metrics, row: dict) -> None:
         """A metrics.jsonl row, and the same row to the run's trackers (report_to)."""

@@ -144,7 +144,6 @@ def default_lr(model) -> float:
     return 3e-4 if hidden <= 256 else 1e-4 if hidden <= 768 else 5e-5
 
 
-
 def build_optimizer(model, lr: float, layer_decay: float, weight_decay: float, eps: float, device):
     """AdamW over ``param_groups`` (layer-wise lr decay). Fused on a GPU: one kernel per parameter group updates every
     tensor in it (foreach: several per group), and its step counters live on the GPU. On a CPU the default
@@ -155,6 +154,7 @@ def build_optimizer(model, lr: float, layer_decay: float, weight_decay: float, e
     fused = {"fused": True} if device.type == "cuda" else {}
     return torch.optim.AdamW([{k: v for k, v in g.items() if k != "depth"} for g in groups], lr=lr, eps=eps,
                              betas=(0.9, 0.999), **fused)
+
 
 def compile_model(model, mode: str = "default", shapes: int = 32) -> None:
     """``torch.compile`` the model in place (``Module.compile``: its state_dict keys stay as they were, so the best

@@ -45,9 +45,13 @@ class Window:
         self.losses.append(loss)
         self.examples += examples
 
-    def mean_loss(self) -> float:
+    def mean_loss(self) -> float | list[float]:
         """The mean of the window's losses (each read as fp32, summed in Python floats in step order: the same
-        number as summing ``loss.item()`` step by step)."""
+        number as summing ``loss.item()`` step by step); for steps that add a vector of losses (distillation's loss,
+        kl, ce), the mean of each entry."""
         import torch
 
-        return sum(torch.stack(self.losses).tolist()) / len(self.losses)
+        rows = torch.stack(self.losses).tolist()
+        if rows and isinstance(rows[0], list):
+            return [sum(col) / len(rows) for col in zip(*rows)]
+        return sum(rows) / len(rows)

@@ -328,8 +328,7 @@ class PretrainRecipe:
                     self.on_step(s.step, row)
         if saved_at != s.step:
             self.save_checkpoint()
-        self.stopped = "interrupted" if stop.requested else "completed"
-        return self.finish(last_row)
+        return self.finish(last_row, "interrupted" if stop.requested else "completed")
 
     @contextlib.contextmanager
     def progress(self):
@@ -381,14 +380,14 @@ class PretrainRecipe:
                             meta, self.cfg.keep_checkpoints)
         self.dist.barrier()  # a failed save raised on rank 0; the others stop at the next collective
 
-    def finish(self, last_row: dict | None) -> dict:
+    def finish(self, last_row: dict | None, stopped: str = "completed") -> dict:
         """Rank agreement, export, plot and summary (rank 0 writes; every rank returns the summary)."""
         cfg, s, out = self.cfg, self.state, self.out
         digests = self.dist.gather(param_digest(self.model))
         summary = {"steps": s.step, "tokens": s.tokens, "elapsed_s": round(s.elapsed, 1),
                    "tokens_per_s": round(s.tokens / max(s.elapsed, 1e-9), 1), "world_size": self.world,
                    "rank_param_digests": digests, "ranks_in_sync": len(set(digests)) == 1, "final": last_row,
-                   "encoder_parameters": self.enc_params, "stopped": getattr(self, "stopped", "completed"),
+                   "encoder_parameters": self.enc_params, "stopped": stopped,
                    "data": {k: self.data.meta[k] for k in ("texts", "rows", "tokens")}}
         if self.main:
             if not summary["ranks_in_sync"]:
