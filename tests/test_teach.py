@@ -469,7 +469,8 @@ def test_the_analysts_labels_are_laid_over_the_models_and_never_offered_for_revi
     that has a label_source column of its own gets pred_ names, as label's columns do."""
     import pandas as pd
 
-    from koelectra_kit.app.results import human_columns, review_rows, with_human_labels
+    from koelectra_kit.app.results import review_rows, with_human_labels
+    from koelectra_kit.label.human import human_columns
     from koelectra_kit.label import output_columns
 
     for columns in (["id", "review"], ["id", "review", "label_source"]):

@@ -25,7 +25,8 @@ from pathlib import Path
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
 from ..io.tables import check_text_column
-from .results import MASTER_ENCODING, convert, human_columns, review_rows, with_human_labels
+from ..label.human import human_columns
+from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload
 

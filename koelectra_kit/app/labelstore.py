@@ -1,18 +1,10 @@
 """LABELS.csv: the analyst's answers, an append-only log that is also the file the analyst owns.
 
 One line per event, appended (and fsynced) the moment the page sends it, so a closed tab, a browser crash or a
-killed server loses nothing that was answered:
-
-    text,label,action,row,source,answer_id,undoes,time
-    배송 빨라요,positive,answer,4182,teach,3f0c...,,2025-01-02T10:11:12
-    별로,,skip,77,teach,9a1b...,,2025-01-02T10:11:15
-    ,,undo,,teach,c4d2...,9a1b...,2025-01-02T10:11:16
-
-``action``: answer | skip | undo (an undo retracts the event whose ``answer_id`` it names: nothing is ever
-rewritten). ``row``: the file's row, 1-based (the first row under the header is 1, as the page's tables and
-``label``'s output count), for ``teach`` answers (the pool) and ``correction:FILE`` fixes alike.
-``answer_id``: made by the page, so a request sent twice (a retry, two tabs, a reload replaying its pending
-answers) is kept once. The effective labels are the latest answer per text that no undo retracts.
+killed server loses nothing that was answered. Its columns and what they mean are in ``io/labellog.py`` (``label
+human_labels=`` reads the same file); ``row`` is the file's row, 1-based, for ``teach`` answers (the pool) and
+``correction:FILE`` fixes alike, and ``answer_id`` is made by the page, so a request sent twice (a retry, two tabs,
+a reload replaying its pending answers) is kept once.
 
 The analyst may edit the file by hand while the app runs (fix a label, delete a line, add rows with only ``text``
 and ``label``): it is re-read whenever its modification time or size is not what the last read or append left,
@@ -28,93 +20,12 @@ import os
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.labellog import ACTIONS, COLUMNS, Effective, Event, LabelFileProblem, effective, parse
 
-COLUMNS = ["text", "label", "action", "row", "source", "answer_id", "undoes", "time"]
-ACTIONS = ("answer", "skip", "undo")
-
-
-class LabelFileProblem(InputError):
-    """LABELS.csv as it is on disk can't be used (HTTP 409: the analyst fixes the file, then answers again)."""
-
-
-@dataclass(frozen=True)
-class Event:
-    text: str
-    label: str
-    action: str
-    row: str = ""
-    source: str = ""
-    answer_id: str = ""
-    undoes: str = ""
-    time: str = ""
-
-    def line(self) -> list[str]:
-        return [getattr(self, c) for c in COLUMNS]
-
-
-@dataclass
-class Effective:
-    """What the log means now: the latest unretracted answer (or skip) per text."""
-
-    labels: dict  # text -> label
-    skipped: set  # texts whose latest event is a skip
-    events: list  # the unretracted answer/skip events, in file order (undo's candidates)
-
-
-def parse(data: bytes, name: str, labels: list[str]) -> list[Event]:
-    """The events of a LABELS.csv's bytes; ``LabelFileProblem`` (one line) for anything the app can't use."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise LabelFileProblem(f"{name} is not UTF-8 (saved as cp949 by Excel?): save it as 'CSV UTF-8'") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    if not rows:
-        return []
-    header = [h.strip() for h in rows[0]]
-    missing = [c for c in ("text", "label") if c not in header]
-    if missing:
-        raise LabelFileProblem(f"{name} has no {' and no '.join(missing)} column (its header: {','.join(header)}); "
-                               f"the app's columns are {','.join(COLUMNS)}")
-    at = {c: header.index(c) for c in COLUMNS if c in header}
-    # a label typed by hand the way `finetune` reads a training file: 긍정 or Positive for positive (the aliases apply
-    # where the model has one label of that meaning); the event keeps the model's own name
-    from ..finetune.data import label_resolver
-
-    resolve = label_resolver(labels)
-    events, bad = [], []
-    for n, fields in enumerate(rows[1:], start=2):
-        if not any(f.strip() for f in fields):
-            continue
-        get = {c: (fields[i].strip() if c != "text" else fields[i]) if i < len(fields) else ""
-               for c, i in at.items()}
-        label, action = get.get("label", ""), get.get("action", "") or ("answer" if get.get("label") else "skip")
-        if action not in ACTIONS:
-            bad.append(f"line {n}: action {action!r} (answer, skip or undo)")
-        elif action == "answer" and resolve(label) is None:
-            bad.append(f"line {n}: label {label!r}")
-        elif action == "answer":
-            label = resolve(label)
-        events.append(Event(**{**{c: get.get(c, "") for c in COLUMNS}, "action": action, "label": label}))
-    if bad:
-        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}: not one of the labels "
-                               f"{', '.join(labels)}; fix the file (the app has not changed it, and takes answers "
-                               "again once it reads well)")
-    return events
-
-
-def effective(events: list[Event]) -> Effective:
-    retracted = {e.undoes for e in events if e.action == "undo" and e.undoes}
-    live = [e for e in events if e.action in ("answer", "skip") and (not e.answer_id or e.answer_id not in retracted)]
-    latest = {}
-    for e in live:
-        latest[e.text] = e
-    return Effective(labels={t: e.label for t, e in latest.items() if e.action == "answer"},
-                     skipped={t for t, e in latest.items() if e.action == "skip"}, events=live)
+__all__ = ["ACTIONS", "COLUMNS", "Effective", "Event", "LabelFileProblem", "LabelLog", "effective", "parse"]
 
 
 class LabelLog:

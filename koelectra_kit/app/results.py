@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import atomic_path
 from ..label import write_chunk
+from ..label.human import apply_human_labels
 
 MASTER_ENCODING = "utf-8-sig"
 EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
@@ -31,14 +32,6 @@ def read_master(master: Path, chunksize: int | None = None, usecols=None):
                        usecols=usecols)
 
 
-def human_columns(existing: list[str]) -> dict[str, str]:
-    """Names of the two columns a labels file adds (``label_source``, ``model_label``), named as ``label`` names its
-    own (``pred_`` before them when the input has one already)."""
-    from ..label.chunk import prefixed
-
-    return prefixed(["label_source", "model_label"], existing)
-
-
 def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict, human: dict) -> dict:
     """Write ``dst`` (the job's labelled CSV) from the model's ``model_csv`` with the analyst's labels
     (``human``: text -> label) over the model's; returns {"per_label": counts of the final labels, "human": rows
@@ -49,14 +42,7 @@ def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict,
     per_label, n_human, first = Counter(), 0, True
     with atomic_path(dst) as tmp, open(tmp, "w", encoding=MASTER_ENCODING, newline="") as out:
         for chunk in read_master(model_csv, chunksize=50_000):
-            model = chunk[names["label"]]
-            answer = chunk[text_column].map(human)  # NaN where the analyst gave no label
-            is_human = answer.notna()
-            chunk[names["label_source"]] = [("human" if h else ("model" if m else ""))
-                                            for h, m in zip(is_human, model)]
-            chunk[names["model_label"]] = model
-            chunk[names["label"]] = answer.where(is_human, model)
-            n_human += int(is_human.sum())
+            n_human += apply_human_labels(chunk, names, text_column, human)
             per_label.update(v for v in chunk[names["label"]] if v)
             chunk.to_csv(out, index=False, header=first, lineterminator="\n")
             first = False

@@ -16,6 +16,7 @@ examples:
   koelectra-kit label --config my-label.yaml batch_size=128        # the same options as a YAML + key=value
   koelectra-kit label --model runs/sentiment --input 'exports/*.csv' --output labelled/   # one output per file
   koelectra-kit label --model runs/sentiment --input a.csv b.tsv --output-suffix .labelled.csv
+  koelectra-kit label --model runs/sentiment --input reviews.csv --output out.csv --human-labels LABELS.csv
   koelectra-kit label --model runs/sentiment --input big.csv --output out.csv --shard 3/8   # -> out.shard-3-of-8.csv
   koelectra-kit label-merge out.csv                                 # shards 1..8 -> out.csv, as one run writes it
 
@@ -55,6 +56,8 @@ FLAGS = {
     "--device": ("device", {"help": "auto | cpu | cuda"}),
     "--precision": ("precision", {"choices": ["auto", "fp32", "bf16", "fp16"]}),
     "--threads": ("threads", {"type": int, "help": "torch CPU threads (default: all cores)"}),
+    "--human-labels": ("human_labels", {"metavar": "LABELS", "help": "your own labels win: the app's LABELS.csv or a "
+                                                                     "text+label table; adds label_source, model_label"}),
     "--plot": ("plot", {"metavar": "PNG", "help": "also draw the label distribution as a bar chart"}),
 }
 SWITCHES = {

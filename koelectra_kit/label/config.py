@@ -57,6 +57,10 @@ class LabelConfig:
     # A model whose labels are LABEL_0, LABEL_1, ... has no trained classification head (a pretraining
     # discriminator, a bare encoder): its labels mean nothing, so it is refused unless asked for.
     allow_generic_labels: bool = False
+    # the analyst's own labels over the model's: the app's LABELS.csv, or any labelled table finetune reads (a
+    # text and a label column). A row whose text it labels gets that label, label_source "human" and the model's
+    # own in model_label (label/human.py)
+    human_labels: str | None = None
 
     def validate(self) -> None:
         for key in ("model", "input"):
@@ -104,6 +108,8 @@ class LabelConfig:
                     codecs.lookup(value)
                 except LookupError:
                     raise ConfigError(f"{key}={value!r} is not an encoding (try utf-8, utf-8-sig, cp949)") from None
+        if self.human_labels is not None and not str(self.human_labels).strip():
+            raise ConfigError("human_labels is empty: name the labels file (LABELS.csv), or leave it out")
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite contradict each other: pick one")
 

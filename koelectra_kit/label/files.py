@@ -16,6 +16,7 @@ from ..io.hfdata import is_dataset_source
 from ..runtime import log
 from .config import WRITABLE, LabelConfig
 from .dedupe import PredictionCache
+from .human import check_labels_file
 from .run import FileLabeller
 from .shard import shard_path
 from .summary import LabelSummary
@@ -120,11 +121,14 @@ class FilesLabeller:
                 log(f"{job.output} is complete: skipped")
         for job in todo:  # every path is checked before any file is labelled
             FileLabeller(job).check_paths()
-        summaries = []
+        if todo and todo[0].human_labels:
+            check_labels_file(todo[0].human_labels)
+        summaries, human = [], None
         for job in todo:
-            self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache)
+            self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache,
+                                        human=human)
             summaries.append(self.current.run())
-            self.clf = self.current.clf  # loaded once, by the first file
+            self.clf, human = self.current.clf, self.current.human  # loaded and read once, by the first file
         return summaries
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .chunk import check_trained_head, label_chunk, load_classifier
 from .dedupe import CACHE_ROWS, PredictionCache
+from .human import apply_human_labels, human_columns, read_human_labels
 
 
 class RayLabeller:
@@ -28,10 +29,13 @@ class RayLabeller:
 
     def __init__(self, model: str, text_column: str = "review", batch_size: int = 128, backend: str = "auto",
                  device: str = "auto", precision: str = "auto", quantize: bool = False, threads: int | None = None,
-                 dedupe: bool = True, cache_rows: int = CACHE_ROWS, allow_generic_labels: bool = False):
+                 dedupe: bool = True, cache_rows: int = CACHE_ROWS, allow_generic_labels: bool = False,
+                 human_labels: str | None = None):
         self.clf = load_classifier(model, backend, device=device, precision=precision, quantize=quantize,
                                    threads=threads)
         check_trained_head(self.clf, allow_generic_labels)
+        # the analyst's labels over the model's, as `label --human-labels` (the file readable on every node)
+        self.human = read_human_labels(human_labels, list(self.clf.labels)) if human_labels else None
         self.text_column, self.batch_size = text_column, batch_size
         self.cache = PredictionCache(cache_rows) if dedupe else None  # per actor: repeats it has seen
 
@@ -40,8 +44,10 @@ class RayLabeller:
 
         if self.text_column not in batch.columns:
             raise InputError(f"no column {self.text_column!r}; columns present: {list(batch.columns)}")
-        out, _ = label_chunk(self.clf, batch.reset_index(drop=True), self.text_column, [None] * len(batch),
-                             self.batch_size, self.cache)
+        out, names = label_chunk(self.clf, batch.reset_index(drop=True), self.text_column, [None] * len(batch),
+                                 self.batch_size, self.cache)
+        if self.human is not None:
+            apply_human_labels(out, names | human_columns(list(batch.columns)), self.text_column, self.human.labels)
         return out
 
 

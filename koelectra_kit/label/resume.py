@@ -14,7 +14,8 @@ from ..errors import InputError
 
 STATE_VERSION = 2
 # What must match for a resume to continue the same job (what differs is named in the refusal).
-IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard")
+IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard",
+            "human_labels")
 
 
 def input_fingerprint(path: Path, mtime: bool = True) -> str:
@@ -40,6 +41,7 @@ class LabelState:
     model_digest: str
     tokenizer_fingerprint: str
     shard: str | None = None  # "K/N" for a shard (None: the whole file, also in records written before shards)
+    human_labels: str | None = None  # the digest of the analyst's labels put over the model's (None: none)
     version: int = STATE_VERSION
     rows_done: int = 0
     bytes_done: int = 0
@@ -48,6 +50,7 @@ class LabelState:
     status: dict = field(default_factory=dict)
     malformed: list = field(default_factory=list)
     reused: int = 0  # rows answered with an identical text's prediction
+    human: int = 0  # rows that carry the analyst's label
 
     def check_same_job(self, saved: dict, partial: Path) -> None:
         if saved.get("version") != STATE_VERSION:
@@ -64,12 +67,14 @@ class LabelState:
         for key in ("rows_done", "bytes_done", "chunks_done", "per_label", "status", "malformed"):
             setattr(self, key, saved[key])
         self.reused = saved.get("reused", 0)  # absent from records written before deduplication
+        self.human = saved.get("human", 0)
 
-    def record_chunk(self, out, names: dict, errors: list, bytes_done: int, reused: int = 0) -> None:
+    def record_chunk(self, out, names: dict, errors: list, bytes_done: int, reused: int = 0, human: int = 0) -> None:
         import pandas as pd
 
         self.bytes_done = bytes_done
         self.reused += reused
+        self.human += human
         self.rows_done += len(out)
         self.chunks_done += 1
         for lab, c in out[names["label"]].value_counts().items():

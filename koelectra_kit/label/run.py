@@ -23,13 +23,15 @@ from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
 from .dedupe import PredictionCache
+from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
 from .resume import LabelState, input_fingerprint, model_digest, read_state
 from .shard import row_range, write_job
 from .summary import LabelSummary, plot_distribution
 
 
 class FileLabeller:
-    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, cache: PredictionCache | None = None):
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, cache: PredictionCache | None = None,
+                 human: HumanLabels | None = None):
         cfg.validate()
         if not isinstance(cfg.input, str):  # one file here; label_files / FilesLabeller plan several
             if len(cfg.input) != 1:
@@ -41,6 +43,7 @@ class FileLabeller:
         # shared by the files of one run (same model, so a text seen in one file is answered in the next)
         self.cache = cache if cache is not None or not cfg.dedupe else PredictionCache(cfg.cache_rows)
         self.src = self.dst = self.converted = None
+        self.human = human  # cfg.human_labels as read (once per run: FilesLabeller hands it to the next file)
 
     # -- setup, in order
     def check_paths(self) -> None:
@@ -121,6 +124,8 @@ class FileLabeller:
             self.clf = load_classifier(cfg.model, cfg.backend, device=cfg.device, precision=cfg.precision,
                                        quantize=cfg.quantize, threads=cfg.threads)
         check_trained_head(self.clf, cfg.allow_generic_labels)
+        if cfg.human_labels and self.human is None:  # read against the model's labels, before any row is written
+            self.human = read_human_labels(cfg.human_labels, list(self.clf.labels))
 
     def prepare_state(self) -> None:
         from ..tokenizer import tokenizer_fingerprint
@@ -131,7 +136,8 @@ class FileLabeller:
                                 model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
                                 tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
                                                        else "none"),  # TF-IDF/ensemble: in the digest
-                                shard=cfg.shard)
+                                shard=cfg.shard,
+                                human_labels=self.human.digest() if self.human is not None else None)
         saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
         if saved is not None:
             self.state.check_same_job(saved, self.partial)
@@ -155,7 +161,8 @@ class FileLabeller:
         st = self.state
         return {"input": st.input, "input_content": self._input_fingerprint(mtime=False), "rows": self.total_rows,
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
-                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc}
+                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
+                "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None}
 
     def _input_name(self) -> str:
         return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())
@@ -214,7 +221,9 @@ class FileLabeller:
             bar.close()
         summary = LabelSummary(rows=state.rows_done, per_label=state.per_label, status=state.status,
                                malformed=state.malformed, seconds=time.perf_counter() - t0, output=str(self.dst),
-                               new_rows=new_rows, reused=state.reused, shard=cfg.shard)
+                               new_rows=new_rows, reused=state.reused, shard=cfg.shard, human=state.human,
+                               human_labels=self.human.path if self.human is not None else None,
+                               human_conflicts=self.human.conflicts if self.human is not None else 0)
         if cfg.plot:
             plot_distribution(summary, cfg.plot)
         return summary
@@ -249,7 +258,11 @@ class FileLabeller:
             check_text_column(df[cfg.text_column], cfg.text_column, self.columns, self.src, empty=True)
         reused_before = self.cache.reused if self.cache is not None else 0
         out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
-            (pd.DataFrame(columns=[*self.columns, *output_columns(self.clf.labels, self.columns).values()]), None)
+            (pd.DataFrame(columns=[*self.columns, *self.added_columns()]), None)
+        human = 0
+        if self.human is not None and names is not None:
+            names = names | human_columns(self.columns)
+            human = apply_human_labels(out, names, cfg.text_column, self.human.labels)
         reused = (self.cache.reused if self.cache is not None else 0) - reused_before
         first = state.bytes_done == 0
         buf = io.StringIO()
@@ -262,13 +275,20 @@ class FileLabeller:
             f.flush()
             os.fsync(f.fileno())
         if names is not None:
-            state.record_chunk(out, names, errors, self.partial.stat().st_size, reused)
+            state.record_chunk(out, names, errors, self.partial.stat().st_size, reused, human)
         else:
             state.bytes_done = self.partial.stat().st_size
         state.save(self.state_path)
         if self.after_chunk is not None and chunk:
             self.after_chunk(state.chunks_done)
         return len(chunk)
+
+    def added_columns(self) -> list[str]:
+        """The columns this run adds after the input's (a file with no rows still gets the header)."""
+        names = output_columns(self.clf.labels, self.columns)
+        if self.human is not None:
+            names = names | human_columns(self.columns)
+        return list(names.values())
 
 
 @contextmanager

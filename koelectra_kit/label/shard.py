@@ -36,10 +36,12 @@ def shard_path(output: Path, k: int, n: int) -> Path:
 # What every shard of one job shares. The input by content (size, first and last MiB), not path or time: a copy of
 # the input on each machine of a cluster is the same job.
 JOB_IDENTITY = {"input_content": "input", "rows": "row count", "text_column": "text column", "labels": "labels",
-                "model_digest": "model", "tokenizer_fingerprint": "tokenizer", "output_encoding": "output encoding"}
+                "model_digest": "model", "tokenizer_fingerprint": "tokenizer", "output_encoding": "output encoding",
+                "human_labels": "human labels"}
 
 
-_SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model"}
+_SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model",
+          "human_labels": "human_labels_file"}
 
 
 def job_path(shard: Path) -> Path:

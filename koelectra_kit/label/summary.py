@@ -16,6 +16,9 @@ class LabelSummary:
     new_rows: int = 0  # rows labelled by this run (a resumed run counts only its own)
     reused: int = 0  # rows given an identical (normalized) text's prediction instead of their own analysis
     shard: str | None = None  # "K/N" when this output is one shard of the input
+    human: int = 0  # rows whose label is the analyst's (human_labels)
+    human_labels: str | None = None  # the labels file put over the model's labels
+    human_conflicts: int = 0  # texts that file labels differently on different rows (its last row's label won)
 
     @property
     def rows_per_s(self) -> float:
@@ -35,6 +38,13 @@ def format_summary(s: LabelSummary) -> str:
         lines.append(f"  {m}")
     if len(s.malformed) > 5:
         lines.append(f"  ... ({s.status.get('error', 0)} malformed rows in all; status column says which)")
+    if s.human_labels is not None:
+        lines.append(f"  {s.human:,} rows carry your label from {s.human_labels} (label_source = human; model_label "
+                     "keeps the model's)")
+        if s.human_conflicts:
+            many = s.human_conflicts != 1
+            lines.append(f"  {s.human_conflicts:,} text{'s have' if many else ' has'} two different labels in "
+                         f"{s.human_labels}: its last row's label is used")
     if s.reused:
         lines.append(f"  {s.reused:,} rows ({s.reused / max(1, s.rows):.1%}) repeated an earlier text: its prediction "
                      "was reused")

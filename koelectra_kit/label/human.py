@@ -1,0 +1,101 @@
+"""The analyst's own labels over the model's (``label human_labels=FILE``, and the app's downloads): a row whose
+text the analyst labelled carries that label in ``label``; ``label_source`` says ``human`` or ``model`` (empty for
+a row not labelled: a flagged one) and ``model_label`` keeps the model's own. Confidence and probabilities stay
+the model's.
+
+The labels file is either the app's LABELS.csv (an ``action`` column: the latest answer per text that no undo
+retracts, ``io/labellog.py``) or any labelled table ``finetune`` reads (CSV, TSV, JSONL, Parquet; a text column
+such as ``text``/``review``/``document`` and a label column such as ``label``/``sentiment``): there, a row with an
+empty label is no answer, and a text labelled twice takes its last row's label (the count is reported). A text
+matches when it is exactly the row's text, as the app matches it.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .chunk import prefixed
+
+
+@dataclass
+class HumanLabels:
+    labels: dict  # text -> label
+    path: str
+    conflicts: int = 0  # texts the table labels differently on different rows (the last row's label is used)
+
+    def digest(self) -> str:
+        """What a resume and a shard's job record compare: the labels themselves, not the file's bytes."""
+        h = hashlib.sha256()
+        for text, label in sorted(self.labels.items()):
+            h.update(f"{len(text)}:{text}{label}\n".encode())
+        return h.hexdigest()[:24]
+
+
+def human_columns(existing: list[str]) -> dict[str, str]:
+    """Names of the two columns a labels file adds (``label_source``, ``model_label``), named as ``label`` names its
+    own (``pred_`` before them when the input has one already)."""
+    return prefixed(["label_source", "model_label"], existing)
+
+
+def apply_human_labels(chunk, names: dict, text_column: str, human: dict) -> int:
+    """Put the analyst's labels (``human``: text -> label) over the model's in ``chunk`` (a labelled DataFrame,
+    changed in place; ``names``: ``output_columns`` with ``human_columns``); returns the rows that carry one."""
+    model, texts = chunk[names["label"]], chunk[text_column]
+    answer = texts.map(human)  # NaN where the analyst gave no label
+    # a blank text is flagged empty, never labelled (a hand-edited LABELS.csv may hold one)
+    is_human = answer.notna() & texts.map(lambda t: isinstance(t, str) and bool(t.strip()))
+    chunk[names["label_source"]] = [("human" if h else ("model" if m else "")) for h, m in zip(is_human, model)]
+    chunk[names["model_label"]] = model
+    chunk[names["label"]] = answer.where(is_human, model)
+    return int(is_human.sum())
+
+
+def check_labels_file(path: str | Path) -> Path:
+    """The labels file, or one ``InputError`` line saying that it is missing, a folder or empty."""
+    from ..io.fileio import check_input_file
+
+    try:
+        return check_input_file(str(path))
+    except InputError as e:
+        raise InputError(f"human_labels {e}") from None
+
+
+def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
+    """The effective labels of ``path`` for a model whose labels are ``labels``; one ``InputError`` line for a file
+    that can't be used (missing, no text or label column, a label outside the set)."""
+    from ..io.labellog import effective, parse
+    from ..io.labelled import LABEL_COLUMNS, label_resolver
+    from ..io.tables import TEXT_COLUMNS, pick_column, read_table
+
+    src = check_labels_file(path)
+    name = f"human_labels {src}"
+    df = read_table(src)
+    columns = [str(c) for c in df.columns]
+    if "action" in columns:  # the app's log: undo and skip mean what they mean there
+        return HumanLabels(effective(parse(src.read_bytes(), name, labels)).labels, str(src))
+    text_col = pick_column(df.columns, None, TEXT_COLUMNS)
+    label_col = pick_column(df.columns, None, LABEL_COLUMNS)
+    if text_col is None or label_col is None:
+        raise InputError(f"{name}: needs a text column ({', '.join(TEXT_COLUMNS[:4])}, ...) and a label column "
+                         f"({', '.join(LABEL_COLUMNS[:3])}, ...); its columns: {', '.join(columns)}")
+    resolve = label_resolver(labels)
+    found, bad, conflicts = {}, [], set()
+    for row, (text, value) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist()), start=1):
+        text = "" if not isinstance(text, str) else text
+        value = "" if value is None or value != value else str(value).strip()  # NaN: no label
+        if not text.strip() or not value:
+            continue  # nothing to match, or no answer given
+        label = resolve(value)
+        if label is None:
+            bad.append(f"row {row}: {value!r}")
+            continue
+        if found.get(text, label) != label:
+            conflicts.add(text)
+        found[text] = label
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise InputError(f"{name}: {'; '.join(bad[:3])}{more}: not one of the model's labels {', '.join(labels)} "
+                         "(or 긍정/부정/중립, pos/neg/neu)")
+    return HumanLabels(found, str(src), len(conflicts))

@@ -1,0 +1,202 @@
+"""``label human_labels=FILE``: the analyst's own labels reach files labelled on the command line, as they reach
+the app's downloads (label_source / model_label), from the app's LABELS.csv or any labelled table."""
+from __future__ import annotations
+
+import csv
+
+import pandas as pd
+import pytest
+
+from koelectra_kit.errors import InputError
+from koelectra_kit.label import label_file
+
+pytestmark = pytest.mark.fast
+
+
+def _read(path):
+    return pd.read_csv(path, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+
+
+def _texts(sample_dir, n):
+    return _read(sample_dir / "reviews_unlabelled.csv")["review"].tolist()[:n]
+
+
+def _write(path, header, rows):
+    with open(path, "w", encoding="utf-8-sig", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def plain(tmp_path, tiny_classifier, sample_dir):
+    """The model's own labels for the sample file (no labels file)."""
+    out = tmp_path / "plain.csv"
+    label_file(None, sample_dir / "reviews_unlabelled.csv", out, "review", classifier=tiny_classifier,
+               progress=False)
+    return _read(out)
+
+
+def test_labels_log_wins_with_undo_and_skip(tmp_path, tiny_classifier, sample_dir, plain):
+    t = _texts(sample_dir, 4)
+    model = dict(zip(plain["review"], plain["label"]))
+    flip = {lab: other for lab, other in zip(["negative", "neutral", "positive"], ["positive", "negative", "neutral"])}
+    log = _write(tmp_path / "LABELS.csv", ["text", "label", "action", "row", "source", "answer_id", "undoes", "time"], [
+        [t[0], flip[model[t[0]]], "answer", "1", "teach", "a1", "", ""],  # differs from the model: must win
+        [t[1], "긍정", "answer", "2", "teach", "a2", "", ""],  # typed as finetune reads a label
+        [t[2], "negative", "answer", "3", "teach", "a3", "", ""],
+        ["", "", "undo", "", "teach", "u1", "a3", ""],  # retracts t[2]'s answer: the model's label stays
+        [t[3], "", "skip", "4", "teach", "a4", "", ""],
+    ])
+    out = tmp_path / "o.csv"
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", out, "review", classifier=tiny_classifier,
+                   progress=False, human_labels=str(log), chunk_rows=7)
+    got = _read(out)
+    assert list(got.columns) == [*plain.columns, "label_source", "model_label"]
+    assert got["model_label"].tolist() == plain["label"].tolist()  # the model's own, kept
+    assert got["confidence"].tolist() == plain["confidence"].tolist()
+    by_text = got.set_index("review")
+    assert by_text.loc[t[0], "label"] == flip[model[t[0]]] and by_text.loc[t[0], "label_source"] == "human"
+    assert by_text.loc[t[1], "label"] == "positive"
+    for text in t[2:4]:
+        assert by_text.loc[text, "label"] == model[text] and by_text.loc[text, "label_source"] == "model"
+    human = got["label_source"] == "human"
+    assert human.sum() == s.human == int(got["review"].isin(t[:2]).sum())
+    assert set(got.loc[plain["label"] == "", "label_source"]) <= {""}  # a flagged row is labelled by no one
+    assert s.per_label == got.loc[got["label"] != "", "label"].value_counts().to_dict()  # counts the final labels
+
+
+def test_a_labelled_table_last_row_wins_and_conflicts_are_counted(tmp_path, tiny_classifier, sample_dir, capsys):
+    from koelectra_kit.label import format_summary
+
+    t = _texts(sample_dir, 3)
+    table = _write(tmp_path / "mine.csv", ["document", "sentiment"], [
+        [t[0], "pos"], [t[1], ""], [t[0], "neg"], [t[2], "중립"], ["", "positive"]])
+    out = tmp_path / "o.tsv"
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", out, "review", classifier=tiny_classifier,
+                   progress=False, human_labels=str(table))
+    got = pd.read_csv(out, sep="\t", dtype=str, keep_default_na=False)
+    by_text = got.set_index("review")
+    assert by_text.loc[t[0], "label"] == "negative"  # its last row
+    assert by_text.loc[t[1], "label_source"] == "model"  # an empty label is no answer
+    assert by_text.loc[t[2], "label"] == "neutral"
+    assert s.human_conflicts == 1
+    assert "1 text has two different labels" in format_summary(s)
+
+
+def test_the_app_and_the_command_line_write_the_same_file(tmp_path, tiny_classifier, sample_dir, plain):
+    from koelectra_kit.app.results import with_human_labels
+    from koelectra_kit.label import output_columns
+    from koelectra_kit.label.human import human_columns
+
+    t = _texts(sample_dir, 5)
+    table = _write(tmp_path / "LABELS.csv", ["text", "label"], [[x, "neutral"] for x in t])
+    cli = tmp_path / "cli.csv"
+    label_file(None, sample_dir / "reviews_unlabelled.csv", cli, "review", classifier=tiny_classifier,
+               progress=False, human_labels=str(table))
+    columns = [c for c in plain.columns if c not in output_columns(["negative", "neutral", "positive"], []).values()]
+    names = output_columns(["negative", "neutral", "positive"], columns) | human_columns(columns)
+    app = tmp_path / "app.csv"
+    plain.to_csv(tmp_path / "model.csv", index=False, encoding="utf-8-sig")
+    with_human_labels(tmp_path / "model.csv", app, "review", names, {x: "neutral" for x in t})
+    pd.testing.assert_frame_equal(_read(cli), _read(app))
+
+
+def test_an_input_with_a_label_source_column_gets_prefixed_columns(tmp_path, tiny_classifier):
+    src = _write(tmp_path / "in.csv", ["review", "label_source"], [["좋아요 최고", "crawl"], ["별로예요", "crawl"]])
+    table = _write(tmp_path / "h.csv", ["text", "label"], [["별로예요", "negative"]])
+    out = tmp_path / "o.csv"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, human_labels=str(table))
+    got = _read(out)
+    assert got["label_source"].tolist() == ["crawl", "crawl"]  # the input's column, untouched
+    assert got["pred_label_source"].tolist() == ["model", "human"]
+    assert got["label"].tolist()[1] == "negative" and "pred_model_label" in got.columns
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "human_labels .*file not found"),
+    ("", "human_labels .*file is empty"),
+    ("text,label\n좋아요,great\n좋아요2,awful\n", "row 1: 'great'; row 2: 'awful'.*not one of the model's labels"),
+    ("review,stars\n좋아요,5\n", "needs a text column .* and a label column"),
+    ("text,label,action\n좋아요,great,answer\n", "line 2: label 'great'"),
+])
+def test_a_labels_file_it_cannot_use_is_one_error_and_no_output(tmp_path, tiny_classifier, sample_dir, content,
+                                                                 message):
+    path = tmp_path / "LABELS.csv"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    out = tmp_path / "o.csv"
+    with pytest.raises(InputError, match=message):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", out, "review", classifier=tiny_classifier,
+                   progress=False, human_labels=str(path))
+    assert not out.exists() and not (tmp_path / "o.csv.partial").exists()
+
+
+def test_resume_refuses_changed_labels_and_continues_with_the_same(tmp_path, tiny_classifier, sample_dir):
+    t = _texts(sample_dir, 40)
+    table = _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "positive"], [t[35], "negative"]])
+    src, out = sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv"
+
+    def stop(n):
+        if n == 2:
+            raise KeyboardInterrupt
+
+    opts = dict(classifier=tiny_classifier, progress=False, chunk_rows=10, human_labels=str(table))
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, out, "review", _after_chunk=stop, **opts)
+    _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "neutral"], [t[35], "negative"]])
+    with pytest.raises(InputError, match="another human labels"):
+        label_file(None, src, out, "review", resume=True, **opts)
+    _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "positive"], [t[35], "negative"]])
+    s = label_file(None, src, out, "review", resume=True, **opts)
+    ref = tmp_path / "ref.csv"
+    whole = label_file(None, src, ref, "review", **opts)
+    pd.testing.assert_frame_equal(_read(out), _read(ref))
+    assert s.human == whole.human == int(_read(ref)["review"].isin([t[0], t[35]]).sum())
+
+
+def test_label_merge_refuses_shards_with_other_labels(tmp_path, tiny_classifier, sample_dir):
+    from koelectra_kit.label import merge_shards
+
+    t = _texts(sample_dir, 1)
+    src, out = sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv"
+    for k, label in ((1, "positive"), (2, "negative")):
+        table = _write(tmp_path / f"h{k}.csv", ["text", "label"], [[t[0], label]])
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/2",
+                   human_labels=str(table))
+    with pytest.raises(InputError, match="another human labels"):
+        merge_shards(str(out))
+
+
+def test_cli_error_line_and_summary(tmp_path, tiny_classifier_dir, sample_dir, capsys):
+    from koelectra_kit.cli import main
+
+    out = tmp_path / "o.csv"
+    argv = ["label", "--model", str(tiny_classifier_dir), "--input", str(sample_dir / "reviews_unlabelled.csv"),
+            "--output", str(out), "--no-progress", "--human-labels", str(tmp_path / "nope.csv")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: human_labels") and "file not found" in err[0]
+    t = _texts(sample_dir, 1)
+    _write(tmp_path / "nope.csv", ["text", "label"], [[t[0], "부정"]])
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "rows carry your label from" in printed and _read(out).set_index("review").loc[t[0], "label"] == "negative"
+
+
+def test_the_ray_labeller_applies_them_as_label_does(tmp_path, tiny_classifier_dir, sample_dir):
+    """``RayLabeller`` is what each Ray actor runs on its batches (tests/test_ray.py runs it on Ray itself)."""
+    from koelectra_kit.label.ray_adapter import RayLabeller
+
+    src = sample_dir / "reviews_unlabelled.csv"
+    t = _texts(sample_dir, 2)
+    table = _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "neutral"], [t[1], "positive"]])
+    out = tmp_path / "o.csv"
+    label_file(str(tiny_classifier_dir), src, out, "review", progress=False, human_labels=str(table),
+               precision="fp32", device="cpu")
+    batch = _read(src)
+    got = RayLabeller(str(tiny_classifier_dir), precision="fp32", device="cpu", human_labels=str(table))(batch)
+    want = _read(out)
+    for col in ("label", "label_source", "model_label"):
+        assert got[col].tolist() == want[col].tolist()
