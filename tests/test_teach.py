@@ -488,3 +488,44 @@ def test_the_analysts_labels_are_laid_over_the_models_and_never_offered_for_revi
         assert out.loc[0, names["model_label"]] == "positive" and (out[names["label_source"]][1:] == "model").all()
         review, _ = review_rows(tmp_path / "out.csv", names, "review", LABELS, 3)
         assert [r["row"] for r in review] == [2, 3, 4] and review[0]["id"] == "1"  # row 1 (answered) left out
+
+
+def test_a_big_start_is_sampled_for_the_cross_validation_on_both_sides(monkeypatch, sample_dir):
+    """A start above CV_START_ROWS: every refit of both recipes knows the same seeded sample of its rows (not all
+    of them), the verdict says so, and the starting model's score is its own on every label. Under the cap nothing
+    changes: the starting model answers as it is, never refitted."""
+    import pandas as pd
+
+    from koelectra_kit.app import serving
+
+    df = pd.read_csv(sample_dir / "reviews_labelled.csv", dtype=str, keep_default_na=False)
+    rows = list(zip(df["review"], df["label"]))
+    start = serving.StartData([t for t, _ in rows[:300]], [lab for _, lab in rows[:300]])
+    labels = {t: lab for t, lab in rows[300:]}
+    start_clf = serving.fit_tfidf(start, {}, LABELS)
+    clf = serving.fit_tfidf(start, labels, LABELS)
+    fitted = []
+    real_fit = serving.fit_tfidf
+
+    def fit(data, extra, names, cfg=None):
+        fitted.append({t for t in data.texts if t not in extra})
+        return real_fit(data, extra, names, cfg)
+
+    monkeypatch.setattr(serving, "fit_tfidf", fit)
+
+    def judge():
+        fitted.clear()
+        return serving.compare("r001", clf, "tfidf", labels, {}, LABELS, incumbent=start_clf, incumbent_name="tfidf",
+                               incumbent_trained={}, incumbent_tfidf=True, start=start_clf, start_data=start, seed=3)
+
+    whole = judge()  # 300 rows, under the cap: only the round's recipe is refitted, on all the start's rows
+    assert len(fitted) == serving.CV_FOLDS and all(len(f) == len(set(start.texts) - set(labels)) for f in fitted)
+    assert "of the start's" not in whole.reason and whole.start_score == whole.incumbent_score
+    monkeypatch.setattr(serving, "CV_START_ROWS", 120)
+    sampled = judge()
+    assert len(fitted) == serving.CV_FOLDS + 1  # the start's recipe on the sample alone: one fit serves every fold
+    assert len({frozenset(f) for f in fitted}) == 1 and len(fitted[0]) <= 120 < len(set(start.texts))
+    assert fitted[0] == {t for t in serving.cv_start(start, 3).texts if t not in labels}  # seeded: the same again
+    assert "refitted on 120 of the start's 300 rows" in sampled.reason and sampled.method == "cross-validation"
+    assert sampled.start_score == serving.macro_f1(start_clf, labels, LABELS)  # the start as it is, every label
+    assert sampled.served == (sampled.score >= sampled.incumbent_score)
