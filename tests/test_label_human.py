@@ -182,7 +182,7 @@ def test_cli_error_line_and_summary(tmp_path, tiny_classifier_dir, sample_dir, c
     _write(tmp_path / "nope.csv", ["text", "label"], [[t[0], "부정"]])
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "rows carry your label from" in printed and _read(out).set_index("review").loc[t[0], "label"] == "negative"
+    assert " your label from " in printed and _read(out).set_index("review").loc[t[0], "label"] == "negative"
 
 
 def test_the_ray_labeller_applies_them_as_label_does(tmp_path, tiny_classifier_dir, sample_dir):
@@ -200,3 +200,22 @@ def test_the_ray_labeller_applies_them_as_label_does(tmp_path, tiny_classifier_d
     want = _read(out)
     for col in ("label", "label_source", "model_label"):
         assert got[col].tolist() == want[col].tolist()
+
+
+def test_an_excel_workbook_of_labels_and_a_file_that_is_not_text(tmp_path, tiny_classifier, sample_dir):
+    pytest.importorskip("openpyxl")  # the xlsx extra (in dev)
+    t = _texts(sample_dir, 2)
+    book = tmp_path / "mine.xlsx"
+    pd.DataFrame({"리뷰": t, "감성": ["부정", "긍정"]}).to_excel(book, index=False, engine="openpyxl")
+    out = tmp_path / "o.csv"
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", out, "review", classifier=tiny_classifier,
+                   progress=False, human_labels=str(book))
+    by_text = _read(out).set_index("review")
+    assert by_text.loc[t[0], "label"] == "negative" and by_text.loc[t[1], "label"] == "positive"
+    assert s.human == int(_read(out)["review"].isin(t).sum())
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(bytes(range(128, 256)) * 3)
+    with pytest.raises(InputError, match=r"^human_labels .*junk.csv: not UTF-8 or cp949 text; save it as 'CSV "
+                                         r"UTF-8'$"):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o2.csv", "review",
+                   classifier=tiny_classifier, progress=False, human_labels=str(junk))

@@ -4,10 +4,10 @@ a row not labelled: a flagged one) and ``model_label`` keeps the model's own. Co
 the model's.
 
 The labels file is either the app's LABELS.csv (an ``action`` column: the latest answer per text that no undo
-retracts, ``io/labellog.py``) or any labelled table ``finetune`` reads (CSV, TSV, JSONL, Parquet; a text column
-such as ``text``/``review``/``document`` and a label column such as ``label``/``sentiment``): there, a row with an
-empty label is no answer, and a text labelled twice takes its last row's label (the count is reported). A text
-matches when it is exactly the row's text, as the app matches it.
+retracts, ``io/labellog.py``) or a labelled table (CSV, TSV, JSONL, Parquet as ``finetune`` reads them, or an Excel
+workbook's first sheet; a text column such as ``text``/``review``/``document`` and a label column such as
+``label``/``sentiment``): there, a row with an empty label is no answer, and a text labelled twice takes its last
+row's label (the count is reported). A text matches when it is exactly the row's text, as the app matches it.
 """
 from __future__ import annotations
 
@@ -67,11 +67,11 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     that can't be used (missing, no text or label column, a label outside the set)."""
     from ..io.labellog import effective, parse
     from ..io.labelled import LABEL_COLUMNS, label_resolver
-    from ..io.tables import TEXT_COLUMNS, pick_column, read_table
+    from ..io.tables import TEXT_COLUMNS, pick_column
 
     src = check_labels_file(path)
     name = f"human_labels {src}"
-    df = read_table(src)
+    df = _read(src, name)
     columns = [str(c) for c in df.columns]
     if "action" in columns:  # the app's log: undo and skip mean what they mean there
         return HumanLabels(effective(parse(src.read_bytes(), name, labels)).labels, str(src))
@@ -99,3 +99,23 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
         raise InputError(f"{name}: {'; '.join(bad[:3])}{more}: not one of the model's labels {', '.join(labels)} "
                          "(or 긍정/부정/중립, pos/neg/neu)")
     return HumanLabels(found, str(src), len(conflicts))
+
+
+def _read(src: Path, name: str):
+    """The labels file as a table of strings: any format ``finetune`` reads, and an Excel workbook's first sheet
+    (where analysts keep hand labels)."""
+    import tempfile
+
+    from ..io.tables import read_table
+    from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
+
+    try:
+        if src.suffix.lower() not in WORKBOOK_SUFFIXES:
+            return read_table(src)
+        with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
+            xlsx_to_csv(src, Path(tmp) / "sheet.csv", name)
+            return read_table(Path(tmp) / "sheet.csv", encoding="utf-8")
+    except InputError as e:
+        if "encoding" in str(e):  # the reader's hint names the input's encoding= option, not this file's
+            raise InputError(f"{name}: not UTF-8 or cp949 text; save it as 'CSV UTF-8'") from None
+        raise InputError(str(e) if str(e).startswith(name) else f"human_labels {e}") from None

@@ -39,8 +39,9 @@ def format_summary(s: LabelSummary) -> str:
     if len(s.malformed) > 5:
         lines.append(f"  ... ({s.status.get('error', 0)} malformed rows in all; status column says which)")
     if s.human_labels is not None:
-        lines.append(f"  {s.human:,} rows carry your label from {s.human_labels} (label_source = human; model_label "
-                     "keeps the model's)")
+        rows = "1 row carries" if s.human == 1 else f"{s.human:,} rows carry"
+        lines.append(f"  {rows} your label from {s.human_labels} (label_source = human; model_label keeps the "
+                     "model's)")
         if s.human_conflicts:
             many = s.human_conflicts != 1
             lines.append(f"  {s.human_conflicts:,} text{'s have' if many else ' has'} two different labels in "
