@@ -213,6 +213,12 @@ def test_an_excel_workbook_of_labels_and_a_file_that_is_not_text(tmp_path, tiny_
     by_text = _read(out).set_index("review")
     assert by_text.loc[t[0], "label"] == "negative" and by_text.loc[t[1], "label"] == "positive"
     assert s.human == int(_read(out)["review"].isin(t).sum())
+    log = tmp_path / "LABELS.xlsx"  # the app's log, opened in Excel and saved as a workbook
+    pd.DataFrame({"text": [t[0], t[0]], "label": ["neutral", "positive"], "action": ["answer", "answer"]}).to_excel(
+        log, index=False, engine="openpyxl")
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o3.csv", "review",
+                   classifier=tiny_classifier, progress=False, human_labels=str(log))
+    assert _read(tmp_path / "o3.csv").set_index("review").loc[t[0], "label"] == "positive"  # the latest answer
     junk = tmp_path / "junk.csv"
     junk.write_bytes(bytes(range(128, 256)) * 3)
     with pytest.raises(InputError, match=r"^human_labels .*junk.csv: not UTF-8 or cp949 text; save it as 'CSV "

@@ -73,8 +73,9 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     name = f"human_labels {src}"
     df = _read(src, name)
     columns = [str(c) for c in df.columns]
-    if "action" in columns:  # the app's log: undo and skip mean what they mean there
-        return HumanLabels(effective(parse(src.read_bytes(), name, labels)).labels, str(src))
+    if "action" in columns:  # the app's log: undo and skip mean what they mean there (also saved from Excel)
+        data = src.read_bytes() if src.suffix.lower() == ".csv" else df.to_csv(index=False).encode("utf-8")
+        return HumanLabels(effective(parse(data, name, labels)).labels, str(src))
     text_col = pick_column(df.columns, None, TEXT_COLUMNS)
     label_col = pick_column(df.columns, None, LABEL_COLUMNS)
     if text_col is None or label_col is None:
