@@ -225,3 +225,18 @@ def test_an_excel_workbook_of_labels_and_a_file_that_is_not_text(tmp_path, tiny_
                                          r"UTF-8'$"):
         label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o2.csv", "review",
                    classifier=tiny_classifier, progress=False, human_labels=str(junk))
+
+
+def test_label_dataframe_takes_them_too(tmp_path, tiny_classifier, sample_dir):
+    from koelectra_kit.label import label_dataframe
+
+    t = _texts(sample_dir, 3)
+    table = _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "neutral"], [t[2], "negative"]])
+    df = _read(sample_dir / "reviews_unlabelled.csv")
+    got = label_dataframe(df, classifier=tiny_classifier, human_labels=str(table))
+    cli = tmp_path / "o.csv"
+    label_file(None, sample_dir / "reviews_unlabelled.csv", cli, "review", classifier=tiny_classifier, progress=False,
+               human_labels=str(table))
+    want = _read(cli)
+    for col in ("label", "label_source", "model_label"):
+        assert got[col].tolist() == want[col].tolist()

@@ -99,9 +99,10 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
 
 
 def label_dataframe(df, model=None, text_column: str = "review", batch_size: int | None = None, classifier=None,
-                    allow_generic_labels: bool = False, dedupe: bool = True, **load_kwargs):
+                    allow_generic_labels: bool = False, dedupe: bool = True, human_labels=None, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
-    prediction per distinct normalized text, the same output)."""
+    prediction per distinct normalized text, the same output; ``human_labels``: a labels file whose labels win, as
+    ``label --human-labels``)."""
     from ..classify.classifier import Classifier
 
     if text_column not in df.columns:
@@ -112,5 +113,10 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)
     cache = PredictionCache(max_rows=0) if dedupe else None
-    out, _ = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
+    out, names = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
+    if human_labels is not None:
+        from .human import apply_human_labels, human_columns, read_human_labels
+
+        human = read_human_labels(human_labels, list(clf.labels))
+        apply_human_labels(out, names | human_columns(list(df.columns)), text_column, human.labels)
     return out
