@@ -66,6 +66,30 @@ def test_empty_texts_dropped_counted_and_reported(tmp_path):
     assert d.report["rows_read"] == 4 and d.report["rows_kept"] == 2
 
 
+def test_the_apps_label_log_reads_as_its_latest_answers(tmp_path):
+    """The app's LABELS.csv as a training file (finetune train=LABELS.csv, evaluate, baseline): an answer the analyst
+    changed or undid is not trained on (row by row it was), a skip is no label, and the report says so."""
+    from koelectra_kit.io.labelled import format_file_report
+
+    log = write(tmp_path / "LABELS.csv", "text,label,action,row,source,answer_id,undoes,time\n"
+                "배송 빨라요 최고,positive,answer,1,teach,a1,,\n"
+                "별로예요 다신 안 사요,positive,answer,2,teach,a2,,\n"
+                "별로예요 다신 안 사요,부정,answer,2,teach,a3,,\n"  # changed: the latest answer wins
+                "그냥 그래요,neutral,answer,3,teach,a4,,\n"
+                ",,undo,,teach,u1,a4,\n"  # retracts a4
+                "애매하네,,skip,4,teach,a5,,\n"
+                "완전 좋아요,positive,answer,5,teach,a6,,\n")
+    d = read_labelled(log, L3)
+    assert dict(zip(d.texts, [L3[i] for i in d.y])) == {"배송 빨라요 최고": "positive", "별로예요 다신 안 사요": "negative",
+                                                         "완전 좋아요": "positive"}
+    assert d.report["label_log"] == {"events": 7, "labels": 3, "skipped": 1}
+    assert "the app's label log: 7 lines give 3 labels" in format_file_report(d.report)
+    with pytest.raises(InputError, match="line 2: label 'great'.*fix the file, or drop its rows"):
+        read_labelled(write(tmp_path / "bad.csv", "text,label,action\n좋아,great,answer\n"), L3)
+    with pytest.raises(InputError, match="holds no answer"):
+        read_labelled(write(tmp_path / "skips.csv", "text,label,action\n좋아,,skip\n"), L3)
+
+
 def test_labels_outside_the_set_error_with_counts_and_examples_or_drop(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n최악,negatve\n별로,negatve\n음,??\n그냥,neutral\n")
     with pytest.raises(InputError) as e:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
+from .labellog import is_label_log, table_labels
 from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column, read_table, table_format
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
@@ -191,6 +192,18 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     else:
         df = read_table(path, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
         fmt = table_format(path, fmt)
+    log = None
+    if is_label_log(df.columns) and not (rating_map or rating_column):
+        # the app's LABELS.csv: the latest answer per text that no undo retracts (row by row, an undone or
+        # superseded answer would be trained on)
+        import pandas as pd
+
+        events = len(df)
+        got = table_labels(df, str(path), labels, "fix the file, or drop its rows")
+        if not got.labels:
+            raise InputError(f"{path}: the app's label log holds no answer ({events} lines: skips, undone answers)")
+        df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)
+        log = {"events": events, "labels": len(got.labels), "skipped": len(got.skipped)}
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
     for src, dst in (label_map or {}).items():
         if dst not in labels:
@@ -200,6 +213,8 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     raw = [v.strip() for v in _column_as_str(df, source_col)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
+    if log is not None:
+        report["label_log"] = log
     if fmt not in ("parquet", "dataset"):
         report["encoding"] = detect_encoding(path, encoding, hints=CONFIG_HINTS)
     mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
@@ -238,6 +253,10 @@ def format_file_report(f: dict) -> str:
     enc = f", {f['encoding']}" if f.get("encoding") else ""
     lines = [f"{f['path']} ({f['format']}{enc}): {f['rows_read']} rows, text column '{f['text_column']}', "
              f"labels from {f['label_source']}"]
+    if f.get("label_log"):
+        g = f["label_log"]
+        lines.append(f"  the app's label log: {g['events']} lines give {g['labels']} labels (the latest answer per "
+                     f"text that no undo retracts; {g['skipped']} texts skipped)")
     if f.get("label_mapping"):
         lines.append("  label names mapped: " + ", ".join(f"{k!r} -> {v!r}" for k, v in f["label_mapping"].items()))
     for reason, d in f["dropped"].items():

@@ -52,7 +52,23 @@ class Effective:
     events: list  # the unretracted answer/skip events, in file order (undo's candidates)
 
 
-def parse(data: bytes, name: str, labels: list[str]) -> list[Event]:
+APP_FIX = "fix the file (the app has not changed it, and takes answers again once it reads well)"
+
+
+def is_label_log(columns) -> bool:
+    """Whether a table's columns are the app's LABELS.csv (text, label and action): a log to read with its
+    meaning (``effective``), not row by row, where an undone or superseded answer would still count."""
+    names = {str(c).strip() for c in columns}
+    return {"text", "label", "action"} <= names
+
+
+def table_labels(df, name: str, labels: list[str], fix: str = "fix the file") -> Effective:
+    """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in);
+    ``fix``: what a label outside ``labels`` is told to do."""
+    return effective(parse(df.to_csv(index=False).encode("utf-8"), name, labels, fix))
+
+
+def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX) -> list[Event]:
     """The events of a LABELS.csv's bytes; ``LabelFileProblem`` (one line) for anything the app can't use."""
     try:
         text = data.decode("utf-8-sig")
@@ -89,8 +105,7 @@ def parse(data: bytes, name: str, labels: list[str]) -> list[Event]:
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}: not one of the labels "
-                               f"{', '.join(labels)}; fix the file (the app has not changed it, and takes answers "
-                               "again once it reads well)")
+                               f"{', '.join(labels)}; {fix}")
     return events
 
 

@@ -65,7 +65,7 @@ def check_labels_file(path: str | Path) -> Path:
 def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     """The effective labels of ``path`` for a model whose labels are ``labels``; one ``InputError`` line for a file
     that can't be used (missing, no text or label column, a label outside the set)."""
-    from ..io.labellog import effective, parse
+    from ..io.labellog import is_label_log, table_labels
     from ..io.labelled import LABEL_COLUMNS, label_resolver
     from ..io.tables import TEXT_COLUMNS, pick_column
 
@@ -73,9 +73,8 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     name = f"human_labels {src}"
     df = _read(src, name)
     columns = [str(c) for c in df.columns]
-    if "action" in columns:  # the app's log: undo and skip mean what they mean there (also saved from Excel)
-        data = src.read_bytes() if src.suffix.lower() == ".csv" else df.to_csv(index=False).encode("utf-8")
-        return HumanLabels(effective(parse(data, name, labels)).labels, str(src))
+    if is_label_log(columns):  # the app's log: undo and skip mean what they mean there (also saved from Excel)
+        return HumanLabels(table_labels(df, name, labels).labels, str(src))
     text_col = pick_column(df.columns, None, TEXT_COLUMNS)
     label_col = pick_column(df.columns, None, LABEL_COLUMNS)
     if text_col is None or label_col is None:
