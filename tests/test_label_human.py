@@ -240,3 +240,22 @@ def test_label_dataframe_takes_them_too(tmp_path, tiny_classifier, sample_dir):
     want = _read(cli)
     for col in ("label", "label_source", "model_label"):
         assert got[col].tolist() == want[col].tolist()
+
+
+def test_a_labelled_output_gives_its_human_rows_and_a_models_output_is_refused(tmp_path, tiny_classifier,
+                                                                                sample_dir, plain):
+    """A file --human-labels wrote is a labels file (its human rows); a file label wrote without them is refused
+    (every label in it is the model's: relabelling with it would mark the model's guesses as the analyst's)."""
+    t = _texts(sample_dir, 2)
+    first = tmp_path / "first.csv"
+    label_file(None, sample_dir / "reviews_unlabelled.csv", first, "review", classifier=tiny_classifier,
+               progress=False, human_labels=str(_write(tmp_path / "h.csv", ["text", "label"], [[t[0], "neutral"]])))
+    again = tmp_path / "again.csv"
+    s = label_file(None, sample_dir / "reviews_unlabelled.csv", again, "review", classifier=tiny_classifier,
+                   progress=False, human_labels=str(first))
+    got = _read(again)
+    assert s.human == int((got["review"] == t[0]).sum()) and set(got.loc[got["review"] == t[0], "label"]) == {"neutral"}
+    plain.to_csv(tmp_path / "model.csv", index=False)
+    with pytest.raises(InputError, match="is a file `label` wrote .* its labels are a model's"):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
+                   classifier=tiny_classifier, progress=False, human_labels=str(tmp_path / "model.csv"))

@@ -7,7 +7,9 @@ The labels file is either the app's LABELS.csv (an ``action`` column: the latest
 retracts, ``io/labellog.py``) or a labelled table (CSV, TSV, JSONL, Parquet as ``finetune`` reads them, or an Excel
 workbook's first sheet; a text column such as ``text``/``review``/``document`` and a label column such as
 ``label``/``sentiment``): there, a row with an empty label is no answer, and a text labelled twice takes its last
-row's label (the count is reported). A text matches when it is exactly the row's text, as the app matches it.
+row's label (the count is reported). A file labelled with human labels before gives its ``human`` rows only; a file
+``label`` wrote without them is refused (its labels are the model's). A text matches when it is exactly the row's
+text, as the app matches it.
 """
 from __future__ import annotations
 
@@ -80,9 +82,17 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     if text_col is None or label_col is None:
         raise InputError(f"{name}: needs a text column ({', '.join(TEXT_COLUMNS[:4])}, ...) and a label column "
                          f"({', '.join(LABEL_COLUMNS[:3])}, ...); its columns: {', '.join(columns)}")
+    sources = [""] * len(df)
+    if "label_source" in columns:  # a file labelled with human labels before (label, the app): its human rows only
+        sources = df["label_source"].tolist()
+    elif {"confidence", "status"} <= set(columns):  # `label`'s own output: every label in it is the model's
+        raise InputError(f"{name} is a file `label` wrote (it has confidence and status columns): its labels are a "
+                         "model's, not yours; give the file you labelled")
     resolve = label_resolver(labels)
     found, bad, conflicts = {}, [], set()
-    for row, (text, value) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist()), start=1):
+    for row, (text, value, source) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist(), sources), 1):
+        if source not in ("", "human"):
+            continue  # the model's label in a file labelled before
         text = "" if not isinstance(text, str) else text
         value = "" if value is None or value != value else str(value).strip()  # NaN: no label
         if not text.strip() or not value:
