@@ -90,6 +90,14 @@ def test_the_apps_label_log_reads_as_its_latest_answers(tmp_path):
         read_labelled(write(tmp_path / "skips.csv", "text,label,action\n좋아,,skip\n"), L3)
 
 
+def test_a_file_label_wrote_is_read_with_a_warning(tmp_path):
+    """Its label column is a model's predictions: read as asked (pseudo-labels can be meant), said on one line."""
+    f = write(tmp_path / "out.csv", "review,label,confidence,status\n좋아요,positive,0.9,ok\n별로,negative,0.8,ok\n")
+    with pytest.warns(UserWarning, match="is a file `koelectra-kit label` wrote: its label column is a model's"):
+        d = read_labelled(f, L3)
+    assert d.texts == ["좋아요", "별로"]
+
+
 def test_labels_outside_the_set_error_with_counts_and_examples_or_drop(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n최악,negatve\n별로,negatve\n음,??\n그냥,neutral\n")
     with pytest.raises(InputError) as e:

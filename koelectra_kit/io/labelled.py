@@ -205,6 +205,12 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)
         log = {"events": events, "labels": len(got.labels), "skipped": len(got.skipped)}
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
+    if kind == "label" and str(source_col) == "label" and {"confidence", "status"} <= {str(c) for c in df.columns}:
+        import warnings
+
+        human = "; its label_source column says which rows are the analyst's" if "label_source" in df.columns else ""
+        warnings.warn(f"{path} is a file `koelectra-kit label` wrote: its label column is a model's predictions"
+                      f"{human} (training on them teaches that model's guesses back)", stacklevel=2)
     for src, dst in (label_map or {}).items():
         if dst not in labels:
             raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
