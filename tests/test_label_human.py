@@ -259,3 +259,16 @@ def test_a_labelled_output_gives_its_human_rows_and_a_models_output_is_refused(t
     with pytest.raises(InputError, match="is a file `label` wrote .* its labels are a model's"):
         label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
                    classifier=tiny_classifier, progress=False, human_labels=str(tmp_path / "model.csv"))
+
+
+def test_a_text_matches_across_unicode_forms_and_spacing(tmp_path, tiny_classifier):
+    """A labels file saved on a Mac holds decomposed Hangul (NFD) and a spreadsheet pads spaces: the same review."""
+    import unicodedata
+
+    src = _write(tmp_path / "in.csv", ["review"], [["배송 빨라요  최고"], ["배송 빨라요 최고 "], ["배송이 빨라요"]])
+    nfd = unicodedata.normalize("NFD", " 배송 빨라요 최고")
+    assert nfd.strip() != "배송 빨라요 최고"  # not equal as strings
+    table = _write(tmp_path / "h.csv", ["text", "label"], [[nfd, "neutral"]])
+    out = tmp_path / "o.csv"
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, human_labels=str(table))
+    assert _read(out)["label_source"].tolist() == ["human", "human", "model"] and s.human == 2

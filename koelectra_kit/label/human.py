@@ -8,12 +8,13 @@ retracts, ``io/labellog.py``) or a labelled table (CSV, TSV, JSONL, Parquet as `
 workbook's first sheet; a text column such as ``text``/``review``/``document`` and a label column such as
 ``label``/``sentiment``): there, a row with an empty label is no answer, and a text labelled twice takes its last
 row's label (the count is reported). A file labelled with human labels before gives its ``human`` rows only; a file
-``label`` wrote without them is refused (its labels are the model's). A text matches when it is exactly the row's
-text, as the app matches it.
+``label`` wrote without them is refused (its labels are the model's). A row matches a labelled text when both are
+the same in NFC with their spacing collapsed (``match_key``).
 """
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +42,22 @@ def human_columns(existing: list[str]) -> dict[str, str]:
     return prefixed(["label_source", "model_label"], existing)
 
 
+def match_key(text) -> str:
+    """What two texts must share to be the same review here: the text in NFC with its spacing collapsed. A file
+    saved on a Mac can hold decomposed Hangul (NFD), which looks the same and compares unequal; a spreadsheet adds or
+    drops spaces. Nothing else is folded ("ㅋㅋㅋ" and "ㅋㅋ" stay two texts). A blank text has the key ""."""
+    return " ".join(unicodedata.normalize("NFC", text).split()) if isinstance(text, str) else ""
+
+
 def apply_human_labels(chunk, names: dict, text_column: str, human: dict) -> int:
     """Put the analyst's labels (``human``: text -> label) over the model's in ``chunk`` (a labelled DataFrame,
-    changed in place; ``names``: ``output_columns`` with ``human_columns``); returns the rows that carry one."""
-    model, texts = chunk[names["label"]], chunk[text_column]
-    answer = texts.map(human)  # NaN where the analyst gave no label
-    # a blank text is flagged empty, never labelled (a hand-edited LABELS.csv may hold one)
-    is_human = answer.notna() & texts.map(lambda t: isinstance(t, str) and bool(t.strip()))
+    changed in place; ``names``: ``output_columns`` with ``human_columns``); returns the rows that carry one. Texts
+    match by ``match_key``; a blank text is flagged empty and never labelled."""
+    keyed = {match_key(t): lab for t, lab in human.items()}
+    keyed.pop("", None)
+    model = chunk[names["label"]]
+    answer = chunk[text_column].map(lambda t: keyed.get(match_key(t)))  # None where the analyst gave no label
+    is_human = answer.notna()
     chunk[names["label_source"]] = [("human" if h else ("model" if m else "")) for h, m in zip(is_human, model)]
     chunk[names["model_label"]] = model
     chunk[names["label"]] = answer.where(is_human, model)
@@ -93,9 +103,9 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     for row, (text, value, source) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist(), sources), 1):
         if source not in ("", "human"):
             continue  # the model's label in a file labelled before
-        text = "" if not isinstance(text, str) else text
+        text = match_key(text)  # two spellings of one review are one text (and one conflict when labelled apart)
         value = "" if value is None or value != value else str(value).strip()  # NaN: no label
-        if not text.strip() or not value:
+        if not text or not value:
             continue  # nothing to match, or no answer given
         label = resolve(value)
         if label is None:
