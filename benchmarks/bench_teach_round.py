@@ -36,6 +36,21 @@ def options() -> Parser:
     return ap
 
 
+def judged(cap: int, clf, seen: dict, incumbent, inc_name: str, inc_trained: dict, start_clf, start: StartData,
+           seed: int) -> dict:
+    """One round judged as teach mode judges it, with the start's rows sampled to ``cap`` (timed)."""
+    kept, serving.CV_START_ROWS = serving.CV_START_ROWS, cap
+    try:
+        t = time.perf_counter()
+        verdict = compare("n", clf, "tfidf", seen, {}, NAMES, incumbent=incumbent, incumbent_name=inc_name,
+                          incumbent_trained=inc_trained, incumbent_tfidf=True, start=start_clf, start_data=start,
+                          seed=seed)
+        return {"seconds": round(time.perf_counter() - t, 1), "served": verdict.served, "score": verdict.score,
+                "incumbent_score": verdict.incumbent_score}
+    finally:
+        serving.CV_START_ROWS = kept
+
+
 def main(argv: list[str] | None = None) -> dict:
     from koelectra_kit.io.labelled import read_labelled
 
@@ -61,17 +76,10 @@ def main(argv: list[str] | None = None) -> dict:
     cases = [("round 1 vs the start", round1, first, start_clf, "start", {}),
              ("round 2 vs round 1", round2, labels, round1, "n1", first)]
     report = {"start_rows": args.start_rows, "labels": len(labels), "cap": args.cap, "cases": []}
-    kept = serving.CV_START_ROWS
     for what, clf, seen, incumbent, inc_name, inc_trained in cases:
         got = {}
         for how, cap in (("all start rows", 10 ** 12), (f"{min(args.cap, args.start_rows):,} sampled", args.cap)):
-            serving.CV_START_ROWS = cap
-            t = time.perf_counter()
-            verdict = compare("n", clf, "tfidf", seen, {}, NAMES, incumbent=incumbent, incumbent_name=inc_name,
-                              incumbent_trained=inc_trained, incumbent_tfidf=True, start=start_clf,
-                              start_data=start, seed=args.seed)
-            got[how] = {"seconds": round(time.perf_counter() - t, 1), "served": verdict.served,
-                        "score": verdict.score, "incumbent_score": verdict.incumbent_score}
+            got[how] = judged(cap, clf, seen, incumbent, inc_name, inc_trained, start_clf, start, args.seed)
         on_dev = {"round": macro_f1(clf, dev_labels, NAMES), "serving": macro_f1(incumbent, dev_labels, NAMES)}
         (full, a), (sampled, b) = got.items()
         print(f"{what}: judged in {b['seconds']:.1f} s with {sampled} start rows vs {a['seconds']:.1f} s with "
@@ -80,7 +88,6 @@ def main(argv: list[str] | None = None) -> dict:
               f"{a['score']} vs {a['incumbent_score']}); on dev the round scores {on_dev['round']} and the serving "
               f"model {on_dev['serving']}")
         report["cases"].append({"case": what, **got, "dev": on_dev})
-    serving.CV_START_ROWS = kept
     return report
 
 

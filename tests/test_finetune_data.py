@@ -84,8 +84,10 @@ def test_the_apps_label_log_reads_as_its_latest_answers(tmp_path):
                                                          "완전 좋아요": "positive"}
     assert d.report["label_log"] == {"events": 7, "labels": 3, "skipped": 1}
     assert "the app's label log: 7 lines give 3 labels" in format_file_report(d.report)
-    with pytest.raises(InputError, match="line 2: label 'great'.*fix the file, or drop its rows"):
-        read_labelled(write(tmp_path / "bad.csv", "text,label,action\n좋아,great,answer\n"), L3)
+    bad = write(tmp_path / "bad.csv", "text,label,action\n좋아,great,answer\n")
+    with pytest.raises(InputError, match="line 2: label 'great'.*map them with label_map="):
+        read_labelled(bad, L3)
+    assert read_labelled(bad, L3, label_map={"great": "positive"}).y.tolist() == [2]  # label_map applies to a log
     with pytest.raises(InputError, match="holds no answer"):
         read_labelled(write(tmp_path / "skips.csv", "text,label,action\n좋아,,skip\n"), L3)
 

@@ -88,7 +88,7 @@ def test_a_labelled_table_last_row_wins_and_conflicts_are_counted(tmp_path, tiny
 def test_the_app_and_the_command_line_write_the_same_file(tmp_path, tiny_classifier, sample_dir, plain):
     from koelectra_kit.app.results import with_human_labels
     from koelectra_kit.label import output_columns
-    from koelectra_kit.label.human import human_columns
+    from koelectra_kit.label.human import human_columns, keyed_labels
 
     t = _texts(sample_dir, 5)
     table = _write(tmp_path / "LABELS.csv", ["text", "label"], [[x, "neutral"] for x in t])
@@ -99,7 +99,7 @@ def test_the_app_and_the_command_line_write_the_same_file(tmp_path, tiny_classif
     names = output_columns(["negative", "neutral", "positive"], columns) | human_columns(columns)
     app = tmp_path / "app.csv"
     plain.to_csv(tmp_path / "model.csv", index=False, encoding="utf-8-sig")
-    with_human_labels(tmp_path / "model.csv", app, "review", names, {x: "neutral" for x in t})
+    with_human_labels(tmp_path / "model.csv", app, "review", names, keyed_labels((x, "neutral") for x in t)[0])
     pd.testing.assert_frame_equal(_read(cli), _read(app))
 
 
@@ -146,7 +146,7 @@ def test_resume_refuses_changed_labels_and_continues_with_the_same(tmp_path, tin
     with pytest.raises(KeyboardInterrupt):
         label_file(None, src, out, "review", _after_chunk=stop, **opts)
     _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "neutral"], [t[35], "negative"]])
-    with pytest.raises(InputError, match="another human labels"):
+    with pytest.raises(InputError, match="other human labels"):
         label_file(None, src, out, "review", resume=True, **opts)
     _write(tmp_path / "h.csv", ["text", "label"], [[t[0], "positive"], [t[35], "negative"]])
     s = label_file(None, src, out, "review", resume=True, **opts)
@@ -165,7 +165,7 @@ def test_label_merge_refuses_shards_with_other_labels(tmp_path, tiny_classifier,
         table = _write(tmp_path / f"h{k}.csv", ["text", "label"], [[t[0], label]])
         label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/2",
                    human_labels=str(table))
-    with pytest.raises(InputError, match="another human labels"):
+    with pytest.raises(InputError, match="other human labels"):
         merge_shards(str(out))
 
 
@@ -272,3 +272,49 @@ def test_a_text_matches_across_unicode_forms_and_spacing(tmp_path, tiny_classifi
     out = tmp_path / "o.csv"
     s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, human_labels=str(table))
     assert _read(out)["label_source"].tolist() == ["human", "human", "model"] and s.human == 2
+
+
+def test_an_output_with_pred_columns_reads_back_by_its_own_label_column(tmp_path, tiny_classifier):
+    """An input with a label column of its own gets pred_label, pred_status, ... while label_source stays unprefixed
+    (each set of added columns is prefixed on its own): read back, the human rows' labels are pred_label's, never
+    the input's own label column; and such an output written without human labels is refused."""
+    src = _write(tmp_path / "in.csv", ["review", "label"], [["좋아요 최고", "old-a"], ["별로예요", "old-b"],
+                                                           ["그저 그래요", "old-c"]])
+    first = tmp_path / "first.csv"
+    label_file(None, src, first, "review", classifier=tiny_classifier, progress=False,
+               human_labels=str(_write(tmp_path / "h.csv", ["text", "label"], [["별로예요", "negative"]])))
+    assert {"pred_label", "pred_status", "label_source"} <= set(_read(first).columns)
+    again = tmp_path / "again.csv"
+    s = label_file(None, src, again, "review", classifier=tiny_classifier, progress=False, human_labels=str(first))
+    got = _read(again)
+    assert got["label_source"].tolist() == ["model", "human", "model"] and s.human == 1
+    assert got["pred_label"].tolist()[1] == "negative" and got["label"].tolist() == ["old-a", "old-b", "old-c"]
+    plain = tmp_path / "plain.csv"
+    label_file(None, src, plain, "review", classifier=tiny_classifier, progress=False)
+    with pytest.raises(InputError, match="is a file `label` wrote"):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False,
+                   human_labels=str(plain))
+
+
+def test_two_spellings_in_the_log_take_the_latest_answer(tmp_path, tiny_classifier):
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "좋아요 최고")
+    log = _write(tmp_path / "LABELS.csv", ["text", "label", "action", "answer_id"], [
+        ["좋아요 최고", "positive", "answer", "a1"], [nfd, "negative", "answer", "a2"],
+        ["좋아요 최고", "neutral", "answer", "a3"]])
+    src = _write(tmp_path / "in.csv", ["review"], [["좋아요 최고"], [nfd]])
+    out = tmp_path / "o.csv"
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, human_labels=str(log))
+    assert _read(out)["label"].tolist() == ["neutral", "neutral"] and s.human_conflicts == 1
+
+
+def test_texts_that_are_numbers_match_as_label_reads_them(tmp_path, tiny_classifier):
+    """A Parquet labels file whose text column holds integers (ids used as texts, codes): read as label reads a
+    cell, by its digits."""
+    pd.DataFrame({"text": [1234, 5678], "label": ["positive", "negative"]}).to_parquet(tmp_path / "h.parquet")
+    src = _write(tmp_path / "in.csv", ["review"], [["1234"], ["99"]])
+    out = tmp_path / "o.csv"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False,
+               human_labels=str(tmp_path / "h.parquet"))
+    assert _read(out)["label_source"].tolist() == ["human", "model"]

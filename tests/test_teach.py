@@ -526,6 +526,7 @@ def test_a_big_start_is_sampled_for_the_cross_validation_on_both_sides(monkeypat
     assert len(fitted) == serving.CV_FOLDS + 1  # the start's recipe on the sample alone: one fit serves every fold
     assert len({frozenset(f) for f in fitted}) == 1 and len(fitted[0]) <= 120 < len(set(start.texts))
     assert fitted[0] == {t for t in serving.cv_start(start, 3).texts if t not in labels}  # seeded: the same again
-    assert "refitted on 120 of the start's 300 rows" in sampled.reason and sampled.method == "cross-validation"
+    assert "both recipes refitted on 120 of the start's 300 rows" in sampled.reason
+    assert sampled.method == "cross-validation"
     assert sampled.start_score == serving.macro_f1(start_clf, labels, LABELS)  # the start as it is, every label
     assert sampled.served == (sampled.score >= sampled.incumbent_score)

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
 from ..io.tables import check_text_column
-from ..label.human import human_columns
+from ..label.human import human_columns, log_labels
 from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload
@@ -243,7 +243,7 @@ class JobStore:
             if job.human_version == log.version and job.master.exists():
                 return
             version = log.version
-            got = with_human_labels(job.model_csv, job.master, job.text_column, job.names, state.labels)
+            got = with_human_labels(job.model_csv, job.master, job.text_column, job.names, log_labels(state)[0])
             for old in job.upload.folder.glob("labelled.same*"):
                 old.unlink(missing_ok=True)  # made from the previous labels: made again on request
             job.human, job.human_version = got["human"], version

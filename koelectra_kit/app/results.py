@@ -34,7 +34,7 @@ def read_master(master: Path, chunksize: int | None = None, usecols=None):
 
 def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict, human: dict) -> dict:
     """Write ``dst`` (the job's labelled CSV) from the model's ``model_csv`` with the analyst's labels
-    (``human``: text -> label) over the model's; returns {"per_label": counts of the final labels, "human": rows
+    (``human``: ``label.human.match_key`` of a text -> label, ``log_labels``) over the model's; returns {"per_label": counts of the final labels, "human": rows
     that carry the analyst's label}. ``names``: ``label.output_columns`` with ``human_columns`` of the input's
     columns. Streamed, written beside and renamed."""
     from collections import Counter

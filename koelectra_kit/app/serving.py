@@ -221,7 +221,8 @@ def compare(name: str, clf, recipe: str, labels: dict, held: dict, names: list[s
         if got is not None:
             score, inc = got
             start_score = inc if refit is None else (macro_f1(start, labels, names) if start else None)
-            note = f", refitted on {len(rows.texts):,} of the start's {len(start_data.texts):,} rows" if sampled else ""
+            note = (f", both recipes refitted on {len(rows.texts):,} of the start's {len(start_data.texts):,} rows"
+                    if sampled else "")
             return judge(name, score, incumbent_name, inc, start_score, "cross-validation", len(labels), note)
     fair = held if dev else {t: lab for t, lab in held.items() if t not in incumbent_trained}
     inc = macro_f1(incumbent, fair, names)

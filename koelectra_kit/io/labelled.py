@@ -199,7 +199,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         import pandas as pd
 
         events = len(df)
-        got = table_labels(df, str(path), labels, "fix the file, or drop its rows")
+        got = table_labels(df, str(path), labels, "fix the file, or map them with label_map=", label_map)
         if not got.labels:
             raise InputError(f"{path}: the app's label log holds no answer ({events} lines: skips, undone answers)")
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)

@@ -62,13 +62,15 @@ def is_label_log(columns) -> bool:
     return {"text", "label", "action"} <= names
 
 
-def table_labels(df, name: str, labels: list[str], fix: str = "fix the file") -> Effective:
+def table_labels(df, name: str, labels: list[str], fix: str = "fix the file",
+                 label_map: dict | None = None) -> Effective:
     """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in);
-    ``fix``: what a label outside ``labels`` is told to do."""
-    return effective(parse(df.to_csv(index=False).encode("utf-8"), name, labels, fix))
+    ``fix``: what a label outside ``labels`` is told to do; ``label_map``: file value -> label, as a training file's."""
+    return effective(parse(df.to_csv(index=False).encode("utf-8"), name, labels, fix, label_map))
 
 
-def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX) -> list[Event]:
+def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
+          label_map: dict | None = None) -> list[Event]:
     """The events of a LABELS.csv's bytes; ``LabelFileProblem`` (one line) for anything the app can't use."""
     try:
         text = data.decode("utf-8-sig")
@@ -87,7 +89,7 @@ def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX) -> list
     # where the model has one label of that meaning); the event keeps the model's own name
     from .labelled import label_resolver
 
-    resolve = label_resolver(labels)
+    resolve = label_resolver(labels, label_map)
     events, bad = [], []
     for n, fields in enumerate(rows[1:], start=2):
         if not any(f.strip() for f in fields):

@@ -112,11 +112,15 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
         raise InputError(f"batch_size={batch_size} must be at least 1")
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)
-    cache = PredictionCache(max_rows=0) if dedupe else None
-    out, names = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
-    if human_labels is not None:
-        from .human import apply_human_labels, human_columns, read_human_labels
+    human = None
+    if human_labels is not None:  # read (and checked) before the model runs
+        from .human import read_human_labels
 
         human = read_human_labels(human_labels, list(clf.labels))
+    cache = PredictionCache(max_rows=0) if dedupe else None
+    out, names = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
+    if human is not None:
+        from .human import apply_human_labels, human_columns
+
         apply_human_labels(out, names | human_columns(list(df.columns)), text_column, human.labels)
     return out

@@ -24,7 +24,7 @@ from .chunk import prefixed
 
 @dataclass
 class HumanLabels:
-    labels: dict  # text -> label
+    labels: dict  # match_key(text) -> label
     path: str
     conflicts: int = 0  # texts the table labels differently on different rows (the last row's label is used)
 
@@ -45,18 +45,44 @@ def human_columns(existing: list[str]) -> dict[str, str]:
 def match_key(text) -> str:
     """What two texts must share to be the same review here: the text in NFC with its spacing collapsed. A file
     saved on a Mac can hold decomposed Hangul (NFD), which looks the same and compares unequal; a spreadsheet adds or
-    drops spaces. Nothing else is folded ("ㅋㅋㅋ" and "ㅋㅋ" stay two texts). A blank text has the key ""."""
-    return " ".join(unicodedata.normalize("NFC", text).split()) if isinstance(text, str) else ""
+    drops spaces. Nothing else is folded ("ㅋㅋㅋ" and "ㅋㅋ" stay two texts). A cell that is not a string is read as
+    ``label`` reads it (a number as its digits); a blank or missing one has the key ""."""
+    if text is None or (isinstance(text, float) and text != text):
+        return ""
+    return " ".join(unicodedata.normalize("NFC", str(text)).split())
+
+
+def keyed_labels(events) -> tuple[dict, int]:
+    """(match_key -> label, texts answered differently under one key) from answers in the order they were given:
+    ``(text, label)`` pairs, a label of None retracting the key's (a skip that came later). The latest wins."""
+    found, conflicts = {}, set()
+    for text, label in events:
+        key = match_key(text)
+        if not key:
+            continue
+        if label is None:
+            found.pop(key, None)
+            continue
+        if found.get(key, label) != label:
+            conflicts.add(key)
+        found[key] = label
+    return found, len(conflicts)
+
+
+def log_labels(state) -> tuple[dict, int]:
+    """``keyed_labels`` of a LABELS.csv's effective state (``io.labellog.Effective``): its live answers and skips
+    in file order, so the latest of two spellings of a review wins as the latest answer to one does."""
+    return keyed_labels((e.text, e.label if e.action == "answer" else None) for e in state.events)
 
 
 def apply_human_labels(chunk, names: dict, text_column: str, human: dict) -> int:
-    """Put the analyst's labels (``human``: text -> label) over the model's in ``chunk`` (a labelled DataFrame,
-    changed in place; ``names``: ``output_columns`` with ``human_columns``); returns the rows that carry one. Texts
-    match by ``match_key``; a blank text is flagged empty and never labelled."""
-    keyed = {match_key(t): lab for t, lab in human.items()}
-    keyed.pop("", None)
+    """Put the analyst's labels (``human``: match_key -> label, ``keyed_labels``) over the model's in ``chunk`` (a
+    labelled DataFrame, changed in place; ``names``: ``output_columns`` with ``human_columns``); returns the rows
+    that carry one. A blank text is flagged empty and never labelled."""
     model = chunk[names["label"]]
-    answer = chunk[text_column].map(lambda t: keyed.get(match_key(t)))  # None where the analyst gave no label
+    keys = chunk[text_column].map(match_key)
+    # map(human.get), not map(human): pandas turns a dict into an index first, 10x the lookups' time for 100k labels
+    answer = keys.map(human.get).where(keys != "")  # None where the analyst gave no label; a blank text never has one
     is_human = answer.notna()
     chunk[names["label_source"]] = [("human" if h else ("model" if m else "")) for h, m in zip(is_human, model)]
     chunk[names["model_label"]] = model
@@ -86,39 +112,46 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     df = _read(src, name)
     columns = [str(c) for c in df.columns]
     if is_label_log(columns):  # the app's log: undo and skip mean what they mean there (also saved from Excel)
-        return HumanLabels(table_labels(df, name, labels).labels, str(src))
+        found, conflicts = log_labels(table_labels(df, name, labels))
+        return HumanLabels(found, str(src), conflicts)
     text_col = pick_column(df.columns, None, TEXT_COLUMNS)
-    label_col = pick_column(df.columns, None, LABEL_COLUMNS)
+    label_col, sources = pick_column(df.columns, None, LABEL_COLUMNS), [""] * len(df)
+    written = _written_by_label(columns)
+    if written is not None:  # `label`'s output: its model's labels are not the analyst's
+        label_col, source_col = written
+        if source_col is None:
+            raise InputError(f"{name} is a file `label` wrote (it has confidence and status columns): its labels "
+                             "are a model's, not yours; give the file you labelled")
+        sources = df[source_col].tolist()  # labelled with human labels before: its human rows only
     if text_col is None or label_col is None:
         raise InputError(f"{name}: needs a text column ({', '.join(TEXT_COLUMNS[:4])}, ...) and a label column "
                          f"({', '.join(LABEL_COLUMNS[:3])}, ...); its columns: {', '.join(columns)}")
-    sources = [""] * len(df)
-    if "label_source" in columns:  # a file labelled with human labels before (label, the app): its human rows only
-        sources = df["label_source"].tolist()
-    elif {"confidence", "status"} <= set(columns):  # `label`'s own output: every label in it is the model's
-        raise InputError(f"{name} is a file `label` wrote (it has confidence and status columns): its labels are a "
-                         "model's, not yours; give the file you labelled")
-    resolve = label_resolver(labels)
-    found, bad, conflicts = {}, [], set()
+    resolve, answers, bad = label_resolver(labels), [], []
     for row, (text, value, source) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist(), sources), 1):
-        if source not in ("", "human"):
-            continue  # the model's label in a file labelled before
-        text = match_key(text)  # two spellings of one review are one text (and one conflict when labelled apart)
         value = "" if value is None or value != value else str(value).strip()  # NaN: no label
-        if not text or not value:
-            continue  # nothing to match, or no answer given
+        if source not in ("", "human") or not value:
+            continue  # the model's label in a file labelled before, or no answer given
         label = resolve(value)
         if label is None:
             bad.append(f"row {row}: {value!r}")
-            continue
-        if found.get(text, label) != label:
-            conflicts.add(text)
-        found[text] = label
+        answers.append((text, label))
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         raise InputError(f"{name}: {'; '.join(bad[:3])}{more}: not one of the model's labels {', '.join(labels)} "
                          "(or 긍정/부정/중립, pos/neg/neu)")
-    return HumanLabels(found, str(src), len(conflicts))
+    found, conflicts = keyed_labels(answers)
+    return HumanLabels(found, str(src), conflicts)
+
+
+def _written_by_label(columns: list[str]) -> tuple[str, str | None] | None:
+    """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are an output
+    of ``label`` (its confidence and status columns, ``pred_`` before them where the input had such names), else
+    None. The two column sets are prefixed each on its own (``human_columns``), so either may carry ``pred_``."""
+    for prefix in ("", "pred_"):
+        if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= set(columns):
+            source = next((c for c in ("pred_label_source", "label_source") if c in columns), None)
+            return f"{prefix}label", source
+    return None
 
 
 def _read(src: Path, name: str):
@@ -136,6 +169,6 @@ def _read(src: Path, name: str):
             xlsx_to_csv(src, Path(tmp) / "sheet.csv", name)
             return read_table(Path(tmp) / "sheet.csv", encoding="utf-8")
     except InputError as e:
-        if "encoding" in str(e):  # the reader's hint names the input's encoding= option, not this file's
+        if "not UTF-8 or cp949" in str(e):  # the reader's hint names the input's encoding= option, not this one
             raise InputError(f"{name}: not UTF-8 or cp949 text; save it as 'CSV UTF-8'") from None
         raise InputError(str(e) if str(e).startswith(name) else f"human_labels {e}") from None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .chunk import check_trained_head, label_chunk, load_classifier
 from .dedupe import CACHE_ROWS, PredictionCache
-from .human import apply_human_labels, human_columns, read_human_labels
+from .human import apply_human_labels, check_labels_file, human_columns, read_human_labels
 
 
 class RayLabeller:
@@ -61,6 +61,8 @@ def label_dataset(ds, model: str, text_column: str = "review", *, concurrency: i
 
     if concurrency < 1 or batch_rows < 1:
         raise ConfigError(f"concurrency={concurrency} and batch_rows={batch_rows} must be at least 1")
+    if options.get("human_labels"):  # here, before any actor starts (each reads it against the model's labels)
+        check_labels_file(options["human_labels"])
     resources = {"num_gpus": num_gpus} if num_gpus else {}
     if num_cpus is not None:
         resources["num_cpus"] = num_cpus

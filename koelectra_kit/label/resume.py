@@ -57,6 +57,10 @@ class LabelState:
             raise InputError(f"can't resume {partial}: it was written by another version of koelectra-kit; "
                              "drop --resume (and pass --overwrite) to start over")
         for key in IDENTITY:
+            if saved.get(key) != getattr(self, key) and key == "human_labels":
+                raise InputError(f"can't resume {partial}: it was labelled with other human labels (the labels file "
+                                 "changed since, or another was given); drop --resume (and pass --overwrite) to "
+                                 "start over")
             if saved.get(key) != getattr(self, key):
                 what = key.replace("_", " ")
                 raise InputError(f"can't resume {partial}: it was made with another {what} "

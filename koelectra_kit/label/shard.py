@@ -40,8 +40,7 @@ JOB_IDENTITY = {"input_content": "input", "rows": "row count", "text_column": "t
                 "human_labels": "human labels"}
 
 
-_SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model",
-          "human_labels": "human_labels_file"}
+_SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model"}
 
 
 def job_path(shard: Path) -> Path:
@@ -76,6 +75,11 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
             first = (path, job)
             continue
         for key, what in JOB_IDENTITY.items():
+            if job.get(key) != first[1].get(key) and key == "human_labels":
+                raise InputError(f"can't merge {output}: {path.name} was labelled with other human labels than "
+                                 f"{first[0].name} ({job.get('human_labels_file')} vs "
+                                 f"{first[1].get('human_labels_file')}: the labels changed between the shard runs, or "
+                                 "another file was given); rerun it with the others' command and --overwrite")
             if job.get(key) != first[1].get(key):
                 shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
                 raise InputError(f"can't merge {output}: {path.name} was labelled with another {what} than "
