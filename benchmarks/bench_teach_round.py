@@ -45,7 +45,7 @@ def judged(cap: int, clf, seen: dict, incumbent, inc_name: str, inc_trained: dic
         verdict = compare("n", clf, "tfidf", seen, {}, NAMES, incumbent=incumbent, incumbent_name=inc_name,
                           incumbent_trained=inc_trained, incumbent_tfidf=True, start=start_clf, start_data=start,
                           seed=seed)
-        return {"seconds": round(time.perf_counter() - t, 1), "served": verdict.served, "score": verdict.score,
+        return {"seconds": time.perf_counter() - t, "served": verdict.served, "score": verdict.score,
                 "incumbent_score": verdict.incumbent_score}
     finally:
         serving.CV_START_ROWS = kept

@@ -261,17 +261,24 @@ def test_a_labelled_output_gives_its_human_rows_and_a_models_output_is_refused(t
                    classifier=tiny_classifier, progress=False, human_labels=str(tmp_path / "model.csv"))
 
 
-def test_a_text_matches_across_unicode_forms_and_spacing(tmp_path, tiny_classifier):
-    """A labels file saved on a Mac holds decomposed Hangul (NFD) and a spreadsheet pads spaces: the same review."""
+def test_a_text_matches_as_teach_mode_and_suggest_tell_reviews_apart(tmp_path, tiny_classifier):
+    """A labels file saved on a Mac holds decomposed Hangul (NFD), a spreadsheet pads spaces, a reviewer types
+    ㅋㅋㅋㅋ for ㅋㅋ: the same review, as suggest (and teach mode's queue) count it: labelled once, never asked
+    again, so the label reaches every such row."""
     import unicodedata
 
-    src = _write(tmp_path / "in.csv", ["review"], [["배송 빨라요  최고"], ["배송 빨라요 최고 "], ["배송이 빨라요"]])
-    nfd = unicodedata.normalize("NFD", " 배송 빨라요 최고")
-    assert nfd.strip() != "배송 빨라요 최고"  # not equal as strings
+    from koelectra_kit.suggest import text_key
+
+    rows = ["배송 빨라요  최고ㅋㅋ", "배송 빨라요 최고ㅋㅋㅋㅋ ", "배송이 빨라요"]
+    src = _write(tmp_path / "in.csv", ["review"], [[r] for r in rows])
+    nfd = unicodedata.normalize("NFD", " 배송 빨라요 최고ㅋㅋㅋ")
+    assert nfd.strip() != rows[0]  # not equal as strings
     table = _write(tmp_path / "h.csv", ["text", "label"], [[nfd, "neutral"]])
     out = tmp_path / "o.csv"
     s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, human_labels=str(table))
-    assert _read(out)["label_source"].tolist() == ["human", "human", "model"] and s.human == 2
+    got = _read(out)["label_source"].tolist()
+    assert got == ["human", "human", "model"] and s.human == 2
+    assert got == ["human" if text_key(r) == text_key(nfd) else "model" for r in rows]  # suggest's "labelled"
 
 
 def test_an_output_with_pred_columns_reads_back_by_its_own_label_column(tmp_path, tiny_classifier):

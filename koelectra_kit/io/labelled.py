@@ -205,10 +205,11 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)
         log = {"events": events, "labels": len(got.labels), "skipped": len(got.skipped)}
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
-    if kind == "label" and str(source_col) == "label" and {"confidence", "status"} <= {str(c) for c in df.columns}:
+    written = written_by_label(df.columns)
+    if kind == "label" and written is not None and str(source_col) == written[0]:
         import warnings
 
-        human = "; its label_source column says which rows are the analyst's" if "label_source" in df.columns else ""
+        human = f"; its {written[1]} column says which rows are the analyst's" if written[1] else ""
         warnings.warn(f"{path} is a file `koelectra-kit label` wrote: its label column is a model's predictions"
                       f"{human} (training on them teaches that model's guesses back)", stacklevel=2)
     for src, dst in (label_map or {}).items():
@@ -248,6 +249,18 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     if id_col is not None:
         report["id_column"] = str(id_col)
     return Labelled([texts[i] for i in np.flatnonzero(keep)], y, rows[keep], report, ids)
+
+
+def written_by_label(columns) -> tuple[str, str | None] | None:
+    """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are those of a
+    file ``koelectra-kit label`` wrote (its label, confidence and status columns, ``pred_`` before them where the
+    input had such names), else None. Its human-label columns are prefixed on their own (``label.human``), so
+    either set may carry ``pred_``."""
+    columns = {str(c) for c in columns}
+    for prefix in ("", "pred_"):
+        if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= columns:
+            return f"{prefix}label", next((c for c in ("pred_label_source", "label_source") if c in columns), None)
+    return None
 
 
 def class_counts(y, labels) -> dict:

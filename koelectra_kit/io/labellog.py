@@ -66,7 +66,8 @@ def table_labels(df, name: str, labels: list[str], fix: str = "fix the file",
                  label_map: dict | None = None) -> Effective:
     """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in);
     ``fix``: what a label outside ``labels`` is told to do; ``label_map``: file value -> label, as a training file's."""
-    return effective(parse(df.to_csv(index=False).encode("utf-8"), name, labels, fix, label_map))
+    header = [str(c) for c in df.columns]
+    return effective(events_of([header, *df.fillna("").astype(str).values.tolist()], name, labels, fix, label_map))
 
 
 def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
@@ -76,7 +77,12 @@ def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise LabelFileProblem(f"{name} is not UTF-8 (saved as cp949 by Excel?): save it as 'CSV UTF-8'") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    return events_of(list(csv.reader(io.StringIO(text, newline=""))), name, labels, fix, label_map)
+
+
+def events_of(rows: list[list[str]], name: str, labels: list[str], fix: str = APP_FIX,
+              label_map: dict | None = None) -> list[Event]:
+    """The events of a LABELS.csv's rows (the header first), read as ``parse`` reads its bytes."""
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]

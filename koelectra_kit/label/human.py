@@ -8,17 +8,17 @@ retracts, ``io/labellog.py``) or a labelled table (CSV, TSV, JSONL, Parquet as `
 workbook's first sheet; a text column such as ``text``/``review``/``document`` and a label column such as
 ``label``/``sentiment``): there, a row with an empty label is no answer, and a text labelled twice takes its last
 row's label (the count is reported). A file labelled with human labels before gives its ``human`` rows only; a file
-``label`` wrote without them is refused (its labels are the model's). A row matches a labelled text when both are
-the same in NFC with their spacing collapsed (``match_key``).
+``label`` wrote without them is refused (its labels are the model's). A row matches a labelled text when both
+normalize to the same text (``match_key``: the key teach mode and ``suggest`` already tell reviews apart by).
 """
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..tokenizer.normalize import normalize
 from .chunk import prefixed
 
 
@@ -43,13 +43,15 @@ def human_columns(existing: list[str]) -> dict[str, str]:
 
 
 def match_key(text) -> str:
-    """What two texts must share to be the same review here: the text in NFC with its spacing collapsed. A file
-    saved on a Mac can hold decomposed Hangul (NFD), which looks the same and compares unequal; a spreadsheet adds or
-    drops spaces. Nothing else is folded ("ㅋㅋㅋ" and "ㅋㅋ" stay two texts). A cell that is not a string is read as
-    ``label`` reads it (a number as its digits); a blank or missing one has the key ""."""
+    """What makes two rows the same review: the text after the toolkit's own normalization, whatever the model's
+    tokenizer (``tokenizer.normalize`` with its defaults: NFC, so a Mac's decomposed Hangul is the same text;
+    zero-width characters out; ㅋㅋㅋㅋ -> ㅋㅋ; spacing collapsed). Teach mode asks each such text once and
+    ``suggest`` skips a labelled one by this key (``suggest.text_key`` is this), so an answer reaches every row the
+    app counted as answered. A cell that is not a string is read as ``label`` reads it (a number as its digits); a
+    blank or missing one has the key ""."""
     if text is None or (isinstance(text, float) and text != text):
         return ""
-    return " ".join(unicodedata.normalize("NFC", str(text)).split())
+    return normalize(str(text))
 
 
 def keyed_labels(events) -> tuple[dict, int]:
@@ -104,7 +106,7 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     """The effective labels of ``path`` for a model whose labels are ``labels``; one ``InputError`` line for a file
     that can't be used (missing, no text or label column, a label outside the set)."""
     from ..io.labellog import is_label_log, table_labels
-    from ..io.labelled import LABEL_COLUMNS, label_resolver
+    from ..io.labelled import LABEL_COLUMNS, label_resolver, written_by_label
     from ..io.tables import TEXT_COLUMNS, pick_column
 
     src = check_labels_file(path)
@@ -116,7 +118,7 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
         return HumanLabels(found, str(src), conflicts)
     text_col = pick_column(df.columns, None, TEXT_COLUMNS)
     label_col, sources = pick_column(df.columns, None, LABEL_COLUMNS), [""] * len(df)
-    written = _written_by_label(columns)
+    written = written_by_label(columns)
     if written is not None:  # `label`'s output: its model's labels are not the analyst's
         label_col, source_col = written
         if source_col is None:
@@ -141,17 +143,6 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
                          "(or 긍정/부정/중립, pos/neg/neu)")
     found, conflicts = keyed_labels(answers)
     return HumanLabels(found, str(src), conflicts)
-
-
-def _written_by_label(columns: list[str]) -> tuple[str, str | None] | None:
-    """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are an output
-    of ``label`` (its confidence and status columns, ``pred_`` before them where the input had such names), else
-    None. The two column sets are prefixed each on its own (``human_columns``), so either may carry ``pred_``."""
-    for prefix in ("", "pred_"):
-        if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= set(columns):
-            source = next((c for c in ("pred_label_source", "label_source") if c in columns), None)
-            return f"{prefix}label", source
-    return None
 
 
 def _read(src: Path, name: str):

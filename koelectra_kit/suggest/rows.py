@@ -36,7 +36,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import ConfigError
-from ..tokenizer.normalize import normalize
+from ..label.human import match_key
 
 STRATEGIES = ("margin", "entropy", "random")
 SHINGLE = 3  # characters per shingle in the near-duplicate test
@@ -63,11 +63,9 @@ def entropies(probs: np.ndarray) -> np.ndarray:
 # -- duplicates ---------------------------------------------------------------------------------------------------
 
 
-def text_key(text) -> str:
-    """What makes two rows the same text: the tokenizer-independent normalization ("" for a missing text)."""
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return ""
-    return normalize(str(text))
+# What makes two rows the same text: the tokenizer-independent normalization ("" for a missing text); the same key
+# puts the analyst's labels over the model's in labelled files (label/human.py)
+text_key = match_key
 
 
 def shingles(key: str) -> frozenset:
