@@ -231,6 +231,29 @@ def test_cli_with_an_encoder_and_a_labelled_file(capsys, tmp_path, tiny_classifi
     assert f"only {len(pool_texts) - 20} distinct unlabelled texts left" in stdout
 
 
+def test_cli_labelled_app_log_is_read_for_its_meaning_an_undone_answer_is_asked_again(capsys, tmp_path, tfidf_dir,
+                                                                                      pool_texts):
+    from koelectra_kit.io.labellog import COLUMNS
+
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = tmp_path / "LABELS.csv"
+    events = [[pool_texts[0], "positive", "answer", "1", "teach", "a1", "", ""],
+              [pool_texts[1], "negative", "answer", "2", "teach", "a2", "", ""],
+              ["", "", "undo", "", "teach", "u1", "a2", ""],  # the analyst took back the answer to text 1
+              [pool_texts[2], "", "skip", "3", "teach", "s1", "", ""],
+              [pool_texts[3], "neutral", "answer", "4", "teach", "a3", "", ""],
+              [pool_texts[3], "positive", "answer", "4", "teach", "a4", "", ""]]  # changed, still answered
+    pd.DataFrame(events, columns=COLUMNS).to_csv(log, index=False)
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={log.parent / 'pool.csv'}",
+                              f"out={out}", "n=100", f"labelled={log}", "dedupe_threshold=1.0")
+    assert rc == 0, err
+    picked = set(pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False).review)
+    assert pool_texts[1] in picked  # undone: no answer any more, so it is asked again
+    assert not picked & {pool_texts[0], pool_texts[2], pool_texts[3]}  # answered, skipped, answered twice
+    assert "already labelled 3" in stdout
+
+
 def test_cli_malformed_and_empty_rows_are_never_suggested_and_rows_count_them(capsys, tmp_path, tfidf_dir):
     pool = tmp_path / "pool.csv"
     pool.write_text('id,review\n1,배송 빠르고 좋아요\n2,"닫히지 않은 따옴표\n3,\n4,별로에요 다신 안삼\n', encoding="utf-8")

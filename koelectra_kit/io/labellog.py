@@ -80,9 +80,10 @@ def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
     return events_of(list(csv.reader(io.StringIO(text, newline=""))), name, labels, fix, label_map)
 
 
-def events_of(rows: list[list[str]], name: str, labels: list[str], fix: str = APP_FIX,
+def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: str = APP_FIX,
               label_map: dict | None = None) -> list[Event]:
-    """The events of a LABELS.csv's rows (the header first), read as ``parse`` reads its bytes."""
+    """The events of a LABELS.csv's rows (the header first), read as ``parse`` reads its bytes. ``labels`` None:
+    labels are kept as written, unchecked (for which texts are answered, not what they were answered)."""
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
@@ -95,7 +96,7 @@ def events_of(rows: list[list[str]], name: str, labels: list[str], fix: str = AP
     # where the model has one label of that meaning); the event keeps the model's own name
     from .labelled import label_resolver
 
-    resolve = label_resolver(labels, label_map)
+    resolve = label_resolver(labels, label_map) if labels is not None else (lambda value: value or None)
     events, bad = [], []
     for n, fields in enumerate(rows[1:], start=2):
         if not any(f.strip() for f in fields):

@@ -31,7 +31,8 @@ class SuggestConfig:
     n: int = 100  # rows to suggest (fewer when the pool runs out of distinct, unlabelled texts)
     strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
-    # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped
+    # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (for
+    # the app's LABELS.csv: a text whose latest answer or skip stands; an undone answer is asked again)
     labelled: list[str] = field(default_factory=list)
     labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
     # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
@@ -109,8 +110,7 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
         exclude = []
         for path in cfg.labelled:
             with _opened(path, None, None) as again:
-                exclude += read_texts(again, cfg.labelled_text_column, path, "labelled_text_column",
-                                      prefer=column)[2]
+                exclude += labelled_texts(again, cfg.labelled_text_column, path, prefer=column)
         if classifier is None:
             from ..classify.classifier import Classifier
 
@@ -207,6 +207,29 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
         getattr(records, "close", lambda: None)()
     check_text_column(texts, column, columns, path)
     return columns, column, texts, malformed
+
+
+def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = None) -> list:
+    """The texts a ``labelled`` table has labelled: every row's text, or for the app's LABELS.csv (its ``text``,
+    ``label`` and ``action`` columns) the texts whose latest answer or skip no undo retracts, as teach mode's queue
+    counts them: an undone answer is asked again."""
+    from ..io.labellog import effective, events_of, is_label_log
+
+    columns, records = reopen()
+    try:
+        log = is_label_log(columns) and given in (None, "text")
+        rows = ([[str(c) for c in columns], *([_cell(f) for f in rec.fields] for rec in records if not rec.error)]
+                if log else None)
+    finally:
+        getattr(records, "close", lambda: None)()
+    if rows is None:
+        return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer)[2]
+    state = effective(events_of(rows, path, None, fix="fix the file"))
+    return [*state.labels, *state.skipped]
+
+
+def _cell(value) -> str:
+    return "" if value is None or value != value else str(value)  # None and NaN (parquet, JSONL): an empty cell
 
 
 def _picked_rows(reopen, indices: np.ndarray) -> dict[int, list]:
