@@ -115,6 +115,40 @@ def test_resume_refuses_another_input(tmp_path, tiny_classifier, sample_dir):
         label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True)
 
 
+def test_resume_refuses_another_output_encoding(tmp_path, tiny_classifier):
+    """The bytes already written are in the first run's encoding: a resume in another would leave a file that no
+    encoding reads whole (cp949 rows, then UTF-8 ones)."""
+    from koelectra_kit.errors import InputError
+
+    src = tmp_path / "in.csv"
+    src.write_text("review\n" + "\n".join(f"리뷰 {i} 정말 좋아요" for i in range(30)) + "\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=10,
+                   output_encoding="cp949", _after_chunk=lambda n: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(InputError, match="another output encoding"):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True)
+    label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True,
+               output_encoding="cp949")
+    assert len(pd.read_csv(tmp_path / "o.csv", encoding="cp949", dtype=str)) == 30  # one encoding, every row
+
+
+def test_a_labelled_file_labelled_again_keeps_the_first_models_columns(tmp_path, tiny_classifier):
+    """Comparing two models the usual way, by labelling the first's output with the second: the second's columns
+    are pred_*, then pred2_* when those are taken; no column of the input is ever written over."""
+    src = tmp_path / "in.csv"
+    pd.DataFrame({"review": ["정말 재밌어요", "최악이에요 돈 아까움", "그냥 그래요"],
+                  "label": ["positive", "negative", "neutral"]}).to_csv(src, index=False)
+    once, twice, thrice = tmp_path / "1.csv", tmp_path / "2.csv", tmp_path / "3.csv"
+    label_file(None, src, once, "review", classifier=tiny_classifier, progress=False)
+    label_file(None, once, twice, "review", classifier=tiny_classifier, progress=False)
+    label_file(None, twice, thrice, "review", classifier=tiny_classifier, progress=False)
+    first, got = _read(once), _read(thrice)
+    pd.testing.assert_frame_equal(got[list(first.columns)], first)  # the first run's columns, untouched
+    assert list(got.columns) == list(first.columns) + ["pred2_" + c for c in OUT_COLS] + ["pred3_" + c
+                                                                                          for c in OUT_COLS]
+    assert got["pred3_label"].tolist() == got["pred_label"].tolist()  # the same model labels alike
+
+
 def test_failure_leaves_no_output(tmp_path, tiny_classifier, sample_dir, monkeypatch):
     import koelectra_kit.label.run as L
 

@@ -23,8 +23,9 @@ examples:
 Output: the input's columns unchanged and in order, then label, confidence, prob_<label> per class and status
 (ok | empty | truncated | error: malformed line N ...): exactly the input's rows in the input's order. When the
 input already has a column of one of those names, the added columns are called pred_label, pred_status, ...
+(pred2_label, ... when those are taken too: a labelled file labelled again keeps the first model's columns).
 Written to OUTPUT.partial and renamed when complete; after a crash or Ctrl-C, --resume continues from the last
-finished chunk (refused when the input, column or model differ). An existing OUTPUT needs --overwrite.
+finished chunk (refused when the input, column, model, labels file or output encoding differ). An existing OUTPUT needs --overwrite.
 A text seen before (same text after normalization) reuses its prediction: same output, less work (--no-dedupe
 analyses every row). --shard K/N labels rows [(K-1)R/N, KR/N) of the R rows, so N commands cover the file once."""
 

@@ -251,16 +251,35 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     return Labelled([texts[i] for i in np.flatnonzero(keep)], y, rows[keep], report, ids)
 
 
+def label_prefixes():
+    """"", "pred_", "pred2_", "pred3_", ...: the prefixes of the column sets ``koelectra-kit label`` adds, in the
+    order it takes them (the first whose names the input does not have: ``label.chunk.prefixed``)."""
+    yield ""
+    yield "pred_"
+    k = 2
+    while True:
+        yield f"pred{k}_"
+        k += 1
+
+
 def written_by_label(columns) -> tuple[str, str | None] | None:
     """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are those of a
     file ``koelectra-kit label`` wrote (its label, confidence and status columns, ``pred_`` before them where the
-    input had such names), else None. Its human-label columns are prefixed on their own (``label.human``), so
-    either set may carry ``pred_``."""
-    columns = {str(c) for c in columns}
-    for prefix in ("", "pred_"):
-        if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= columns:
-            return f"{prefix}label", next((c for c in ("pred_label_source", "label_source") if c in columns), None)
-    return None
+    input had such names, ``pred2_`` ... for a file labelled again), else None. The newest set is the one with the
+    latest prefix. Its human-label columns are prefixed on their own (``label.human``) and come right after its
+    status column: a ``label_source`` elsewhere belongs to an earlier run."""
+    columns = [str(c) for c in columns]
+    names, newest = set(columns), None
+    for k, prefix in enumerate(label_prefixes()):
+        if k > 1 and not any(c.startswith(prefix) for c in names):
+            break
+        if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= names:
+            newest = prefix
+    if newest is None:
+        return None
+    after = columns.index(f"{newest}status") + 1
+    source = columns[after] if after < len(columns) and columns[after].endswith("label_source") else None
+    return f"{newest}label", source
 
 
 def class_counts(y, labels) -> dict:

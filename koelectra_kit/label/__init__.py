@@ -4,7 +4,7 @@
 
 Output = every input column unchanged and in order, then ``label``, ``confidence``, ``prob_<label>`` per class
 and ``status`` (ok | empty | truncated | error: ...); the added columns are named ``pred_*`` when the input
-already has one of those names. Exactly the input's rows, in the input's order:
+already has one of those names (``pred2_*``, ... when it has those too). Exactly the input's rows, in the input's order:
 - empty/NaN text -> status ``empty`` (no label), never dropped;
 - a malformed line (an unbalanced quote, a wrong number of fields, a line that is not JSON) -> its own row,
   the line's text kept whole in the text column (its fields can't be trusted), status

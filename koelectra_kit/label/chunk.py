@@ -8,6 +8,7 @@ import numpy as np
 
 from ..classify.classifier import placeholder_labels
 from ..errors import InputError
+from ..io.labelled import label_prefixes
 from ..io.tables import column_hint
 from .dedupe import PredictionCache, predict_once
 
@@ -22,9 +23,11 @@ def output_columns(labels: list[str], existing: list[str]) -> dict[str, str]:
 
 
 def prefixed(names: list[str], existing: list[str]) -> dict[str, str]:
-    """``names`` as the columns an output adds: all prefixed with ``pred_`` when the input has one of them already
-    (all or none, so they read as one set)."""
-    prefix = "pred_" if any(n in existing for n in names) else ""
+    """``names`` as the columns an output adds: all prefixed with ``pred_`` when the input has one of them already,
+    ``pred2_``, ``pred3_``, ... when that is taken too (a file labelled again by another model keeps the first
+    model's columns); all or none, so they read as one set."""
+    taken = set(map(str, existing))
+    prefix = next(p for p in label_prefixes() if not any(p + n in taken for n in names))
     return {n: prefix + n for n in names}
 
 

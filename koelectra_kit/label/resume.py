@@ -15,7 +15,7 @@ from ..errors import InputError
 STATE_VERSION = 2
 # What must match for a resume to continue the same job (what differs is named in the refusal).
 IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard",
-            "human_labels")
+            "human_labels", "output_encoding")
 
 
 def input_fingerprint(path: Path, mtime: bool = True) -> str:
@@ -42,6 +42,8 @@ class LabelState:
     tokenizer_fingerprint: str
     shard: str | None = None  # "K/N" for a shard (None: the whole file, also in records written before shards)
     human_labels: str | None = None  # the digest of the analyst's labels put over the model's (None: none)
+    # the bytes already written are in it: a resume in another would leave a file no encoding reads whole
+    output_encoding: str | None = None
     version: int = STATE_VERSION
     rows_done: int = 0
     bytes_done: int = 0
@@ -57,6 +59,8 @@ class LabelState:
             raise InputError(f"can't resume {partial}: it was written by another version of koelectra-kit; "
                              "drop --resume (and pass --overwrite) to start over")
         for key in IDENTITY:
+            if key == "output_encoding" and key not in saved:
+                continue  # a record from before it was kept: as those resumed
             if saved.get(key) != getattr(self, key) and key == "human_labels":
                 raise InputError(f"can't resume {partial}: it was labelled with other human labels (the labels file "
                                  "changed since, or another was given); drop --resume (and pass --overwrite) to "

@@ -137,7 +137,8 @@ class FileLabeller:
                                 tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
                                                        else "none"),  # TF-IDF/ensemble: in the digest
                                 shard=cfg.shard,
-                                human_labels=self.human.digest() if self.human is not None else None)
+                                human_labels=self.human.digest() if self.human is not None else None,
+                                output_encoding=self._output_encoding())
         saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
         if saved is not None:
             self.state.check_same_job(saved, self.partial)
@@ -154,7 +155,10 @@ class FileLabeller:
                 log("nothing to resume: starting from the first row")
             self.partial.unlink(missing_ok=True)
             self.state_path.unlink(missing_ok=True)
-        self.out_enc = cfg.output_encoding or ("utf-8-sig" if self.out_fmt == "csv" else "utf-8")
+        self.out_enc = self._output_encoding()
+
+    def _output_encoding(self) -> str:
+        return self.cfg.output_encoding or ("utf-8-sig" if self.out_fmt == "csv" else "utf-8")
 
     def shard_job(self) -> dict:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""
@@ -338,7 +342,8 @@ def _encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:
         bad = e.object[e.start:e.end]
         line = lines_before + text.count("\n", 0, e.start) + 1
         raise InputError(f"output line {line} holds {bad!r} (U+{ord(bad[0]):04X}), which {encoding} can't store; "
-                         "rerun without --output-encoding (UTF-8 stores every character)") from None
+                         "rerun without --output-encoding (UTF-8 stores every character), with --overwrite: a resume "
+                         "continues in the encoding the file began with") from None
 
 
 def _guess_encoding(path: Path) -> str:
