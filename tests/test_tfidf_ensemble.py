@@ -60,6 +60,23 @@ def test_tfidf_folder_predicts_what_the_fitted_model_does(tfidf_dir, split):
     assert ev["dev"]["n"] == 30 and ev["dev"]["macro_f1"] > 0.5
 
 
+def test_tfidf_reads_decomposed_hangul_as_the_same_text(tfidf_dir, split, tmp_path):
+    """A Mac writes Hangul decomposed (NFD): TF-IDF's n-grams of it were never fitted. The fit, the folder and an
+    ensemble holding it read it as the NFC text it is (a folder fitted before this reads it so too)."""
+    import unicodedata
+
+    from koelectra_kit.classify.classifier import Classifier
+
+    texts = pd.read_csv(split[1]).review.tolist()
+    nfd = [unicodedata.normalize("NFD", t) for t in texts]
+    assert nfd != texts
+    clf = Classifier.load(tfidf_dir)
+    np.testing.assert_array_equal(clf.predict(nfd).probs, clf.predict(texts).probs)
+    old = tmp_path / "old"  # no preprocessor recorded: settings as a folder from before wrote them
+    clf.save(old)
+    np.testing.assert_array_equal(Classifier.load(old).predict(nfd).probs, clf.predict(texts).probs)
+
+
 def test_two_label_tfidf_uses_the_binary_model(tmp_path):
     """scikit-learn fits one coefficient row for two classes: the folder must give its probabilities too."""
     from koelectra_kit.classify.tfidf import TfidfClassifier

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,8 @@ class TfidfClassifier:
 
     def predict(self, texts, batch_size: int = 128, normalized: bool = False, **_) -> Predictions:
         """Labels and probabilities for ``texts`` (None/NaN count as empty), in order. ``batch_size`` and
-        ``normalized`` are accepted for the ``Classifier`` interface; the model reads the raw text."""
+        ``normalized`` are accepted for the ``Classifier`` interface; the model reads the text as ``references.tfidf_text``
+        makes it (NFC, lowercased)."""
         texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
         probs = self.decision(texts) if texts else np.zeros((0, len(self.labels)), dtype=np.float32)
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if len(texts) else []
@@ -121,6 +123,8 @@ class TfidfClassifier:
         options (device, precision, ...) are accepted and mean nothing here: no torch."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
+        from .references import tfidf_text
+
         folder = Path(folder)
         manifest = read_manifest(folder, "tfidf")
         s, labels, vocab = manifest.get("settings"), manifest.get("labels"), manifest.get("vocabulary")
@@ -141,8 +145,10 @@ class TfidfClassifier:
             raise InputError(f"{folder}/{WEIGHTS}: its arrays do not fit {MANIFEST} ({v} n-grams, {k} labels): the "
                              "folder was edited or mixed from two runs; write it again")
         try:
+            # NFC also for a folder fitted before it was read so: its n-grams are NFC text's (the training rows')
+            lower = bool(s.get("lowercase", True))
             vec = TfidfVectorizer(analyzer=s["analyzer"], ngram_range=(int(s["ngram_min"]), int(s["ngram_max"])),
-                                  lowercase=bool(s.get("lowercase", True)), sublinear_tf=bool(s["sublinear_tf"]),
+                                  preprocessor=tfidf_text if lower else _nfc, sublinear_tf=bool(s["sublinear_tf"]),
                                   norm=s.get("norm", "l2"), dtype=np.float32,
                                   vocabulary={t: i for i, t in enumerate(vocab)})
             vec._validate_vocabulary()  # sets vocabulary_ as fit would (scikit-learn's own step for vocabulary=)
@@ -155,6 +161,10 @@ class TfidfClassifier:
 
     def __repr__(self) -> str:
         return f"TfidfClassifier({self.source!r}, labels={self.labels}, {len(self.vectorizer.vocabulary_)} n-grams)"
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
 
 
 def check_trained_labels(folder: Path, labels: list[str], trained: list[str] | None) -> None:
