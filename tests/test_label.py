@@ -175,6 +175,25 @@ def test_tsv_jsonl_parquet_inputs(tmp_path, tiny_classifier):
         assert got["status"].tolist()[1] == "empty", name
 
 
+def test_a_tsv_output_reads_back_as_written(tmp_path, tiny_classifier):
+    """A TSV is written as every TSV is read here, with no quoting: a text with '"' comes back as it was (it came
+    back with its quotes doubled), and a tab or line break inside a cell, which no unquoted TSV can hold, is written
+    as a space and counted."""
+    from koelectra_kit.label.summary import format_summary
+
+    texts = ['영화 "기생충" 최고', '"그냥 그래요', "줄\n바뀜 좋아요", "탭\t있음\r\n별로"]
+    src = tmp_path / "in.csv"
+    pd.DataFrame({"id": ["1", "2", "3", "4"], "review": texts}).to_csv(src, index=False)
+    out, again = tmp_path / "out.tsv", tmp_path / "again.tsv"
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    assert s.flattened == 2 and "2 cells held a tab or line break" in format_summary(s)
+    got = pd.read_csv(out, sep="\t", quoting=3, dtype=str, keep_default_na=False)  # 3: csv.QUOTE_NONE
+    assert got.review.tolist() == texts[:2] + ["줄 바뀜 좋아요", "탭 있음 별로"] and len(got) == 4
+    label_file(None, out, again, "review", classifier=tiny_classifier, progress=False)
+    back = pd.read_csv(again, sep="\t", quoting=3, dtype=str, keep_default_na=False)
+    assert back.review.tolist() == got.review.tolist() and back.pred_label.tolist() == got.label.tolist()
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

@@ -53,6 +53,7 @@ class LabelState:
     malformed: list = field(default_factory=list)
     reused: int = 0  # rows answered with an identical text's prediction
     human: int = 0  # rows that carry the analyst's label
+    flattened: int = 0  # TSV cells whose tabs or line breaks were written as spaces (run.tsv_cells)
 
     def check_same_job(self, saved: dict, partial: Path) -> None:
         if saved.get("version") != STATE_VERSION:
@@ -76,6 +77,7 @@ class LabelState:
             setattr(self, key, saved[key])
         self.reused = saved.get("reused", 0)  # absent from records written before deduplication
         self.human = saved.get("human", 0)
+        self.flattened = saved.get("flattened", 0)
 
     def record_chunk(self, out, names: dict, errors: list, bytes_done: int, reused: int = 0, human: int = 0) -> None:
         import pandas as pd

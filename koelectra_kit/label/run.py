@@ -4,10 +4,12 @@ decide between a fresh start and a resume, then one loop over chunks."""
 from __future__ import annotations
 
 import codecs
+import csv
 import gc
 import hashlib
 import io
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -227,7 +229,8 @@ class FileLabeller:
                                malformed=state.malformed, seconds=time.perf_counter() - t0, output=str(self.dst),
                                new_rows=new_rows, reused=state.reused, shard=cfg.shard, human=state.human,
                                human_labels=self.human.path if self.human is not None else None,
-                               human_conflicts=self.human.conflicts if self.human is not None else 0)
+                               human_conflicts=self.human.conflicts if self.human is not None else 0,
+                               flattened=state.flattened)
         if cfg.plot:
             plot_distribution(summary, cfg.plot)
         return summary
@@ -270,7 +273,7 @@ class FileLabeller:
         reused = (self.cache.reused if self.cache is not None else 0) - reused_before
         first = state.bytes_done == 0
         buf = io.StringIO()
-        write_chunk(buf, out, self.out_fmt, header=first)
+        flattened = write_chunk(buf, out, self.out_fmt, header=first)
         # encoded before anything is written, so a character the encoding lacks leaves the partial file whole
         data = _encoded(buf.getvalue(), self.out_enc, first,
                         state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
@@ -280,6 +283,7 @@ class FileLabeller:
             os.fsync(f.fileno())
         if names is not None:
             state.record_chunk(out, names, errors, self.partial.stat().st_size, reused, human)
+            state.flattened += flattened
         else:
             state.bytes_done = self.partial.stat().st_size
         state.save(self.state_path)
@@ -321,12 +325,44 @@ def _check_writable(folder: Path, dst: Path) -> None:
         raise InputError(f"{dst}: can't write in folder {folder} ({e.strerror or e})") from None
 
 
-def write_chunk(f, df, fmt: str, header: bool) -> None:
+def write_chunk(f, df, fmt: str, header: bool) -> int:
+    """``df`` as ``fmt`` (csv, tsv or jsonl) into ``f``; returns the cells a TSV had to change (``tsv_cells``)."""
     if fmt == "jsonl":
         text = df.to_json(orient="records", lines=True, force_ascii=False) if len(df) else ""
         f.write(text if not text or text.endswith("\n") else text + "\n")
-    else:
-        df.to_csv(f, sep="\t" if fmt == "tsv" else ",", index=False, header=header, lineterminator="\n")
+        return 0
+    if fmt == "tsv":
+        df, changed = tsv_cells(df)
+        df.to_csv(f, sep="\t", index=False, header=header, lineterminator="\n", quoting=csv.QUOTE_NONE)
+        return changed
+    df.to_csv(f, index=False, header=header, lineterminator="\n")
+    return 0
+
+
+_BREAKS = re.compile(r"\r\n|[\t\r\n]")
+
+
+def tsv_cells(df):
+    """(``df`` with each tab or line break inside a cell written as a space, the cells changed). A TSV is written
+    as every TSV here is read, with no quoting (review sets hold unbalanced '"'; ``io.tables``), so a cell can hold
+    neither. CSV quoting (what was written before) came back with its quotes doubled in the text."""
+    from pandas.api.types import is_numeric_dtype
+
+    changed, out = 0, df
+    for j in range(df.shape[1]):
+        col = df.iloc[:, j]
+        if is_numeric_dtype(col.dtype):
+            continue
+        hit = col.map(lambda v: isinstance(v, str) and ("\t" in v or "\n" in v or "\r" in v)).to_numpy(bool)
+        if hit.any():
+            out = out.copy() if out is df else out
+            values = col.to_numpy(dtype=object, copy=True)
+            values[hit] = [_BREAKS.sub(" ", v) for v in values[hit]]
+            out.isetitem(j, values)
+            changed += int(hit.sum())
+    if any(_BREAKS.search(str(c)) for c in df.columns):  # a header cell too
+        out = out.set_axis([_BREAKS.sub(" ", str(c)) for c in df.columns], axis=1)
+    return out, changed
 
 
 def _encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:

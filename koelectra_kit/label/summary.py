@@ -19,6 +19,7 @@ class LabelSummary:
     human: int = 0  # rows whose label is the analyst's (human_labels)
     human_labels: str | None = None  # the labels file put over the model's labels
     human_conflicts: int = 0  # texts that file labels differently on different rows (its last row's label won)
+    flattened: int = 0  # TSV cells whose tabs or line breaks were written as spaces
 
     @property
     def rows_per_s(self) -> float:
@@ -46,6 +47,9 @@ def format_summary(s: LabelSummary) -> str:
             many = s.human_conflicts != 1
             lines.append(f"  {s.human_conflicts:,} text{'s have' if many else ' has'} two different labels in "
                          f"{s.human_labels}: its last row's label is used")
+    if s.flattened:
+        lines.append(f"  {s.flattened:,} cell{'s' if s.flattened != 1 else ''} held a tab or line break, written as a "
+                     "space: a TSV has no quoting (write .csv or .jsonl to keep them)")
     if s.reused:
         lines.append(f"  {s.reused:,} rows ({s.reused / max(1, s.rows):.1%}) repeated an earlier text: its prediction "
                      "was reused")
