@@ -194,6 +194,20 @@ def test_a_tsv_output_reads_back_as_written(tmp_path, tiny_classifier):
     assert back.review.tolist() == got.review.tolist() and back.pred_label.tolist() == got.label.tolist()
 
 
+def test_jsonl_columns_are_every_key_of_its_objects(tmp_path, tiny_classifier):
+    """A key that first appears after line 1 is a column too: it was dropped (a reply), or a text column found only
+    on line 2 was "no column"."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 0, "rating": 5}\n\n{"id": 1, "review": "정말 좋아요"}\nnot json\n'
+                   '{"id": 2, "review": "별로예요", "reply": "사장님 답글"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    got = pd.read_json(out, lines=True, dtype=False)
+    assert list(got.columns[:4]) == ["id", "rating", "review", "reply"] and s.rows == 4
+    assert got.reply.tolist()[3] == "사장님 답글" and got.status.tolist()[0] == "empty"
+    assert got.status.tolist()[2].startswith("error: malformed line 4")
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

@@ -389,39 +389,7 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
         return columns, gen()
     f = open(path, encoding=encoding, errors=errors, newline="")
     if fmt == "jsonl":
-        columns: list[str] = []
-        first_obj = None
-        lines = iter(f)
-        lineno = 0
-        for line in lines:
-            lineno += 1
-            if line.strip():
-                try:
-                    first_obj = json.loads(line)
-                except json.JSONDecodeError:
-                    raise InputError(f"{path}: line {lineno} is not JSON; a .jsonl file has one object per line") \
-                        from None
-                if not isinstance(first_obj, dict):
-                    raise InputError(f"{path}: line {lineno} is a JSON {type(first_obj).__name__}, not an object; "
-                                     "a .jsonl file has one object per line (its keys are the columns)")
-                columns = list(first_obj)
-                break
-
-        def gen_json():
-            yield Record([first_obj.get(c) for c in columns], lineno)
-            for i, line in enumerate(lines, lineno + 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    if not isinstance(obj, dict):
-                        raise ValueError("not an object")
-                    yield Record([obj.get(c) for c in columns], i)
-                except ValueError as e:
-                    yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})",
-                                 raw=line.rstrip("\r\n"))
-            f.close()
-        return columns, gen_json()
+        return _jsonl_records(path, f)
     if fmt == "txt":
         return [LINES_COLUMN], _closing(f, (Record([line.rstrip("\r\n").lstrip("\ufeff") if i == 1 else
                                                     line.rstrip("\r\n")], i) for i, line in enumerate(f, 1)))
@@ -435,6 +403,48 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
     if fmt == "tsv" and sep == "\t":
         return header, _closing(f, _tsv_records(f, len(header), 2))
     return header, _closing(f, _csv_records(f, sep, len(header), 2))
+
+
+def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
+    """A JSONL's columns are every key any of its objects has, in the order they first appear: an object may leave
+    out a key (a review with no reply), and the first object alone lost the keys that came later (a text column
+    that first appears on line 2 was "no column"). So one pass collects them before the rows stream."""
+    keys, first = {}, None
+    for lineno, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if first is None:
+                f.close()
+                raise InputError(f"{path}: line {lineno} is not JSON; a .jsonl file has one object per line") \
+                    from None
+            continue  # a malformed line: flagged when the rows stream
+        if first is None and not isinstance(obj, dict):
+            f.close()
+            raise InputError(f"{path}: line {lineno} is a JSON {type(obj).__name__}, not an object; a .jsonl file "
+                             "has one object per line (its keys are the columns)")
+        first = first or lineno
+        if isinstance(obj, dict):
+            keys.update(dict.fromkeys(obj))
+    columns = list(keys)
+    f.seek(0)
+
+    def gen_json():
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                yield Record([obj.get(c) for c in columns], i)
+            except ValueError as e:
+                yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})",
+                             raw=line.rstrip("\r\n"))
+
+    return columns, _closing(f, gen_json())
 
 
 def _closing(f, it):
