@@ -322,3 +322,27 @@ def test_a_txt_file_is_one_review_per_line_with_no_header(capsys, tmp_path, tiny
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", tmp_path / "o.csv", "--output",
                          tmp_path / "o.txt", "--text-column", "text", "--no-progress")
     assert_one_line_error(rc, err, "write .csv, .tsv or .jsonl")
+
+
+@pytest.mark.parametrize("flags, needle", [
+    ([], "every line holds 1 tab"),
+    (["--text-column", "review"], "every line holds 1 tab"),
+    (["--text-column", "nonsense"], "text column 'nonsense' names nothing"),
+])
+def test_a_table_saved_as_txt_is_refused_not_labelled_line_by_line(capsys, tmp_path, tiny_classifier_dir, flags,
+                                                                   needle):
+    """Excel's "Unicode Text" is a tab-separated table in a .txt (UTF-16): read as one review per line, its header
+    was labelled as a review, its ids glued to each text, and --text-column was ignored. --format tsv reads it;
+    --format txt labels each line as asked."""
+    import pandas as pd
+
+    src = tmp_path / "export.txt"
+    src.write_text("id\treview\n101\t정말 재밌어요\n102\t최악이에요 돈 아까움\n", encoding="utf-16")
+    out = tmp_path / "o.csv"
+    base = ["label", "--model", tiny_classifier_dir, "--input", src, "--output", out, "--no-progress"]
+    assert_one_line_error(*run_cli(capsys, *base, *flags)[::2], needle)
+    assert not out.exists()
+    assert run_cli(capsys, *base, "--format", "tsv", "--text-column", "review")[0] == 0
+    assert pd.read_csv(out, encoding="utf-8-sig", dtype=str).review.tolist() == ["정말 재밌어요", "최악이에요 돈 아까움"]
+    assert run_cli(capsys, *base, "--format", "txt", "--overwrite")[0] == 0
+    assert len(pd.read_csv(out, encoding="utf-8-sig", dtype=str)) == 3

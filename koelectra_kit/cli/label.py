@@ -45,7 +45,8 @@ FLAGS = {
     "--cache-rows": ("cache_rows", {"type": int, "help": "predictions remembered for repeated texts across chunks "
                                                          "(default 100000; 0: within a chunk only)"}),
     "--text-column": ("text_column", {"help": "column holding the text (default: review)"}),
-    "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet"], "help": "input format (default: extension)"}),
+    "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet", "txt"],
+                            "help": "input format (default: extension; txt: one review per line, no header)"}),
     "--sep": ("sep", {"help": "field separator for csv-like input (default: by extension)"}),
     "--encoding": ("encoding", {"help": "input encoding (default: detect utf-8 / utf-8 with BOM / cp949)"}),
     "--encoding-errors": ("encoding_errors", {"choices": ["strict", "replace"],

@@ -405,6 +405,31 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
     return header, _closing(f, _csv_records(f, sep, len(header), 2))
 
 
+def check_lines_file(path: Path, encoding: str, text_column: str | None, default_column: str | None,
+                     fmt_given: str | None) -> None:
+    """A .txt input is one review per line, no columns. Refuse a ``text_column`` it can't have (other than the
+    default and ``text``), and, unless ``--format txt`` says so, a .txt whose first lines all hold the same number of
+    tabs: a table saved as text (Excel's "Unicode Text" is tab-separated with a header), whose header would be
+    labelled as a review and whose ids would be glued to each text."""
+    if text_column not in (None, default_column, LINES_COLUMN):
+        raise InputError(f"{path}: a .txt file is read as one review per line, with no columns, so text column "
+                         f"{text_column!r} names nothing; for a table saved as text (Excel's 'Unicode Text' is "
+                         "tab-separated) pass --format tsv")
+    if fmt_given == "txt":
+        return
+    tabs = []
+    with open(path, encoding=encoding, errors="replace", newline="") as f:
+        for line in f:
+            if line.strip():
+                tabs.append(line.count("\t"))
+            if len(tabs) == 20:
+                break
+    if len(tabs) >= 2 and tabs[0] > 0 and len(set(tabs)) == 1:
+        raise InputError(f"{path}: every line holds {tabs[0]} tab{'s' if tabs[0] > 1 else ''}: a tab-separated table "
+                         "saved as .txt (Excel's 'Unicode Text')? Pass --format tsv (and --text-column), or "
+                         "--format txt to label each whole line as one review")
+
+
 def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
     """A JSONL's columns are every key any of its objects has, in the order they first appear: an object may leave
     out a key (a review with no reply), and the first object alone lost the keys that came later (a text column

@@ -20,7 +20,8 @@ from ..errors import InputError
 from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
-from ..io.tables import LINES_COLUMN, check_text_column, column_hint, detect_encoding, read_records, table_format
+from ..io.tables import (LINES_COLUMN, check_lines_file, check_text_column, column_hint, detect_encoding,
+                         read_records, table_format)
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import LabelConfig
@@ -101,7 +102,8 @@ class FileLabeller:
         else:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                       errors=cfg.encoding_errors)
-        if self.read_fmt == "txt":  # one review per line: the line is the text, whatever --text-column says
+        if self.read_fmt == "txt":  # one review per line: the line is the text
+            check_lines_file(self.read_path, self.encoding, cfg.text_column, LabelConfig.text_column, cfg.format)
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
