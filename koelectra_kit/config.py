@@ -114,6 +114,9 @@ def _build(cls: type[T], data: dict, prefix: str = "") -> T:
         if key not in fields:
             raise ConfigError(_unknown_key_message(prefix + key, list(fields), prefix))
         kwargs[key] = _coerce(value, hints[key], prefix + key)
+        if key == "seed" and isinstance(kwargs[key], int) and not 0 <= kwargs[key] < 2**32:
+            # numpy's generators take 0 <= seed < 2**32: -1 ended deep in a split with numpy's traceback
+            raise ConfigError(f"{prefix}seed={kwargs[key]}: a seed is a whole number from 0 to {2**32 - 1}")
     obj = cls(**kwargs)
     if hasattr(obj, "validate"):
         obj.validate()

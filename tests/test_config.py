@@ -103,3 +103,14 @@ def test_presets_resolve_from_a_checkout_that_is_not_installed(monkeypatch):
     assert preset_path("gpu-10min", "pretrain") == ROOT / "configs" / "pretrain" / "gpu-10min.yaml"
     with pytest.raises(ConfigError, match="presets: .*gpu-10min"):
         preset_path("gpu-9min", "pretrain")
+
+
+@pytest.mark.parametrize("command", ["finetune", "baseline", "suggest", "pretrain", "distill"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_numpy_cannot_take_is_one_error_line(capsys, command, seed):
+    """seed=-1 ended in numpy's traceback, deep in a split, after the data was read."""
+    from koelectra_kit.cli import main
+
+    assert main([command, f"seed={seed}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: seed={seed}: a seed is a whole number"), err

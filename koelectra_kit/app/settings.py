@@ -55,6 +55,8 @@ class AppSettings:
         if self.batch_size > MAX_BATCH:  # label's cap: a mistyped 100000 would end in an OOM kill mid-job
             raise ConfigError(f"batch_size={self.batch_size}: at most {MAX_BATCH} texts per model call, as label "
                               "(128-512 is the usual best)")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed={self.seed}: a seed is a whole number from 0 to {2**32 - 1}")
         if self.token is not None and len(self.token) < 8:
             raise ConfigError("token: at least 8 characters (leave it out for a random one off loopback)")
         if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
