@@ -502,6 +502,35 @@ def test_finetune_ctrl_c_keeps_the_best_checkpoint_and_exits_non_zero(capsys, mo
     assert json.loads((out / "eval.json").read_text())["train"]["stopped"] == "interrupted"
 
 
+def test_finetune_sigterm_stops_at_a_step_and_keeps_the_best_checkpoint(capsys, monkeypatch, tmp_path,
+                                                                          tiny_encoder_dir, sample_dir):
+    """A scheduler's SIGTERM (or `timeout`) is Ctrl-C: the step ends, the best checkpoint so far is written and the
+    staging folder is gone. Unhandled, it ended the process with nothing saved and a hidden .partial folder left."""
+    import os
+    import signal
+
+    import koelectra_kit.finetune.recipe as recipe
+
+    real, calls = recipe.train_step, {"n": 0}
+
+    def terminated_at_three(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(recipe, "train_step", terminated_at_three)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "clf"
+    rc, printed, err = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}",
+                               f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false",
+                               "plots=false")
+    assert rc == 130 and "SIGTERM: fine-tuning stops after this step" in err and calls["n"] == 3
+    assert json.loads((out / "eval.json").read_text())["train"]["stopped"] == "interrupted"
+    assert (out / "model.safetensors").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["clf"]
+    assert signal.getsignal(signal.SIGTERM) is before  # put back
+
+
 def test_finetune_report_stands_beside_majority_and_tfidf(capsys, tmp_path, tiny_encoder_dir, sample_dir):
     rc, printed, _ = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}",
                              f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}",

@@ -166,6 +166,31 @@ def test_a_killed_distill_resumes_to_the_same_weights(distilled, distill_data, f
     assert result["best"] == distilled[1]["best"]
 
 
+def test_sigterm_checkpoints_the_step_and_the_same_command_continues(distilled, distill_data, finetuned_dir,
+                                                                      tiny_encoder_dir, tmp_path, capsys):
+    """A scheduler's SIGTERM (or Ctrl-C) ends the step in flight and checkpoints it: nothing since the last
+    save_every is lost, and the rerun reaches the uninterrupted run's exact weights."""
+    import os
+    import signal
+
+    from safetensors.torch import load_file
+
+    def term(step):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    out = tmp_path / "student"
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out), on_step=term)
+    assert signal.getsignal(signal.SIGTERM) is before and not out.exists()
+    assert "interrupted at step 3: checkpointed" in capsys.readouterr().err
+    distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out))
+    assert "at step 3 of" in capsys.readouterr().err
+    a, b = load_file(out / "model.safetensors"), load_file(distilled[0] / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_distill_steps_read_nothing_back_between_logging_steps(distill_data, finetuned_dir, tiny_encoder_dir,
                                                               tmp_path):
     """The loop's steps leave their losses on the device (a GPU runs ahead of the host) until a train row reads the

@@ -30,8 +30,8 @@ from ..finetune.tokens import encode_texts
 from ..io.hfdata import check_input
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (autocast, autocast_dtype, log, optimizer_step, quiet_transformers, resolve_device, set_seed,
-                       synchronize, warn)
+from ..runtime import (StopRequest, autocast, autocast_dtype, log, optimizer_step, quiet_transformers,
+                       resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
 from .config import NOT_TRAINING, TFIDF, DistillConfig
 from .data import exclusion_keys, format_transfer_report, load_transfer
@@ -220,7 +220,9 @@ class DistillRecipe:
         self.evaluated_at = -1
         pin = self.device.type == "cuda"
         window = Window()  # this train row's steps: [loss, kl, ce] tensors where they were computed
-        with open(self.work / "metrics.jsonl", "a", encoding="utf-8", buffering=1) as metrics, \
+        # Ctrl-C or SIGTERM (a scheduler's): the step ends and is checkpointed, and the same command continues it
+        stop = StopRequest(what="distillation")
+        with stop, open(self.work / "metrics.jsonl", "a", encoding="utf-8", buffering=1) as metrics, \
                 tqdm(total=self.total_steps, initial=p.step, desc="distilling", unit="step", disable=not cfg.progress,
                      dynamic_ncols=True) as bar:
             while self.budget_used() < 1.0:
@@ -270,6 +272,10 @@ class DistillRecipe:
                         last_save = time.perf_counter()
                     if self.on_step is not None:
                         self.on_step(p.step)
+                    if stop.requested:
+                        checkpoint.save(self.work, model, self.optimizer, p, self.run_key)
+                        warn(f"interrupted at step {p.step}: checkpointed in {self.work}; the same command continues")
+                        raise KeyboardInterrupt
                 else:
                     p.epoch, p.batch = p.epoch + 1, 0
             if self.evaluated_at != p.step or p.best_state is None:

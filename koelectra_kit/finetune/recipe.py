@@ -21,8 +21,8 @@ from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_ato
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (autocast, autocast_dtype, get_logger, log, optimizer_step, pad_multiple, quiet_transformers,
-                       resolve_device, set_seed, synchronize, warn)
+from ..runtime import (StopRequest, autocast, autocast_dtype, get_logger, log, optimizer_step, pad_multiple,
+                       quiet_transformers, resolve_device, set_seed, synchronize, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
@@ -262,53 +262,59 @@ class FinetuneRecipe:
         self.bar = tqdm(total=self.total_steps, desc="fine-tuning", unit="step", disable=not cfg.progress,
                         dynamic_ncols=True)
         window = Window()
-        try:
-            epoch = 0
-            while st.step < self.total_steps and st.stopped == "completed":
-                # A fresh generator per epoch (seeded by seed and epoch): the same run reproduces
-                # exactly, and a run continued with more epochs sees the same first epochs.
-                erng = np.random.default_rng([cfg.seed, epoch])
-                batches = (length_grouped_batches(self.lengths, cfg.batch_size, erng) if cfg.group_by_length
-                           else shuffled_batches(len(self.lengths), cfg.batch_size, erng))
-                for idx in batches:
-                    t = time.perf_counter()
-                    if cfg.compile:
-                        torch.compiler.cudagraph_mark_step_begin()  # (CUDA graphs: a new training step)
-                    input_ids, mask, labels = self.batch(idx)
-                    loss = train_step(self.model, self.optimizer, input_ids, mask, labels, device=self.device,
-                                      dtype=self.dtype, class_weights=self.class_weights,
-                                      max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
-                    self.schedule.step()
-                    st.step += 1
-                    st.examples_seen += len(idx)
-                    window.add(loss, len(idx))
-                    self.bar.update(1)
-                    # The host reads from the device only here, every log_every steps and before an evaluation; the
-                    # step that reads waits for the GPU's queued steps, so their time is counted as training time.
-                    log_now = st.step % cfg.log_every == 0 or st.step == self.total_steps
-                    eval_now = st.step % self.eval_every == 0 or st.step == self.total_steps
-                    mean_loss = window.mean_loss() if log_now else None
-                    if eval_now and not log_now:
-                        synchronize(self.device)
-                    dt = time.perf_counter() - t
-                    st.train_time += dt
-                    window.seconds += dt
-                    if log_now:
-                        self.log_train(window, mean_loss)
-                        window = Window()
-                    if eval_now:
-                        self.evaluate()
-                        if self.patience and st.since_best >= self.patience:
-                            st.stopped = "early_stopping"
+        # SIGTERM (a scheduler's, `timeout`'s) as Ctrl-C: stop at the step's end and write the best checkpoint so
+        # far; unhandled, it ended the process with nothing saved and the staging folder left behind
+        stop = StopRequest(what="fine-tuning")
+        with stop:
+            try:
+                epoch = 0
+                while st.step < self.total_steps and st.stopped == "completed":
+                    # A fresh generator per epoch (seeded by seed and epoch): the same run reproduces
+                    # exactly, and a run continued with more epochs sees the same first epochs.
+                    erng = np.random.default_rng([cfg.seed, epoch])
+                    batches = (length_grouped_batches(self.lengths, cfg.batch_size, erng) if cfg.group_by_length
+                               else shuffled_batches(len(self.lengths), cfg.batch_size, erng))
+                    for idx in batches:
+                        t = time.perf_counter()
+                        if cfg.compile:
+                            torch.compiler.cudagraph_mark_step_begin()  # (CUDA graphs: a new training step)
+                        input_ids, mask, labels = self.batch(idx)
+                        loss = train_step(self.model, self.optimizer, input_ids, mask, labels, device=self.device,
+                                          dtype=self.dtype, class_weights=self.class_weights,
+                                          max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
+                        self.schedule.step()
+                        st.step += 1
+                        st.examples_seen += len(idx)
+                        window.add(loss, len(idx))
+                        self.bar.update(1)
+                        if stop.requested:
+                            raise KeyboardInterrupt
+                        # The host reads from the device only here, every log_every steps and before an evaluation; the
+                        # step that reads waits for the GPU's queued steps, so their time is counted as training time.
+                        log_now = st.step % cfg.log_every == 0 or st.step == self.total_steps
+                        eval_now = st.step % self.eval_every == 0 or st.step == self.total_steps
+                        mean_loss = window.mean_loss() if log_now else None
+                        if eval_now and not log_now:
+                            synchronize(self.device)
+                        dt = time.perf_counter() - t
+                        st.train_time += dt
+                        window.seconds += dt
+                        if log_now:
+                            self.log_train(window, mean_loss)
+                            window = Window()
+                        if eval_now:
+                            self.evaluate()
+                            if self.patience and st.since_best >= self.patience:
+                                st.stopped = "early_stopping"
+                                break
+                        if st.step >= self.total_steps:
                             break
-                    if st.step >= self.total_steps:
-                        break
-                epoch += 1
-        except KeyboardInterrupt:
-            st.stopped = "interrupted"
-            warn(f"\ninterrupted at step {st.step}: writing the best checkpoint so far")
-            if st.best.state is None:
-                self.evaluate()
+                    epoch += 1
+            except KeyboardInterrupt:
+                st.stopped = "interrupted"
+                warn(f"\ninterrupted at step {st.step}: writing the best checkpoint so far")
+                if st.best.state is None:
+                    self.evaluate()
         self.bar.close()
 
     # -- output ----------------------------------------------------------------------------------
