@@ -328,3 +328,18 @@ def test_a_tfidf_folder_without_the_trained_labels_record_loads_as_before(tfidf_
         assert json.loads(f.metadata()["labels"]) == LABELS
     save_file(load_file(str(weights)), str(weights))  # no metadata, as before issue 40
     assert Classifier.load(old).labels == LABELS
+
+
+def test_a_device_that_is_not_one_is_refused_for_a_tfidf_folder_too(tfidf_dir, tmp_path, capsys):
+    """A TF-IDF folder computes on no device, but a mistyped --device passed unnoticed there and failed only once
+    an encoder came along: it is checked as for an encoder."""
+    from tests.test_bad_input import assert_one_line_error, run_cli
+
+    src = tmp_path / "in.csv"
+    src.write_text("review\n좋아요\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "label", "--model", tfidf_dir, "--input", src, "--output", tmp_path / "o.csv",
+                         "--device", "banana", "--no-progress")
+    assert_one_line_error(rc, err, "device='banana' is not a device")
+    assert not (tmp_path / "o.csv").exists()
+    assert run_cli(capsys, "label", "--model", tfidf_dir, "--input", src, "--output", tmp_path / "o.csv",
+                   "--device", "cpu", "--no-progress")[0] == 0

@@ -262,6 +262,8 @@ class Classifier:
             if quantize or backend == "onnx":
                 raise InputError(f"{name_or_dir} is a {kind} folder: --quantize and backend=onnx apply to fine-tuned "
                                  "encoders only")
+            if device not in ("auto", "cpu"):  # checked as for an encoder (a TF-IDF folder uses none): device=banana
+                resolve_device(device)  # was accepted, and a mistyped device passed unnoticed until an encoder came
             return load_kind(kind, name_or_dir, device=device, precision=precision, threads=threads,
                              max_length=max_length)
         import torch
