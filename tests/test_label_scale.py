@@ -174,12 +174,23 @@ def test_bad_input_sets(tmp_path, tiny_classifier_dir, capsys):
         (["--input", a], "output is required"),
         (["--input", a, "--output-suffix", ".labelled"], "must end with"),
         (["--input", a, "--output-suffix", "x/.labelled.csv"], "must not hold a folder"),
+        (["--input", a, "--output", tmp_path / "o.csv", "--plot", tmp_path / "nope" / "p.png"], "does not exist"),
     ]
     for flags, needle in cases:
         rc, _, err = run_cli(capsys, *base, *flags)
         lines = err.strip().splitlines()
         assert rc == 2 and len(lines) == 1 and needle in lines[0], (flags, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x", "y"]
+
+
+def test_an_existing_folder_as_output_takes_the_file_named_like_the_input(tmp_path, tiny_classifier_dir, capsys):
+    """--output FOLDER without its slash, as `cp` takes it (it was "can't tell the format from the extension")."""
+    src = _write(tmp_path / "in.csv", n=3)
+    (tmp_path / "out").mkdir()
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "out", "--no-progress")
+    assert rc == 0, err
+    assert len(pd.read_csv(tmp_path / "out" / "in.csv", encoding="utf-8-sig")) == 3
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
         return Path(cfg.output)
     if cfg.output_suffix:
         return src.with_name(src.stem + cfg.output_suffix)
-    if many or cfg.output.endswith(("/", os.sep)):
+    # an existing folder, with or without its slash, takes the file as `cp` would (it was "can't tell the format")
+    if many or cfg.output.endswith(("/", os.sep)) or Path(cfg.output).is_dir():
         folder = Path(cfg.output)
         if not folder.is_dir():
             raise InputError(f"--output {cfg.output}: several inputs write one file each into a folder; create "
@@ -95,6 +96,8 @@ def _check_plot(plot: Path) -> None:
         raise InputError(f"--plot {plot}: the chart is a PNG image; give a file ending in .png")
     if plot.is_dir():
         raise InputError(f"--plot {plot} is a folder; give a file ending in .png")
+    if not plot.parent.is_dir():  # as --output: a mistyped folder is not made silently
+        raise InputError(f"--plot {plot}: folder {plot.parent} does not exist; create it first")
 
 
 class FilesLabeller:
