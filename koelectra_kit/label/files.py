@@ -53,8 +53,10 @@ def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
         return Path(cfg.output)
     if cfg.output_suffix:
         return src.with_name(src.stem + cfg.output_suffix)
-    # an existing folder, with or without its slash, takes the file as `cp` would (it was "can't tell the format")
-    if many or cfg.output.endswith(("/", os.sep)) or Path(cfg.output).is_dir():
+    # an existing folder, with or without its slash, takes the file as `cp` would (it was "can't tell the format"),
+    # unless it is named like a file (a folder out.csv is refused where the file is opened: "is a folder")
+    named = Path(cfg.output).is_dir() and Path(cfg.output).suffix.lower() not in WRITABLE
+    if many or cfg.output.endswith(("/", os.sep)) or named:
         folder = Path(cfg.output)
         if not folder.is_dir():
             raise InputError(f"--output {cfg.output}: several inputs write one file each into a folder; create "
