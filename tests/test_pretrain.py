@@ -284,7 +284,7 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and len(summary["rank_param_digests"]) == 2
     assert summary["ranks_in_sync"], summary["rank_param_digests"]
-    assert proc.stderr.count("resolved config") == 1  # only rank 0 logs
+    assert proc.stderr.count("model: electra") == 1  # only rank 0 logs
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [2, 4]
     assert (out / "discriminator" / "model.safetensors").exists()
 
@@ -319,3 +319,47 @@ def test_push_without_network_is_one_line_after_a_complete_run(tmp_path, capsys,
     # everything local is complete before the push is tried
     assert (out / "summary.json").exists() and (out / "discriminator" / "model.safetensors").exists()
     assert (out / "discriminator" / "README.md").exists()
+
+
+def test_resume_on_other_data_is_refused_and_a_changed_recipe_is_named(tiny_cfg, tmp_path, sample_dir, capsys):
+    """A checkpoint's data position means rows of the data it was trained on: a resume on another corpus applied it
+    to other rows without a word (its epoch jumped from 0.16 to 5.93). A changed lr takes effect, and is said."""
+    lines = (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=2", "save_every=2"))
+    corpus.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="trained on other data"):
+        pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=4", "resume=true"))
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")  # the same text again: it continues
+    capsys.readouterr()
+    assert pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=4", "resume=true", "lr=1e-4"))["steps"] == 4
+    err = capsys.readouterr().err
+    assert "note: resumed with lr " in err and "-> 0.0001: in effect from step 2 on" in err
+
+
+def test_a_rerun_for_another_corpus_or_tokenizer_trains_its_own_tokenizer(tmp_path, sample_dir, pretrain_cache):
+    """overwrite=true (or a rerun of a run killed before its first checkpoint) with another corpus or vocab_size kept
+    the first run's tokenizer in out/tokenizer, while config.yaml said otherwise."""
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    out = tmp_path / "run"
+    base = ["pretrain", "--config", str(TINY), f"out={out}", f"cache_dir={pretrain_cache}", "max_steps=2",
+            "progress=false", "plots=false", "vocab_size=600"]
+    assert main([*base, f"corpus={sample_dir / 'comments.txt'}"]) == 0
+    first = KoTokenizer.from_pretrained(out / "discriminator").vocab_size
+    assert main([*base, f"corpus={sample_dir / 'comments.txt'}", "overwrite=true"]) == 0  # the same: reused
+    assert main([*base, f"corpus={sample_dir / 'comments.txt'}", "overwrite=true", "vocab_size=900",
+                 "presplit=none"]) == 0
+    again = KoTokenizer.from_pretrained(out / "discriminator")
+    assert again.vocab_size != first and again.presplit == "none"  # the first was kiwi_word
+
+
+def test_a_staging_folder_a_killed_save_left_is_removed_by_the_next_save(tiny_cfg, tmp_path):
+    """SIGKILL mid-save leaves checkpoints/.step-N.partial-XXXX (a model's size); the resumed run removed nothing."""
+    pretrain(tiny_cfg("max_steps=2", "save_every=2"))
+    stale = tmp_path / "run" / "checkpoints" / ".step-00000003.partial-abcd1234"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    pretrain(tiny_cfg("max_steps=4", "save_every=2", "resume=true"))
+    assert not stale.exists()

@@ -133,8 +133,12 @@ class FinetuneConfig:
                               f"0.5, got {self.dev_fraction:g}")
         if self.max_train_rows is not None and self.max_train_rows < len(self.labels):
             raise ConfigError(f"max_train_rows: must be at least the number of labels, got {self.max_train_rows}")
-        if (self.epochs is not None and self.epochs <= 0) or self.batch_size < 1 or self.max_length < 3:
-            raise ConfigError("epochs must be > 0 (or null: auto), batch_size >= 1 and max_length >= 3")
+        if self.epochs is not None and self.epochs <= 0:
+            raise ConfigError(f"epochs={self.epochs:g}: must be more than 0 (or null: at least min_steps steps)")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size}: must be at least 1")
+        if self.max_length < 3:
+            raise ConfigError(f"max_length={self.max_length}: must be at least 3 ([CLS], a token, [SEP])")
         if self.min_steps < 1:
             raise ConfigError(f"min_steps: must be at least 1, got {self.min_steps}")
         if self.lr is not None and self.lr <= 0:

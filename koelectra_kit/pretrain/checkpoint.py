@@ -21,6 +21,7 @@ import numpy as np
 from ..config import to_dict
 from ..errors import ConfigError, InputError, KitError
 from ..io.fileio import atomic_path, staged_dir, write_json_atomic
+from ..runtime import warn
 from .config import PretrainConfig
 
 
@@ -120,6 +121,9 @@ def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict
 
     root = out / "checkpoints"
     name = f"step-{state['step']:08d}"
+    # a staging folder a killed process left (SIGKILL mid-save: a model's size each): only this process writes here
+    for stale in root.glob(".step-*.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         with staged_dir(root / name) as tmp:
             with atomic_path(tmp / "model.safetensors") as p:
@@ -142,6 +146,13 @@ def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict
     for old in olds[:max(0, len(olds) - max(keep, 1) + 1)]:
         shutil.rmtree(old, ignore_errors=True)
     return root / name
+
+
+def _changed(old, new, key: str) -> str:
+    """``key`` old -> new, a section by the sub-keys that differ (not the whole dict in one line)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return ", ".join(_changed(old.get(k), new.get(k), f"{key}.{k}") for k in new if old.get(k) != new.get(k))
+    return f"{key} {old!r} -> {new!r}"
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -173,9 +184,19 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
     raise InputError(f"resume={p}: not a checkpoint dir (no meta.json) nor a run dir with checkpoints/latest.json")
 
 
-def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_fp: str, cfg: PretrainConfig) -> dict:
+# Keys a resume may change without a word: the budget, where and how often it writes, how it reports. Any other
+# change (lr, batch_size, mask_prob, seed, ...) takes effect from the checkpoint's step on, and is said once.
+RUN_KEYS = {"corpus", "prepared", "out", "tokenizer", "cache_dir", "num_workers", "max_steps", "max_minutes", "device",
+            "threads", "log_every", "save_every", "save_every_minutes", "keep_checkpoints", "resume", "overwrite",
+            "progress", "plots", "report_to", "ddp_timeout_minutes", "push_to_hub", "hub_private", "card_license",
+            "card_datasets", "compile", "compile_mode", "data_on_device", "fast_cpu_kernels"}
+
+
+def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_fp: str, cfg: PretrainConfig,
+                    data_fp: str | None = None) -> dict:
     """Load everything back into the given objects; returns the saved loop state dict (``LoopState.
-    from_checkpoint`` reads it). Every failure is one line naming the checkpoint and what to do."""
+    from_checkpoint`` reads it). Every failure is one line naming the checkpoint and what to do. ``data_fp``:
+    the packed rows' ``data.data_fingerprint``, which must be the checkpoint's (its data position means rows)."""
     import torch
     from safetensors.torch import load_model
 
@@ -196,11 +217,21 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
         raise InputError(f"checkpoint {ckpt} was trained with another tokenizer (vocab {meta.get('vocab_size')}, "
                          f"fingerprint {meta.get('tokenizer_fingerprint')}) than this run's (vocab {vocab_size}, "
                          f"fingerprint {tok_fp}); pass the run's own tokenizer= or start over")
-    saved = meta.get("config", {})
+    if data_fp and meta.get("data_fingerprint", data_fp) != data_fp:  # absent: a checkpoint from before it was kept
+        raise InputError(f"checkpoint {ckpt} was trained on other data than this run's (the corpus or prepared "
+                         "folder changed since): its data position would land on other rows; resume with the data "
+                         "it was trained on, or start over with overwrite=true")
+    saved, now = meta.get("config", {}), to_dict(cfg)
     for key in ("objective", "model", "generator", "seq_len"):
-        if key in saved and saved[key] != to_dict(cfg)[key]:
-            raise ConfigError(f"checkpoint {ckpt} has {key}={saved[key]!r} but this run asks for "
-                              f"{to_dict(cfg)[key]!r}; the model shape can't change on resume")
+        if key in saved and saved[key] != now[key]:
+            changed = _changed(saved[key], now[key], key)
+            raise ConfigError(f"checkpoint {ckpt} was trained with {changed}; the model shape can't change on "
+                              "resume")
+    changed = [_changed(saved[k], now[k], k) for k in now
+               if k in saved and k not in RUN_KEYS and saved[k] != now[k] and k not in ("objective", "model",
+                                                                                        "generator", "seq_len")]
+    if changed:
+        warn(f"note: resumed with {', '.join(changed)}: in effect from step {meta.get('step', '?')} on")
     try:
         missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a bad header/size

@@ -58,7 +58,7 @@ class PretrainConfig:
 
     # --- inputs and outputs
     corpus: list[str] = field(default_factory=list)  # .txt (one text a line) or .csv/.tsv (text_column)
-    # ... or a prepared-data folder (`koelectra-kit pretrain prepare`): tokenizer + packed ids made on another
+    # ... or a prepared-data folder (`koelectra-kit prepare`): tokenizer + packed ids made on another
     # machine; the run needs neither the corpus nor Kiwi, and takes the folder's seq_len
     prepared: str | None = None
     text_column: str | None = None  # csv/tsv column with the text (None: the tokenizer's guess)
@@ -233,6 +233,9 @@ class PretrainConfig:
         for name, p in (("model.hidden_dropout", m.hidden_dropout), ("model.attention_dropout", m.attention_dropout)):
             if not 0.0 <= p < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {p}")
+        for key in ("max_steps", "max_minutes"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}={getattr(self, key):g}: must be 0 (no limit of that kind) or more")
         if self.max_steps <= 0 and self.max_minutes <= 0:
             raise ConfigError("no budget: set max_steps and/or max_minutes")
         if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:

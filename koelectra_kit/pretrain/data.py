@@ -33,11 +33,17 @@ def check_tokenizer_dir(path: str) -> None:
         raise InputError(f"tokenizer dir not found: {path} (train one with `koelectra-kit tokenizer`)")
 
 
+TOKENIZER_REQUEST = "tokenizer-request.json"  # what out/tokenizer was trained for (prepare_tokenizer)
+
+
 def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Path] | None = None,
-                      shown_as: Path | None = None):
+                      shown_as: Path | None = None, resuming: bool = False):
     """The given tokenizer, or one trained on the corpus (``corpus``: its files, else ``cfg.corpus``) into
-    ``out/tokenizer`` (reused by a rerun/resume); with ``init=``, the checkpoint's own
-    (``continued.init_tokenizer``). ``shown_as``: the folder the log names (a staging ``out`` is renamed later)."""
+    ``out/tokenizer``; with ``init=``, the checkpoint's own (``continued.init_tokenizer``). ``shown_as``: the folder
+    the log names (a staging ``out`` is renamed later). A tokenizer already in ``out/tokenizer`` is reused by a
+    resume (its checkpoint checks the fingerprint) and by a fresh start that asks for the same one (the same corpus
+    files and settings, ``out/tokenizer-request.json``); one trained for other settings is trained again: a rerun
+    with another corpus or vocab_size kept the first run's tokenizer, and said nothing."""
     from ..tokenizer import KoTokenizer, TokenizerConfig, train_tokenizer
 
     if cfg.init:
@@ -47,16 +53,31 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Pat
     if cfg.tokenizer:
         check_tokenizer_dir(cfg.tokenizer)
         return KoTokenizer.from_pretrained(cfg.tokenizer)
-    tok_dir = out / "tokenizer"
+    tok_dir, record = out / "tokenizer", out / TOKENIZER_REQUEST
+    files = [Path(p) for p in corpus or cfg.corpus]
+    request = {"corpus": [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files],
+               "vocab_size": cfg.vocab_size, "tokenizer_model": cfg.tokenizer_model, "presplit": cfg.presplit,
+               "text_column": cfg.text_column}
+    if dist_ctx.is_main and (tok_dir / "tokenizer.json").exists() and not resuming and record.exists():
+        try:
+            made_for = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            made_for = None
+        if made_for != request:
+            log(f"{shown_as or tok_dir} was trained for another corpus or other tokenizer settings: training it again")
+            shutil.rmtree(tok_dir)
+    dist_ctx.barrier()  # every rank looks for the folder after rank 0 decided whether it stays
     if not (tok_dir / "tokenizer.json").exists():
         if dist_ctx.is_main:
             kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
             log(f"training a {kind} tokenizer on the corpus into {shown_as or tok_dir} (no tokenizer= given)")
             kwargs = {"text_column": cfg.text_column} if cfg.text_column else {}
-            train_tokenizer(TokenizerConfig(input=[str(p) for p in corpus or cfg.corpus], out=str(tok_dir),
+            record.unlink(missing_ok=True)
+            train_tokenizer(TokenizerConfig(input=[str(p) for p in files], out=str(tok_dir),
                                             vocab_size=cfg.vocab_size, model=cfg.tokenizer_model,
                                             presplit=cfg.presplit,
                                             progress=cfg.progress, **kwargs))
+            write_json_atomic(record, request)
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)
 
@@ -189,6 +210,15 @@ class PackedRows:
         """Non-pad tokens in these rows, without reading them: only the last row is short."""
         short = int(np.count_nonzero(rows == self.n - 1))
         return len(rows) * self.seq_len - short * (self.seq_len - self.meta["last_row_len"])
+
+
+def data_fingerprint(data: PackedRows) -> str:
+    """What a checkpoint's data position means: the packed rows' counts and their first and last rows. A resume
+    on another corpus (or prepared folder) applied the saved position to other rows without a word."""
+    h = hashlib.sha256(json.dumps([data.n, data.seq_len, data.meta.get("tokens"), data.meta.get("texts")]).encode())
+    for row in (0, data.n - 1):
+        h.update(data.take(np.array([row])).tobytes())
+    return h.hexdigest()[:24]
 
 
 class RowOrder:

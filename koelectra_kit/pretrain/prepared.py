@@ -1,4 +1,4 @@
-"""Prepared-data folders: prepare once, train anywhere. ``koelectra-kit pretrain prepare`` runs the CPU half of
+"""Prepared-data folders: prepare once, train anywhere. ``koelectra-kit prepare`` runs the CPU half of
 pretraining (the tokenizer, Kiwi's pre-split, packing) and writes a folder that ``pretrain prepared=DIR`` trains
 from on another machine, with neither the corpus text nor Kiwi there; as NVIDIA's ELECTRA splits
 create_pretraining_data from run_pretraining.
@@ -117,10 +117,10 @@ def open_prepared(path: str | Path) -> Prepared:
 
     d = Path(path)
     if not d.is_dir():
-        raise InputError(f"prepared={path}: no such folder (make one with `koelectra-kit pretrain prepare`)")
+        raise InputError(f"prepared={path}: no such folder (make one with `koelectra-kit prepare`)")
     if not is_prepared(d):
         raise InputError(f"prepared={path} is not a prepared-data folder (no {INFO_FILE}); make one with "
-                         "`koelectra-kit pretrain prepare corpus=... out=DIR`")
+                         "`koelectra-kit prepare corpus=... out=DIR`")
     missing = [f for f in FILES if not (d / f).exists()]
     if missing:
         raise InputError(f"prepared={path} is incomplete: {', '.join(missing)} missing; copy the whole folder")

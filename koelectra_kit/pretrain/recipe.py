@@ -27,7 +27,8 @@ from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_
                          set_rng_state)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
-from .data import BatchSource, check_corpus, check_tokenizer_dir, checked_rows, open_packed_data, prepare_tokenizer
+from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
+                   open_packed_data, prepare_tokenizer)
 from .distributed import DistContext, SharedClock, param_digest
 from .export import export_models, push_discriminator
 from .report import log_line, metrics_row, plateau_warning, postfix
@@ -144,10 +145,13 @@ class PretrainRecipe:
                                   "overwrite=true to start over, or another out=")
             shutil.rmtree(out / "checkpoints", ignore_errors=True)
             (out / "metrics.jsonl").unlink(missing_ok=True)
+            if not (out / TOKENIZER_REQUEST).exists() and not cfg.tokenizer:  # a run from before the record: its
+                shutil.rmtree(out / "tokenizer", ignore_errors=True)  # tokenizer's settings are unknown
         self.dist.barrier()
         if self.main:
             out.mkdir(parents=True, exist_ok=True)
-            log("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
+            # with --verbose, as the other commands: 90 lines before a run's one error line, and out/config.yaml has it
+            get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
             write_text_atomic(out / "config.yaml", dump_yaml(cfg))
 
     def setup_data(self) -> None:
@@ -160,7 +164,7 @@ class PretrainRecipe:
             return
         # a dataset's texts as a file (written once into the cache), which the tokenizer's and the packed caches key on
         self.corpus = corpus_paths(self.corpus, self.cfg.text_column, self.cfg.cache_dir)
-        self.tok = prepare_tokenizer(self.cfg, self.out, self.dist, self.corpus)
+        self.tok = prepare_tokenizer(self.cfg, self.out, self.dist, self.corpus, resuming=self.ckpt is not None)
         self.tok_fp = tokenizer_fingerprint(self.tok)
         self.data = open_packed_data(self.cfg, self.tok, self.tok_fp, self.corpus, self.dist)
 
@@ -218,7 +222,8 @@ class PretrainRecipe:
         if self.ckpt is None:
             self.state = LoopState.fresh(tok.vocab_size, self.device)
             return
-        saved = read_checkpoint(self.ckpt, self.model, self.optimizer, self.scaler, tok.vocab_size, self.tok_fp, cfg)
+        saved = read_checkpoint(self.ckpt, self.model, self.optimizer, self.scaler, tok.vocab_size, self.tok_fp, cfg,
+                                data_fingerprint(self.data))
         self.state, rng_states = LoopState.from_checkpoint(saved, self.device)
         if len(rng_states) == self.world:
             set_rng_state(rng_states[self.rank], self.mask_rng)
@@ -375,6 +380,7 @@ class PretrainRecipe:
         rng_all = self.dist.gather(rng_state(self.mask_rng))
         if self.main:
             meta = {"vocab_size": self.tok.vocab_size, "tokenizer_fingerprint": self.tok_fp,
+                    "data_fingerprint": data_fingerprint(self.data),
                     "config": to_dict(self.cfg), "tokens": self.state.tokens, "world_size": self.world}
             save_checkpoint(self.out, self.model, self.optimizer, self.scaler, self.state.to_checkpoint(rng_all),
                             meta, self.cfg.keep_checkpoints)
@@ -409,7 +415,7 @@ class PretrainRecipe:
                 f"({summary['tokens_per_s']:,.0f} tokens/s); encoder in {exported['discriminator']}")
             if summary["stopped"] == "interrupted":
                 warn(f"interrupted at step {s.step}, before the end of the budget: the encoder above is the one "
-                     "at this step; rerun the same command to continue from its checkpoint")
+                     "at this step; rerun the same command with resume=true to continue from its checkpoint")
         self.dist.barrier()
         return summary
 

@@ -78,7 +78,8 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     if not chars:
         alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
         if cfg.progress:
-            runtime.log(note)
+            rest = ("jamo or UTF-8 byte tokens (fallback=jamo_bytes)" if cfg.fallback == "jamo_bytes" else "[UNK]")
+            runtime.log(f"{note} (the rest become {rest})")
     # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
     # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
     # trainer cuts its own among equally frequent characters in hash order (other rare characters each run).
@@ -205,4 +206,4 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int,
         counts["#"] += 2 * marks
     kept = sorted(counts, key=lambda c: (-counts[c], c))[:keep]
     return keep, (f"alphabet: {keep:,} of {len(freqs):,} distinct characters, covering {covered:.4%} of the "
-                  f"corpus's characters (the rest become [UNK])"), kept
+                  f"corpus's characters"), kept
