@@ -237,3 +237,22 @@ def test_datasets_map_with_worker_processes(subword_model_dir, sample_dir, tmp_p
                            str(tmp_path / "m.arrow")], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "same"
+
+
+def test_decode_gives_the_text_back_as_kotokenizer_does(sample_tokenizer_dir):
+    """With the jamo/byte fallback (the default), transformers' own decode showed the byte tokens ("존잼<0xF0>
+    <0x9F>...") and left a rare syllable as unjoined jamo; fill-mask and batch_decode showed the same."""
+    from transformers import AutoTokenizer
+
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    ko = KoTokenizer.from_pretrained(sample_tokenizer_dir)
+    hf = AutoTokenizer.from_pretrained(sample_tokenizer_dir)
+    texts = ["존잼👍 최고", "해리와샐리가 재밌었다", "café 굿", "ㅋㅋㅋㅋ 뷁뷁"]
+    ids = [hf(t)["input_ids"] for t in texts]
+    assert any(set(i) & set(ko._fb.byte_of) for i in ids)  # the fallback's byte tokens are in play
+    assert [hf.decode(i, skip_special_tokens=True) for i in ids] == [ko.decode(i) for i in ids]
+    assert [hf.decode(i, skip_special_tokens=True) for i in ids[:3]] == [ko.normalize(t) for t in texts[:3]]
+    assert hf.batch_decode(ids, skip_special_tokens=True) == [ko.decode(i) for i in ids]
+    assert hf.decode(ids[0]).startswith("[CLS] ") and hf.decode(ids[0]).endswith(" [SEP]")
+    assert hf.convert_tokens_to_string(hf.convert_ids_to_tokens(ids[2][1:-1])) == ko.decode(ids[2])

@@ -88,6 +88,21 @@ class KoElectraKitTokenizer(PreTrainedTokenizerFast):
         tokens = [t for toks in enc["tokens"] for t in toks]
         return [self.cls_token, *tokens, self.sep_token] if add_special_tokens else tokens
 
+    def _decode(self, token_ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None,
+                **kwargs) -> str:
+        """``KoTokenizer.decode``: byte tokens and jamo back to their characters (transformers' own decode showed
+        the fallback's tokens, "존잼<0xF0><0x9F><0x91><0x8D>", and left jamo unjoined). ``[UNK]`` stays."""
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        if isinstance(token_ids, dict):
+            token_ids = token_ids["input_ids"]
+        text = self.ko.decode(list(token_ids), skip_special_tokens=skip_special_tokens)
+        clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces
+        return self.clean_up_tokenization(text) if clean else text
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return self.ko.decode(self.convert_tokens_to_ids(tokens), skip_special_tokens=False)
+
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
         return 3 if pair else 2
 
