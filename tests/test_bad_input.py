@@ -531,6 +531,19 @@ def test_finetune_sigterm_stops_at_a_step_and_keeps_the_best_checkpoint(capsys, 
     assert signal.getsignal(signal.SIGTERM) is before  # put back
 
 
+def test_finetune_into_an_earlier_model_says_it_replaced_it(capsys, tmp_path, tiny_encoder_dir, sample_dir):
+    """A rerun into the same out= replaces the earlier classifier (scripts and teach mode rely on it), and now says
+    so, with the replaced model's dev score: it happened silently."""
+    out = tmp_path / "clf"
+    args = ("finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}", f"train={sample_dir / 'reviews_labelled.csv'}",
+            f"out={out}", "progress=false", "plots=false", "epochs=0.05", "references=false")
+    rc, _, err = run_cli(capsys, *args)
+    assert rc == 0 and "replaced" not in err
+    first = json.loads((out / "eval.json").read_text())["dev"]["macro_f1"]
+    rc, _, err = run_cli(capsys, *args)
+    assert rc == 0 and f"note: replaced the model that was in {out} (dev macro-F1 {first:.4f})" in err
+
+
 def test_finetune_report_stands_beside_majority_and_tfidf(capsys, tmp_path, tiny_encoder_dir, sample_dir):
     rc, printed, _ = run_cli(capsys, "finetune", "--config", TINY_FT, f"model={tiny_encoder_dir}",
                              f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}",

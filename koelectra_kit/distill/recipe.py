@@ -24,7 +24,7 @@ from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import build_optimizer, default_lr, load_model
 from ..finetune.report import Window
-from ..io.output import check_not_input, check_out_dir
+from ..io.output import check_not_input, check_out_dir, replaced_note
 from ..io.trackers import Trackers, trackers_to_open
 from ..finetune.tokens import encode_texts
 from ..io.hfdata import check_input
@@ -353,9 +353,12 @@ class DistillRecipe:
         staging = make_staging_dir(self.out)  # can be retried from here without training again
         try:
             result = self.save(staging)
+            replaced = replaced_note(self.out)
             publish_dir(staging, self.out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        if replaced:
+            log(replaced)
         if not self.cfg.keep_work:
             shutil.rmtree(self.work, ignore_errors=True)
         print(format_report(self.report, title=f"student dev (best step {self.progress.best_step} of "

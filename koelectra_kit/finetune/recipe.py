@@ -28,7 +28,7 @@ from .config import FinetuneConfig
 from .data import format_data_report, load_splits
 from .model import build_optimizer, compile_model, default_lr, load_model
 from .report import MetricsLog, Window
-from ..io.output import check_not_input, check_out_dir
+from ..io.output import check_not_input, check_out_dir, replaced_note
 from .tokens import encode_texts
 
 
@@ -400,9 +400,12 @@ class FinetuneRecipe:
             log(f"metrics: {self.staging / 'metrics.jsonl'} (moved to {self.out} at the end)")
             self.train()
             result = self.save()
+            replaced = replaced_note(self.out)
             publish_dir(self.staging, self.out)
         finally:
             self.cleanup()
+        if replaced:
+            log(replaced)
         st = self.state
         print(format_report(self.report, title=f"dev (best step {st.best.step} of {st.step}, {st.stopped})"))
         if "references" in result:

@@ -21,6 +21,23 @@ def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
         raise InputError(f"out={out} exists and is not {kind}; choose a new or empty directory")
 
 
+def replaced_note(out: Path) -> str | None:
+    """What a run that publishes into ``out`` replaces, said after it did ("note: replaced the model that was in
+    OUT (dev macro-F1 0.6520)"), or None for a new folder. A rerun into the same out= replaces the earlier model, as
+    it always has; a note, not a refusal, so scripts and teach mode keep working, but no longer silently."""
+    import json
+
+    out = Path(out)
+    if not (out / "eval.json").is_file():
+        return None
+    try:
+        f1 = json.loads((out / "eval.json").read_text(encoding="utf-8"))["dev"]["macro_f1"]
+        score = f" (dev macro-F1 {float(f1):.4f})"
+    except (OSError, ValueError, KeyError, TypeError):
+        score = ""
+    return f"note: replaced the model that was in {out}{score}"
+
+
 def check_report_dir(out: Path) -> None:
     """``check_out_dir`` for the commands that write a report into ``out`` (evaluate, baseline) rather than a model:
     a model folder is refused too, since its own eval.json and data_report.json would be replaced."""
