@@ -31,7 +31,7 @@ def without_set_up(code: str) -> str:
     """The set-up steps (apt-get/pip install ... &&) are what .ci/run itself runs: keep what follows them, and
     drop the test command (this is the test run)."""
     parts = [p.strip() for p in code.strip().split("&&")]
-    while parts and parts[0].startswith(("pip install", "apt-get", "sudo apt-get")):
+    while parts and parts[0].startswith(("pip install", "apt-get", "sudo apt-get", "python3 -m venv", ". .venv/")):
         parts.pop(0)
     rest = " && ".join(parts)
     return "" if "pytest" in rest else rest

@@ -34,7 +34,8 @@ analyses every row). --shard K/N labels rows [(K-1)R/N, KR/N) of the R rows, so 
 FLAGS = {
     "--model": ("model", {"help": "fine-tuned model dir (output of finetune) or hub id"}),
     "--input": ("input", {"nargs": "+", "metavar": "FILE",
-                          "help": "file(s) to label: .csv .tsv .jsonl .parquet; several, or a quoted glob 'd/*.csv'"}),
+                          "help": "file(s) to label: .csv .tsv .jsonl .parquet .xlsx .txt (a review a line), a "
+                                  "dataset; several, or a quoted glob 'd/*.csv'"}),
     "--output": ("output", {"help": "labelled file to write: .csv .tsv .jsonl; with several inputs a folder"}),
     "--output-suffix": ("output_suffix", {"metavar": "SUFFIX", "help": "write INPUT_STEM+SUFFIX beside each input "
                                                                        "(e.g. .labelled.csv) instead of --output"}),
@@ -50,8 +51,9 @@ FLAGS = {
     "--sep": ("sep", {"help": "field separator for csv-like input (default: by extension)"}),
     "--encoding": ("encoding", {"help": "input encoding (default: detect utf-8 / utf-8 with BOM / cp949)"}),
     "--encoding-errors": ("encoding_errors", {"choices": ["strict", "replace"],
-                                              "help": "replace: label lines with undecodable bytes anyway, flagged "
-                                                      "(default strict: an error naming the line)"}),
+                                              "help": "replace: label the rest; a line with undecodable bytes is kept, "
+                                                      "unlabelled, its status saying so (default strict: an error "
+                                                      "naming the line)"}),
     "--output-encoding": ("output_encoding", {"help": "output encoding (default: utf-8-sig for .csv so Excel reads it)"}),
     "--batch-size": ("batch_size", {"type": int, "help": "texts per model call (default 128; 256 on a GPU)"}),
     "--chunk-rows": ("chunk_rows", {"type": int, "help": "rows read, labelled and written at a time (default 20000)"}),

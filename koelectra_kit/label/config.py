@@ -32,8 +32,8 @@ class LabelConfig:
     format: str | None = None  # input format; None = from the extension
     sep: str | None = None  # field separator of csv-like input; None = by format
     encoding: str | None = None  # None = detect utf-8 / utf-8 with BOM / cp949
-    # strict: a byte the encoding cannot decode is an error naming its line; replace: such lines are labelled
-    # with U+FFFD in place of the bad bytes and flagged in the status column
+    # strict: a byte the encoding cannot decode is an error naming its line; replace: the file is labelled, and a
+    # line with such bytes is kept (U+FFFD in their place) but not labelled: its status says error and why
     encoding_errors: Literal["strict", "replace"] = "strict"
     output_encoding: str | None = None  # None = utf-8-sig for .csv (Excel reads Korean), utf-8 otherwise
     # texts per model call: fewer, fuller calls amortize the per-call overhead of small models. None: the
