@@ -98,6 +98,23 @@ def test_skip_and_undo_append_and_the_undone_review_comes_back(tiny_classifier_d
         assert c.act("undo", "u3", target="nope").json["error"] == "nothing to undo"
 
 
+def test_undo_in_one_tab_takes_back_that_tabs_answer_not_another_tabs(tiny_classifier_dir, tmp_path, pool):
+    """The page's undo names no target: it took back the latest answer of any tab, so B's undo retracted A's answer
+    and left B's own standing."""
+    _, truth = pool
+    with start_teach(tiny_classifier_dir, tmp_path) as c:
+        b = c.next("B")
+        c.act("answer", "b1", b["row"], truth[b["text"]], client="B")
+        a = c.next("A")
+        c.act("answer", "a1", a["row"], truth[a["text"]], client="A")
+        undo = c.act("undo", "b-undo", client="B").json
+        assert undo["item"]["row"] == b["row"]  # B's own review is shown again
+        assert [(r["action"], r["undoes"]) for r in lines(tmp_path / "labels.csv")][-1] == ("undo", "b1")
+        assert c.act("undo", "b-undo2", client="B").json["error"] == "nothing to undo"  # A's answer stands
+        assert c.state()["labelled"] == 1
+        assert c.act("undo", "x", target=5).status == 400
+
+
 def test_a_restart_continues_where_it_was(tiny_classifier_dir, tmp_path, pool):
     _, truth = pool
     with start_teach(tiny_classifier_dir, tmp_path) as c:
@@ -286,10 +303,14 @@ def test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the
     (tmp_path / "full").mkdir()
     teach_pool(tmp_path / "full")
     with start_teach(tiny_encoder_dir, tmp_path / "full", retrain_recipe="full") as c:
-        answer_until_ready(c, truth)
+        answer_until_ready(c, truth, at_least=40)
         assert c.call("POST", "/api/teach/retrain").status == 200
         rnd = c.wait_retrain()["rounds"][-1]
         assert rnd["recipe"] == "full" and set(rnd["scores"]) == {"encoder", "tfidf", "ensemble"}, rnd
+        # it picked its step and folder on its own training labels, not on the held-out ones that judged it
+        assert rnd["dev"].startswith("10% of the round's own training labels"), rnd
+        report = (tmp_path / "full" / "labels.teach" / "rounds" / "r001" / "log.txt").read_text(encoding="utf-8")
+        assert "heldout.csv" not in report
     # where the rounds start: a bare encoder (also as --encoder beside a classifier) or a classifier's own weights
     from koelectra_kit.app.teach import start_point
 
@@ -530,3 +551,26 @@ def test_a_big_start_is_sampled_for_the_cross_validation_on_both_sides(monkeypat
     assert sampled.method == "cross-validation"
     assert sampled.start_score == serving.macro_f1(start_clf, labels, LABELS)  # the start as it is, every label
     assert sampled.served == (sampled.score >= sampled.incumbent_score)
+
+
+def test_a_tfidf_round_counts_as_trained_on_the_analysts_labels_not_the_start_rows(tmp_path):
+    """A TF-IDF round's train.csv holds the start's rows too. Read as the serving round's labels, they made the
+    cross-validation refit the serving side on every start row and the round on a 20,000-row sample of them, and
+    rounds lost for it while the verdict said both sides were refitted on the sample."""
+    from types import SimpleNamespace
+
+    from koelectra_kit.app import teach
+    from koelectra_kit.app.retrain import Round, write_rows
+    from koelectra_kit.app.serving import StartData
+
+    start = StartData(["시작 하나", "시작 둘", "시작 셋"], ["positive", "negative", "neutral"])
+    answers = {"답 하나": "positive", "시작 둘": "positive", "시작 셋": "neutral"}  # one relabelled, one agreeing
+    folder = tmp_path / "rounds" / "r001"
+    folder.mkdir(parents=True)
+    write_rows(folder / "train.csv", start.rows(answers))
+    fake = SimpleNamespace(dir=tmp_path, start_data=start)
+    got = teach.Teacher._trained_on(fake, Round(round=1, labels=3, per_class={}, recipe="tfidf"))
+    assert got == {"답 하나": "positive", "시작 둘": "positive"}  # an answer the start agrees with is its row
+    assert sorted(start.rows(got)) == sorted(start.rows(answers))  # so the refit sees the very rows the round trained on
+    full = teach.Teacher._trained_on(fake, Round(round=1, labels=3, per_class={}, recipe="full"))
+    assert len(full) == 4  # a full round's train.csv is the analyst's labels alone: read as it is
