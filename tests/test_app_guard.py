@@ -161,6 +161,7 @@ def test_host_names_same_origin_and_the_printed_url():
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LocalHost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.0.3", "example.com", "localhost.example"))
     assert host_names("127.0.0.1") == host_names("localhost") == LOOPBACK_NAMES
+    assert host_names("127.0.0.2") == LOOPBACK_NAMES | {"127.0.0.2"}  # its own printed URL answers too
     assert host_names("0.0.0.0") is None and host_names("::") is None
     assert host_names("Box.LAN") == {"box.lan"} and host_names("[fd00::1]") == {"fd00::1"}
     assert same_origin("http://127.0.0.1:7860", "127.0.0.1:7860") and same_origin("http://box", "box:80")

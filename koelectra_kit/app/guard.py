@@ -48,8 +48,8 @@ def is_loopback(host: str) -> bool:
 
 def host_names(bind_host: str) -> frozenset | None:
     """The names a request's ``Host`` may carry for an app bound to ``bind_host``; None: any (a wildcard bind)."""
-    if is_loopback(bind_host):
-        return LOOPBACK_NAMES
+    if is_loopback(bind_host):  # and the address bound itself: 127.0.0.2 refused its own printed URL
+        return LOOPBACK_NAMES | {bind_host.strip("[]").lower()}
     if bind_host in WILDCARDS:
         return None
     return frozenset({bind_host.strip("[]").lower()})
