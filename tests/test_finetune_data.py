@@ -98,6 +98,10 @@ def test_a_file_label_wrote_is_read_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="is a file `koelectra-kit label` wrote: its label column is a model's"):
         d = read_labelled(f, L3)
     assert d.texts == ["좋아요", "별로"]
+    twice = write(tmp_path / "twice.csv", "review,label,confidence,status,pred_label,pred_confidence,pred_status\n"
+                  "좋아요,positive,0.9,ok,positive,0.8,ok\n별로,negative,0.8,ok,neutral,0.5,ok\n")
+    with pytest.warns(UserWarning, match="is a file `koelectra-kit label` wrote"):  # labelled twice: label is
+        read_labelled(twice, L3)  # the first model's predictions
 
 
 def test_labels_outside_the_set_error_with_counts_and_examples_or_drop(tmp_path):

@@ -328,14 +328,16 @@ def test_texts_that_are_numbers_match_as_label_reads_them(tmp_path, tiny_classif
 
 
 def test_the_newest_labelled_set_and_its_own_source_column_are_read():
-    """A file labelled again (pred2_* after pred_*): its newest labels are the last run's, and a label_source
-    belongs to that run only when it follows that run's status column."""
+    """A file labelled again (pred2_* after pred_*): the analyst's labels are the newest set that carries them, and
+    a label_source belongs to a run only when it follows that run's status column."""
     from koelectra_kit.io.labelled import written_by_label
 
     first = ["review", "label", "pred_label", "pred_confidence", "pred_status", "label_source", "model_label"]
     plain = ["pred2_label", "pred2_confidence", "pred2_status"]
     assert written_by_label(first) == ("pred_label", "label_source")
-    assert written_by_label(first + plain) == ("pred2_label", None)  # the model's labels: label_source is run 1's
+    # run 2 without human labels: run 1's set still carries the analyst's answers
+    assert written_by_label(first + plain) == ("pred_label", "label_source")
     assert written_by_label(first + plain + ["pred_label_source", "pred_model_label"]) == ("pred2_label",
                                                                                         "pred_label_source")
+    assert written_by_label(["review", "label", "confidence", "status", *plain]) == ("pred2_label", None)
     assert written_by_label(["review", "label"]) is None

@@ -336,6 +336,10 @@ def test_resume_on_other_data_is_refused_and_a_changed_recipe_is_named(tiny_cfg,
     assert pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=4", "resume=true", "lr=1e-4"))["steps"] == 4
     err = capsys.readouterr().err
     assert "note: resumed with lr " in err and "-> 0.0001: in effect from step 2 on" in err
+    with pytest.raises(ConfigError, match="trained with seq_len 64 -> 32; the model shape"):  # the shape, not
+        pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=6", "resume=true", "seq_len=32"))  # "other data"
+    pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=5", "resume=true", "lr=1e-4", "vocab_size=900"))
+    assert "vocab_size 2000 -> 900 has no effect on a resume" in capsys.readouterr().err
 
 
 def test_a_rerun_for_another_corpus_or_tokenizer_trains_its_own_tokenizer(tmp_path, sample_dir, pretrain_cache):

@@ -553,10 +553,11 @@ def test_a_big_start_is_sampled_for_the_cross_validation_on_both_sides(monkeypat
     assert sampled.served == (sampled.score >= sampled.incumbent_score)
 
 
-def test_a_tfidf_round_counts_as_trained_on_the_analysts_labels_not_the_start_rows(tmp_path):
-    """A TF-IDF round's train.csv holds the start's rows too. Read as the serving round's labels, they made the
+def test_a_tfidf_round_is_refitted_with_the_analysts_labels_not_its_start_rows(tmp_path):
+    """A TF-IDF round's train.csv holds the start's rows too. Taken as the serving round's labels, they made the
     cross-validation refit the serving side on every start row and the round on a 20,000-row sample of them, and
-    rounds lost for it while the verdict said both sides were refitted on the sample."""
+    rounds lost for it while the verdict said both sides were refitted on the sample. Its answers.csv is what the
+    refit takes; every train.csv row stays out of the held-out scoring."""
     from types import SimpleNamespace
 
     from koelectra_kit.app import teach
@@ -569,8 +570,11 @@ def test_a_tfidf_round_counts_as_trained_on_the_analysts_labels_not_the_start_ro
     folder.mkdir(parents=True)
     write_rows(folder / "train.csv", start.rows(answers))
     fake = SimpleNamespace(dir=tmp_path, start_data=start)
-    got = teach.Teacher._trained_on(fake, Round(round=1, labels=3, per_class={}, recipe="tfidf"))
-    assert got == {"답 하나": "positive", "시작 둘": "positive"}  # an answer the start agrees with is its row
-    assert sorted(start.rows(got)) == sorted(start.rows(answers))  # so the refit sees the very rows the round trained on
-    full = teach.Teacher._trained_on(fake, Round(round=1, labels=3, per_class={}, recipe="full"))
-    assert len(full) == 4  # a full round's train.csv is the analyst's labels alone: read as it is
+    fake._trained_on = lambda rnd: teach.Teacher._trained_on(fake, rnd)
+    rnd = Round(round=1, labels=3, per_class={}, recipe="tfidf")
+    assert teach.Teacher._trained_on(fake, rnd) == {"시작 하나": "positive", **answers}  # never scored on
+    # a round from before answers.csv: its train.csv less the start's rows (an answer the start agrees with is
+    # that row)
+    assert teach.Teacher._answers_of(fake, rnd) == {"답 하나": "positive", "시작 둘": "positive"}
+    write_rows(folder / "answers.csv", list(answers.items()))
+    assert teach.Teacher._answers_of(fake, rnd) == answers

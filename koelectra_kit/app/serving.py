@@ -206,17 +206,20 @@ class Verdict:
 
 def compare(name: str, clf, recipe: str, labels: dict, held: dict, names: list[str], *, incumbent,
             incumbent_name: str | None, incumbent_trained: dict, incumbent_tfidf: bool, start, start_data: StartData,
-            seed: int, baseline_cfg=None, dev: bool = False) -> Verdict:
+            seed: int, baseline_cfg=None, dev: bool = False, incumbent_answers: dict | None = None) -> Verdict:
     """Round ``name`` (``clf``, trained by ``recipe`` on ``labels`` minus ``held``) against the model serving now
     (``incumbent``, None for none; it trained on the analyst's labels ``incumbent_trained``, text -> label, and is a
     TF-IDF fit of the start's rows plus those when ``incumbent_tfidf``), as the module doc says. ``start`` (None: an
-    encoder) is scored on the same labels for the page."""
+    encoder) is scored on the same labels for the page. ``incumbent_trained`` is every row it trained on (never
+    scored on); ``incumbent_answers`` the analyst's labels among them, what its recipe is refitted with (None: the
+    same)."""
     if incumbent is not None and recipe == "tfidf" and incumbent_tfidf and not dev:
         rows = cv_start(start_data, seed)
         sampled = rows is not start_data
         # the starting model answers as it is, unless its rows are sampled: then its recipe is refitted on the
         # sample too (on no label), so both sides know the same start rows
-        refit = None if incumbent is start and not sampled else incumbent_trained
+        answers = incumbent_trained if incumbent_answers is None else incumbent_answers
+        refit = None if incumbent is start and not sampled else answers
         got = cv_paired(rows, labels, names, seed, refit, start, baseline_cfg)
         if got is not None:
             score, inc = got

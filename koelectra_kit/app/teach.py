@@ -187,9 +187,9 @@ class Teacher:
             label = body.get("label") if action == "answer" else ""
             if action == "answer" and label not in self.labels:
                 raise InputError(f"label {label!r} is not one of {', '.join(self.labels)}")
-            self.log.append(Event(text=self.pool.texts[row - 1], label=label, action=action, row=str(row),
-                                  source="teach", answer_id=answer_id))
-            with self.lock:
+            with self.log.lock:  # one step with the log: an undo in flight from this tab sees both or neither
+                self.log.append(Event(text=self.pool.texts[row - 1], label=label, action=action, row=str(row),
+                                      source="teach", answer_id=answer_id))
                 self.sent.setdefault(client, []).append(answer_id)
             self.queue.release(row - 1)
             if action == "answer":
@@ -307,6 +307,7 @@ class Teacher:
         train = {t: lab for t, lab in labels.items() if t not in held}
         rows = self.start_data.rows(train) if recipe == "tfidf" else list(train.items())
         write_rows(folder / "train.csv", rows)
+        write_rows(folder / "answers.csv", list(train.items()))  # the analyst's part of it (_answers_of)
         return held, dev
 
     def _train(self, rnd: Round, folder: Path, labels: dict) -> None:
@@ -369,22 +370,33 @@ class Teacher:
         tfidf = serving.recipe == "tfidf" if serving is not None else self.start.kind == "tfidf"
         return compare(rnd.name, clf, rnd.recipe, labels, held, self.labels, incumbent=self.shared.current(),
                        incumbent_name=self.serving, incumbent_trained=self._trained_on(serving),
+                       incumbent_answers=self._answers_of(serving),
                        incumbent_tfidf=tfidf, start=self.start.classifier, start_data=self.start_data,
                        seed=self.s.seed, baseline_cfg=cfg.baseline, dev=bool(self.s.dev))
 
     def _trained_on(self, rnd: Round | None) -> dict:
-        """The analyst's labels the round ``rnd`` trained on (text -> label); nothing for the starting model. A
-        TF-IDF round's train.csv holds the start's rows too: they are left out, as the round being judged gets them
-        from ``start_data`` (sampled, for a big start). Left in, the serving round was refitted on every start row
-        and the round on 20,000 of them, and rounds lost for it (a start row the analyst labelled alike is the same
-        row either way)."""
+        """Every row the round ``rnd`` trained on (its train.csv: text -> label; a TF-IDF round's holds the start's
+        rows too); nothing for the starting model. What it is never scored on."""
         if rnd is None:
             return {}
-        rows = read_table_rows(self.dir / "rounds" / rnd.name / "train.csv")
+        return dict(read_table_rows(self.dir / "rounds" / rnd.name / "train.csv"))
+
+    def _answers_of(self, rnd: Round | None) -> dict:
+        """The analyst's labels the round ``rnd`` trained on (answers.csv), what the cross-validation refits its
+        recipe with: the start's rows come from ``start_data`` there, sampled for a big start on both sides alike.
+        Taken from train.csv, the serving side was refitted on every start row and the round on 20,000 of them, and
+        rounds lost for it while the verdict said both were sampled. A round written before answers.csv: its
+        train.csv less the start's own rows."""
+        if rnd is None:
+            return {}
+        answers = self.dir / "rounds" / rnd.name / "answers.csv"
+        if answers.is_file():
+            return dict(read_table_rows(answers))
+        rows = self._trained_on(rnd)
         if rnd.recipe == "tfidf" and self.start_data.texts:
             start = set(zip(self.start_data.texts, self.start_data.labels))
-            rows = [(t, lab) for t, lab in rows if (t, lab) not in start]
-        return dict(rows)
+            rows = {t: lab for t, lab in rows.items() if (t, lab) not in start}
+        return rows
 
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""

@@ -205,11 +205,11 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)
         log = {"events": events, "labels": len(got.labels), "skipped": len(got.skipped)}
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
-    written = written_by_label(df.columns)
-    if kind == "label" and written is not None and str(source_col) == written[0]:
+    written = dict(label_sets(df.columns)).get(str(source_col), False)  # the picked column is one `label` added
+    if kind == "label" and written is not False:
         import warnings
 
-        human = f"; its {written[1]} column says which rows are the analyst's" if written[1] else ""
+        human = f"; its {written} column says which rows are the analyst's" if written else ""
         warnings.warn(f"{path} is a file `koelectra-kit label` wrote: its label column is a model's predictions"
                       f"{human} (training on them teaches that model's guesses back)", stacklevel=2)
     for src, dst in (label_map or {}).items():
@@ -262,24 +262,29 @@ def label_prefixes():
         k += 1
 
 
-def written_by_label(columns) -> tuple[str, str | None] | None:
-    """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are those of a
-    file ``koelectra-kit label`` wrote (its label, confidence and status columns, ``pred_`` before them where the
-    input had such names, ``pred2_`` ... for a file labelled again), else None. The newest set is the one with the
-    latest prefix. Its human-label columns are prefixed on their own (``label.human``) and come right after its
-    status column: a ``label_source`` elsewhere belongs to an earlier run."""
+def label_sets(columns) -> list[tuple[str, str | None]]:
+    """The (label column, its ``label_source`` column or None) of every set of columns ``koelectra-kit label`` added
+    to a file, oldest first: ``label``, then ``pred_label``, ``pred2_label``, ... for a file labelled again. A set's
+    human-label columns are prefixed on their own (``label.human``) and come right after its status column: a
+    ``label_source`` elsewhere belongs to another run."""
     columns = [str(c) for c in columns]
-    names, newest = set(columns), None
+    names, sets = set(columns), []
     for k, prefix in enumerate(label_prefixes()):
         if k > 1 and not any(c.startswith(prefix) for c in names):
             break
         if {f"{prefix}confidence", f"{prefix}status", f"{prefix}label"} <= names:
-            newest = prefix
-    if newest is None:
-        return None
-    after = columns.index(f"{newest}status") + 1
-    source = columns[after] if after < len(columns) and columns[after].endswith("label_source") else None
-    return f"{newest}label", source
+            after = columns.index(f"{prefix}status") + 1
+            source = columns[after] if after < len(columns) and columns[after].endswith("label_source") else None
+            sets.append((f"{prefix}label", source))
+    return sets
+
+
+def written_by_label(columns) -> tuple[str, str | None] | None:
+    """(its label column, the column saying which rows are the analyst's, or None) when ``columns`` are those of a
+    file ``koelectra-kit label`` wrote, else None: the newest set that carries the analyst's labels, else the newest
+    (``label_sets``)."""
+    sets = label_sets(columns)
+    return next((s for s in reversed(sets) if s[1]), sets[-1]) if sets else None
 
 
 def class_counts(y, labels) -> dict:

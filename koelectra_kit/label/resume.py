@@ -12,7 +12,7 @@ from pathlib import Path
 from ..classify.classifier import model_digest  # noqa: F401 - what label/run.py takes from here
 from ..errors import InputError
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: TSV written unquoted, JSONL columns every object's keys (a partial of 2 would mix them)
 # What must match for a resume to continue the same job (what differs is named in the refusal).
 IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard",
             "human_labels", "output_encoding")

@@ -162,7 +162,9 @@ class FileLabeller:
         self.out_enc = self._output_encoding()
 
     def _output_encoding(self) -> str:
-        return self.cfg.output_encoding or ("utf-8-sig" if self.out_fmt == "csv" else "utf-8")
+        if self.cfg.output_encoding:  # codecs' own name: UTF-8 and utf_8 are one encoding to --resume
+            return codecs.lookup(self.cfg.output_encoding).name
+        return "utf-8-sig" if self.out_fmt == "csv" else "utf-8"
 
     def shard_job(self) -> dict:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""

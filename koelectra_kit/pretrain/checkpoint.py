@@ -151,7 +151,8 @@ def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict
 def _changed(old, new, key: str) -> str:
     """``key`` old -> new, a section by the sub-keys that differ (not the whole dict in one line)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        return ", ".join(_changed(old.get(k), new.get(k), f"{key}.{k}") for k in new if old.get(k) != new.get(k))
+        keys = list(new) + [k for k in old if k not in new]
+        return ", ".join(_changed(old.get(k), new.get(k), f"{key}.{k}") for k in keys if old.get(k) != new.get(k))
     return f"{key} {old!r} -> {new!r}"
 
 
@@ -189,11 +190,14 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
 RUN_KEYS = {"corpus", "prepared", "out", "tokenizer", "cache_dir", "num_workers", "max_steps", "max_minutes", "device",
             "threads", "log_every", "save_every", "save_every_minutes", "keep_checkpoints", "resume", "overwrite",
             "progress", "plots", "report_to", "ddp_timeout_minutes", "push_to_hub", "hub_private", "card_license",
-            "card_datasets", "compile", "compile_mode", "data_on_device", "fast_cpu_kernels"}
+            "card_datasets", "compile", "compile_mode", "data_on_device", "fast_cpu_kernels", "plateau_check_tokens",
+            "plateau_gen_margin", "plateau_auc", "text_column"}
+# Keys a resume can't apply: the tokenizer and the weights are the checkpoint's. A change is said to have no effect.
+KEPT_ON_RESUME = {"vocab_size", "tokenizer_model", "presplit", "init", "init_generator"}
 
 
 def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_fp: str, cfg: PretrainConfig,
-                    data_fp: str | None = None) -> dict:
+                    data_fp: str | None = None, main: bool = True) -> dict:
     """Load everything back into the given objects; returns the saved loop state dict (``LoopState.
     from_checkpoint`` reads it). Every failure is one line naming the checkpoint and what to do. ``data_fp``:
     the packed rows' ``data.data_fingerprint``, which must be the checkpoint's (its data position means rows)."""
@@ -217,21 +221,23 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
         raise InputError(f"checkpoint {ckpt} was trained with another tokenizer (vocab {meta.get('vocab_size')}, "
                          f"fingerprint {meta.get('tokenizer_fingerprint')}) than this run's (vocab {vocab_size}, "
                          f"fingerprint {tok_fp}); pass the run's own tokenizer= or start over")
+    saved, now = meta.get("config", {}), to_dict(cfg)
+    shape = ("objective", "model", "generator", "seq_len")
+    for key in shape:  # before the data: another seq_len packs other rows, and the shape is what changed
+        if key in saved and saved[key] != now[key]:
+            raise ConfigError(f"checkpoint {ckpt} was trained with {_changed(saved[key], now[key], key)}; the model "
+                              "shape can't change on resume")
     if data_fp and meta.get("data_fingerprint", data_fp) != data_fp:  # absent: a checkpoint from before it was kept
         raise InputError(f"checkpoint {ckpt} was trained on other data than this run's (the corpus or prepared "
                          "folder changed since): its data position would land on other rows; resume with the data "
                          "it was trained on, or start over with overwrite=true")
-    saved, now = meta.get("config", {}), to_dict(cfg)
-    for key in ("objective", "model", "generator", "seq_len"):
-        if key in saved and saved[key] != now[key]:
-            changed = _changed(saved[key], now[key], key)
-            raise ConfigError(f"checkpoint {ckpt} was trained with {changed}; the model shape can't change on "
-                              "resume")
-    changed = [_changed(saved[k], now[k], k) for k in now
-               if k in saved and k not in RUN_KEYS and saved[k] != now[k] and k not in ("objective", "model",
-                                                                                        "generator", "seq_len")]
-    if changed:
+    differ = [k for k in now if k in saved and saved[k] != now[k] and k not in RUN_KEYS and k not in shape]
+    changed = [_changed(saved[k], now[k], k) for k in differ if k not in KEPT_ON_RESUME]
+    kept = [_changed(saved[k], now[k], k) for k in differ if k in KEPT_ON_RESUME]
+    if main and changed:
         warn(f"note: resumed with {', '.join(changed)}: in effect from step {meta.get('step', '?')} on")
+    if main and kept:
+        warn(f"note: {', '.join(kept)} has no effect on a resume: the tokenizer and weights are the checkpoint's")
     try:
         missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a bad header/size

@@ -66,8 +66,12 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Pat
         if made_for != request:
             log(f"{shown_as or tok_dir} was trained for another corpus or other tokenizer settings: training it again")
             shutil.rmtree(tok_dir)
-    dist_ctx.barrier()  # every rank looks for the folder after rank 0 decided whether it stays
-    if not (tok_dir / "tokenizer.json").exists():
+    # every rank decides after rank 0 removed a stale folder, and before it writes a new one: a rank that looked
+    # once rank 0 had written tokenizer.json would skip the barrier below that the others wait at
+    dist_ctx.barrier()
+    need = not (tok_dir / "tokenizer.json").exists()
+    dist_ctx.barrier()
+    if need:
         if dist_ctx.is_main:
             kind = "character" if cfg.tokenizer_model == "characters" else f"{cfg.vocab_size}-token"
             log(f"training a {kind} tokenizer on the corpus into {shown_as or tok_dir} (no tokenizer= given)")

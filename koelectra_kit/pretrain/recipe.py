@@ -223,7 +223,7 @@ class PretrainRecipe:
             self.state = LoopState.fresh(tok.vocab_size, self.device)
             return
         saved = read_checkpoint(self.ckpt, self.model, self.optimizer, self.scaler, tok.vocab_size, self.tok_fp, cfg,
-                                data_fingerprint(self.data))
+                                data_fingerprint(self.data), self.main)
         self.state, rng_states = LoopState.from_checkpoint(saved, self.device)
         if len(rng_states) == self.world:
             set_rng_state(rng_states[self.rank], self.mask_rng)
