@@ -354,8 +354,9 @@ def test_corrections_with_labels_alone(tiny_classifier, tiny_classifier_dir, tmp
         body = {"job": job["id"], "row": row["row"], "label": "negative", "answer_id": "f1"}
         assert c.call("POST", "/api/corrections", json_body=body).json["new"] is True
         assert c.call("POST", "/api/corrections", json_body=body).json["new"] is False
-        bad = c.call("POST", "/api/corrections", json_body={**body, "row": 10 ** 6, "answer_id": "f2"})
-        assert bad.status == 400 and "not among the rows to review" in bad.json["error"]
+        for row_value in (10 ** 6, float(row["row"])):  # a float row was written as "6.0" into LABELS.csv
+            bad = c.call("POST", "/api/corrections", json_body={**body, "row": row_value, "answer_id": "f2"})
+            assert bad.status == 400 and "not among the rows to review" in bad.json["error"]
         assert [r["answer_id"] for r in lines(tmp_path / "fixes.csv")] == ["f1"]
     with start_app(tiny_classifier, tiny_classifier_dir, tmp_path / "w2") as c:  # without --labels: no fixes
         assert c.call("POST", "/api/corrections", json_body=body).status == 404

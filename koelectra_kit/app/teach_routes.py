@@ -69,7 +69,7 @@ def correction_routes(app, log: LabelLog, store: JobStore, json_body) -> None:
         row, label, answer_id = body.get("row"), body.get("label"), body.get("answer_id")
         if not isinstance(answer_id, str) or not 0 < len(answer_id) <= MAX_ID:
             raise InputError(f"answer_id: a string of 1-{MAX_ID} characters made by the page")
-        if row not in job.full_texts:
+        if isinstance(row, bool) or not isinstance(row, int) or row not in job.full_texts:  # 6.0 == 6 in a dict
             raise InputError(f"row {row!r} of {job.upload.name} is not among the rows to review")
         if label not in log.labels:
             raise InputError(f"label {label!r} is not one of {', '.join(log.labels)}")
