@@ -352,7 +352,9 @@ def test_a_rerun_for_another_corpus_or_tokenizer_trains_its_own_tokenizer(tmp_pa
             "progress=false", "plots=false", "vocab_size=600"]
     assert main([*base, f"corpus={sample_dir / 'comments.txt'}"]) == 0
     first = KoTokenizer.from_pretrained(out / "discriminator").vocab_size
-    assert main([*base, f"corpus={sample_dir / 'comments.txt'}", "overwrite=true"]) == 0  # the same: reused
+    made = (out / "tokenizer" / "tokenizer.json").stat().st_mtime_ns
+    assert main([*base, f"corpus={sample_dir / 'comments.txt'}", "overwrite=true"]) == 0
+    assert (out / "tokenizer" / "tokenizer.json").stat().st_mtime_ns == made  # the same request: reused
     assert main([*base, f"corpus={sample_dir / 'comments.txt'}", "overwrite=true", "vocab_size=900",
                  "presplit=none"]) == 0
     again = KoTokenizer.from_pretrained(out / "discriminator")

@@ -559,10 +559,7 @@ def test_a_tfidf_round_is_refitted_with_the_analysts_labels_not_its_start_rows(t
     cross-validation refit the serving side on every start row and the round on a 20,000-row sample of them, and
     rounds lost for it while the verdict said both sides were refitted on the sample. Its answers.csv is what the
     refit takes; every train.csv row stays out of the held-out scoring."""
-    from types import SimpleNamespace
-
-    from koelectra_kit.app import teach
-    from koelectra_kit.app.retrain import Round, write_rows
+    from koelectra_kit.app.retrain import Round, answers_of, trained_on, write_rows
     from koelectra_kit.app.serving import StartData
 
     start = StartData(["시작 하나", "시작 둘", "시작 셋"], ["positive", "negative", "neutral"])
@@ -570,12 +567,11 @@ def test_a_tfidf_round_is_refitted_with_the_analysts_labels_not_its_start_rows(t
     folder = tmp_path / "rounds" / "r001"
     folder.mkdir(parents=True)
     write_rows(folder / "train.csv", start.rows(answers))
-    fake = SimpleNamespace(dir=tmp_path, start_data=start)
-    fake._trained_on = lambda rnd: teach.Teacher._trained_on(fake, rnd)
     rnd = Round(round=1, labels=3, per_class={}, recipe="tfidf")
-    assert teach.Teacher._trained_on(fake, rnd) == {"시작 하나": "positive", **answers}  # never scored on
+    assert trained_on(tmp_path, rnd) == {"시작 하나": "positive", **answers}  # never scored on
     # a round from before answers.csv: its train.csv less the start's rows (an answer the start agrees with is
     # that row)
-    assert teach.Teacher._answers_of(fake, rnd) == {"답 하나": "positive", "시작 둘": "positive"}
+    assert answers_of(tmp_path, rnd, start) == {"답 하나": "positive", "시작 둘": "positive"}
     write_rows(folder / "answers.csv", list(answers.items()))
-    assert teach.Teacher._answers_of(fake, rnd) == answers
+    assert answers_of(tmp_path, rnd, start) == answers
+    assert trained_on(tmp_path, None) == answers_of(tmp_path, None, start) == {}  # the starting model

@@ -262,3 +262,29 @@ def read_dev(path: str, names: list[str]) -> dict:
 
 def now() -> float:
     return time.perf_counter()
+
+
+def trained_on(teach_dir: Path, rnd: Round | None) -> dict:
+    """Every row the round ``rnd`` trained on (its train.csv: text -> label; a TF-IDF round's holds the start's rows
+    too); nothing for the starting model (None). What it is never scored on."""
+    if rnd is None:
+        return {}
+    return dict(read_table_rows(teach_dir / "rounds" / rnd.name / "train.csv"))
+
+
+def answers_of(teach_dir: Path, rnd: Round | None, start_data) -> dict:
+    """The analyst's labels the round ``rnd`` trained on (its answers.csv), what the cross-validation refits its
+    recipe with: the start's rows come from ``start_data`` there (``serving.StartData``), sampled for a big start on
+    both sides alike. Taken from train.csv, the serving side was refitted on every start row and the round on 20,000
+    of them, and rounds lost for it while the verdict said both were sampled. A round written before answers.csv:
+    its train.csv less the start's own rows."""
+    if rnd is None:
+        return {}
+    answers = teach_dir / "rounds" / rnd.name / "answers.csv"
+    if answers.is_file():
+        return dict(read_table_rows(answers))
+    rows = trained_on(teach_dir, rnd)
+    if rnd.recipe == "tfidf" and start_data.texts:
+        start = set(zip(start_data.texts, start_data.labels))
+        rows = {t: lab for t, lab in rows.items() if (t, lab) not in start}
+    return rows

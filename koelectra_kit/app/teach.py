@@ -26,8 +26,9 @@ from ..errors import ConfigError, InputError, KitError
 from .labelstore import Event, LabelLog
 from .pool import Pool, Queue, score
 from .jobs import Busy
-from .retrain import (Progress, Round, append_round, baseline_args, best_folder, failure_line, finetune_args, now,
-                      read_dev, read_rounds, read_table_rows, recipe_for, run_finetune, write_rows)
+from .retrain import (Progress, Round, answers_of, append_round, baseline_args, best_folder, failure_line,
+                      finetune_args, now, read_dev, read_rounds, read_table_rows, recipe_for, run_finetune,
+                      trained_on, write_rows)
 from .serving import HeldOut, StartData, compare
 
 logger = logging.getLogger("koelectra_kit.app")
@@ -369,34 +370,10 @@ class Teacher:
         serving = next((r for r in self.rounds if r.name == self.serving), None)
         tfidf = serving.recipe == "tfidf" if serving is not None else self.start.kind == "tfidf"
         return compare(rnd.name, clf, rnd.recipe, labels, held, self.labels, incumbent=self.shared.current(),
-                       incumbent_name=self.serving, incumbent_trained=self._trained_on(serving),
-                       incumbent_answers=self._answers_of(serving),
+                       incumbent_name=self.serving, incumbent_trained=trained_on(self.dir, serving),
+                       incumbent_answers=answers_of(self.dir, serving, self.start_data),
                        incumbent_tfidf=tfidf, start=self.start.classifier, start_data=self.start_data,
                        seed=self.s.seed, baseline_cfg=cfg.baseline, dev=bool(self.s.dev))
-
-    def _trained_on(self, rnd: Round | None) -> dict:
-        """Every row the round ``rnd`` trained on (its train.csv: text -> label; a TF-IDF round's holds the start's
-        rows too); nothing for the starting model. What it is never scored on."""
-        if rnd is None:
-            return {}
-        return dict(read_table_rows(self.dir / "rounds" / rnd.name / "train.csv"))
-
-    def _answers_of(self, rnd: Round | None) -> dict:
-        """The analyst's labels the round ``rnd`` trained on (answers.csv), what the cross-validation refits its
-        recipe with: the start's rows come from ``start_data`` there, sampled for a big start on both sides alike.
-        Taken from train.csv, the serving side was refitted on every start row and the round on 20,000 of them, and
-        rounds lost for it while the verdict said both were sampled. A round written before answers.csv: its
-        train.csv less the start's own rows."""
-        if rnd is None:
-            return {}
-        answers = self.dir / "rounds" / rnd.name / "answers.csv"
-        if answers.is_file():
-            return dict(read_table_rows(answers))
-        rows = self._trained_on(rnd)
-        if rnd.recipe == "tfidf" and self.start_data.texts:
-            start = set(zip(self.start_data.texts, self.start_data.labels))
-            rows = {t: lab for t, lab in rows.items() if (t, lab) not in start}
-        return rows
 
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""

@@ -3,8 +3,8 @@ UTF-8, UTF-8 with a BOM (Excel), cp949/EUC-KR (older Windows exports) or UTF-16/
 Text"), with a clear error for anything else. Two ways to read one:
 
 - ``read_table``: the whole table as strings (fine-tuning, evaluation, the baseline);
-- ``read_records``: a stream of records with malformed lines kept as flagged records (labelling, corpora),
-  so a file of any size is read in flat memory and one bad line costs one row, not the file.
+- ``read_records`` (``records.py``, re-exported here): a stream of records with malformed lines kept as flagged
+  records (labelling, corpora), so a file of any size is read in flat memory and one bad line costs one row.
 
 Both apply the same format, encoding and quoting rules: CSV follows RFC 4180; TSV is unquoted (a quote is
 text), the way NLP corpora write it. Hugging Face datasets (``hf:...``, ``save_to_disk`` and Parquet folders) are
@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import codecs
 import csv
-import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import InputError
 from .fileio import check_input_file
+from .records import LINES_COLUMN, Record, check_lines_file, fit_fields, read_records  # noqa: F401 - the readers
 from .workbook import EXCEL_SUFFIXES
-
-# A review may be longer than the csv module's default 128 KiB field limit; that is legal CSV, so lift it.
-csv.field_size_limit(2**31 - 1)
 
 # Column names tried, in order, when no text column is given (every stage uses this one list).
 TEXT_COLUMNS = ("review", "text", "document", "sentence", "comment", "comments", "content", "contents", "body",
@@ -33,7 +28,6 @@ TEXT_COLUMNS = ("review", "text", "document", "sentence", "comment", "comments",
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
            ".parquet": "parquet", ".pq": "parquet", ".txt": "txt"}
 # A .txt file is one review per line and no header (a corpus, a pasted list): its one column is named this.
-LINES_COLUMN = "text"
 # cp949 is a superset of EUC-KR, so trying it covers both.
 CANDIDATE_ENCODINGS = ("utf-8", "cp949")
 
@@ -278,203 +272,3 @@ def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_C
 # ---------------------------------------------------------------------------------------------
 # Streaming records, malformed lines included
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Record:
-    fields: list  # one value per header column (padded/cut for malformed lines)
-    line: int  # 1-based physical line where the record starts (header = line 1)
-    error: str | None = None
-    raw: str | None = None  # a malformed record's text exactly as read (its fields can't be trusted)
-
-
-def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: int,
-                 max_record_lines: int = 200) -> Iterator[Record]:
-    """RFC 4180 records from physical lines. A record is complete when its quotes balance (doubled quotes
-    inside a quoted field keep the parity even); one that does not balance within ``max_record_lines`` lines
-    or by the end of the file has an unbalanced quote: its first line becomes an error row and the lines
-    after it are read again, so one stray quote costs one row, not the rest of the file."""
-    from collections import deque
-
-    def parse(text: str, lineno: int) -> Record:
-        try:
-            row = next(csv.reader([text], delimiter=sep, strict=True), [])
-        except csv.Error as e:
-            return Record(fit_fields([text], header_len), lineno, f"malformed line {lineno}: {e}", raw=text)
-        if len(row) != header_len:
-            return Record(fit_fields(row, header_len), lineno,
-                          f"malformed line {lineno}: {len(row)} fields, expected {header_len}", raw=text)
-        return Record(row, lineno)
-
-    source = ((start_line + i, ln) for i, ln in enumerate(lines))
-    again: deque = deque()  # lines to read again after a bad one was cut out
-    pending: list[tuple[int, str]] = []
-    quotes = 0
-    while True:
-        if again:
-            item = again.popleft()
-        else:
-            item = next(source, None)
-        if item is None:
-            if not pending:
-                return
-            # end of file inside a quoted field: the first pending line has the stray quote
-            (lineno, bad), rest = pending[0], pending[1:]
-            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote",
-                         raw=bad.rstrip("\r\n"))
-            again.extendleft(reversed(rest))
-            pending, quotes = [], 0
-            continue
-        lineno, line = item
-        pending.append((lineno, line))
-        quotes += line.count('"')
-        if quotes % 2 == 0:
-            text = "".join(ln for _, ln in pending).rstrip("\r\n")
-            rec = parse(text, pending[0][0]) if text or len(pending) > 1 else None
-            if rec is not None and rec.error and len(pending) > 1:
-                # The quotes balanced only by swallowing later lines and the result is not a valid record:
-                # the first line's quote was stray. Flag that line alone and read the others again.
-                (lineno, bad), rest = pending[0], pending[1:]
-                rec = Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno,
-                             f"malformed line {lineno}: unbalanced quote", raw=bad.rstrip("\r\n"))
-                again.extendleft(reversed(rest))
-            if rec is not None:
-                yield rec
-            pending, quotes = [], 0
-        elif len(pending) >= max_record_lines:
-            (lineno, bad), rest = pending[0], pending[1:]
-            yield Record(fit_fields([bad.rstrip("\r\n")], header_len), lineno, f"malformed line {lineno}: unbalanced quote",
-                         raw=bad.rstrip("\r\n"))
-            again.extendleft(reversed(rest))
-            pending, quotes = [], 0
-
-
-def fit_fields(row: list, n: int) -> list:
-    """``row`` padded with "" or cut to ``n`` fields."""
-    return (list(row) + [""] * n)[:n]
-
-
-def _tsv_records(lines: Iterator[str], header_len: int, start_line: int) -> Iterator[Record]:
-    # TSV as NLP corpora write it: unquoted, one record per line (a quote is text).
-    for i, line in enumerate(lines):
-        row = line.rstrip("\r\n").split("\t")
-        lineno = start_line + i
-        if len(row) != header_len:
-            yield Record(fit_fields(row, header_len), lineno,
-                         f"malformed line {lineno}: {len(row)} fields, expected {header_len}", raw=line.rstrip("\r\n"))
-        else:
-            yield Record(row, lineno)
-
-
-def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
-                 errors: str = "strict") -> tuple[list[str], Iterator[Record]]:
-    """(columns, records) streamed from the file. ``errors="replace"`` decodes bytes invalid in ``encoding``
-    as U+FFFD instead of failing."""
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(path)
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-            raise InputError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
-        columns = pf.schema_arrow.names
-
-        def gen():
-            n = 0
-            for batch in pf.iter_batches(batch_size=8192):
-                cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-                for row in zip(*cols):
-                    n += 1
-                    yield Record(list(row), n + 1)
-        return columns, gen()
-    f = open(path, encoding=encoding, errors=errors, newline="")
-    if fmt == "jsonl":
-        return _jsonl_records(path, f)
-    if fmt == "txt":
-        return [LINES_COLUMN], _closing(f, (Record([line.rstrip("\r\n").lstrip("\ufeff") if i == 1 else
-                                                    line.rstrip("\r\n")], i) for i, line in enumerate(f, 1)))
-    sep = sep or ("\t" if fmt == "tsv" else ",")
-    header_line = f.readline()
-    if not header_line:
-        f.close()
-        raise InputError(f"{path}: empty file (no header row)")
-    header = next(csv.reader([header_line.rstrip("\r\n")], delimiter=sep))
-    header = [h.lstrip("\ufeff") for h in header]
-    if fmt == "tsv" and sep == "\t":
-        return header, _closing(f, _tsv_records(f, len(header), 2))
-    return header, _closing(f, _csv_records(f, sep, len(header), 2))
-
-
-def check_lines_file(path: Path, encoding: str, text_column: str | None, default_column: str | None,
-                     fmt_given: str | None) -> None:
-    """A .txt input is one review per line, no columns. Refuse a ``text_column`` it can't have (other than the
-    default and ``text``), and, unless ``--format txt`` says so, a .txt whose first lines all hold the same number of
-    tabs: a table saved as text (Excel's "Unicode Text" is tab-separated with a header), whose header would be
-    labelled as a review and whose ids would be glued to each text."""
-    if text_column not in (None, default_column, LINES_COLUMN):
-        raise InputError(f"{path}: a .txt file is read as one review per line, with no columns, so text column "
-                         f"{text_column!r} names nothing; for a table saved as text (Excel's 'Unicode Text' is "
-                         "tab-separated) pass --format tsv")
-    if fmt_given == "txt":
-        return
-    tabs = []
-    with open(path, encoding=encoding, errors="replace", newline="") as f:
-        for line in f:
-            if line.strip():
-                tabs.append(line.count("\t"))
-            if len(tabs) == 20:
-                break
-    if len(tabs) >= 2 and tabs[0] > 0 and len(set(tabs)) == 1:
-        raise InputError(f"{path}: every line holds {tabs[0]} tab{'s' if tabs[0] > 1 else ''}: a tab-separated table "
-                         "saved as .txt (Excel's 'Unicode Text')? Pass --format tsv (and --text-column), or "
-                         "--format txt to label each whole line as one review")
-
-
-def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
-    """A JSONL's columns are every key any of its objects has, in the order they first appear: an object may leave
-    out a key (a review with no reply), and the first object alone lost the keys that came later (a text column
-    that first appears on line 2 was "no column"). So one pass collects them before the rows stream."""
-    keys, first = {}, None
-    for lineno, line in enumerate(f, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            if first is None:
-                f.close()
-                raise InputError(f"{path}: line {lineno} is not JSON; a .jsonl file has one object per line") \
-                    from None
-            continue  # a malformed line: flagged when the rows stream
-        if first is None and not isinstance(obj, dict):
-            f.close()
-            raise InputError(f"{path}: line {lineno} is a JSON {type(obj).__name__}, not an object; a .jsonl file "
-                             "has one object per line (its keys are the columns)")
-        first = first or lineno
-        if isinstance(obj, dict):
-            keys.update(dict.fromkeys(obj))
-    columns = list(keys)
-    f.seek(0)
-
-    def gen_json():
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not an object")
-                yield Record([obj.get(c) for c in columns], i)
-            except ValueError as e:
-                yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})",
-                             raw=line.rstrip("\r\n"))
-
-    return columns, _closing(f, gen_json())
-
-
-def _closing(f, it):
-    # close the file when the record stream is exhausted or dropped
-    try:
-        yield from it
-    finally:
-        f.close()

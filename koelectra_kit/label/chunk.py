@@ -49,7 +49,8 @@ def load_classifier(model, backend: str = "auto", **options):
     return Classifier.load(model, backend=backend, **options)
 
 
-def _as_text(v) -> str:
+def as_text(v) -> str:
+    """A cell as the text label reads: None and NaN (Parquet, JSONL) are empty, anything else its str()."""
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
@@ -71,7 +72,7 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     classifier's default). ``cache``: reuse the prediction of an identical
     normalized text (in this chunk or an earlier one, counted in ``cache.reused``); None predicts every row."""
     names = output_columns(clf.labels, list(df.columns))
-    texts = [_as_text(v) for v in df[text_column].tolist()]
+    texts = [as_text(v) for v in df[text_column].tolist()]
     cap = max(4096, CHARS_PER_TOKEN_CAP * clf.max_length)
     status = ["ok"] * len(df)
     todo = []

@@ -214,11 +214,12 @@ def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = No
     ``label`` and ``action`` columns) the texts whose latest answer or skip no undo retracts, as teach mode's queue
     counts them: an undone answer is asked again."""
     from ..io.labellog import effective, events_of, is_label_log
+    from ..label.chunk import as_text
 
     columns, records = reopen()
     try:
         log = is_label_log(columns) and given in (None, "text")
-        rows = ([[str(c) for c in columns], *([_cell(f) for f in rec.fields] for rec in records if not rec.error)]
+        rows = ([[str(c) for c in columns], *([as_text(f) for f in rec.fields] for rec in records if not rec.error)]
                 if log else None)
     finally:
         getattr(records, "close", lambda: None)()
@@ -226,10 +227,6 @@ def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = No
         return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer)[2]
     state = effective(events_of(rows, path, None, fix="fix the file"))
     return [*state.labels, *state.skipped]
-
-
-def _cell(value) -> str:
-    return "" if value is None or value != value else str(value)  # None and NaN (parquet, JSONL): an empty cell
 
 
 def _picked_rows(reopen, indices: np.ndarray) -> dict[int, list]:
