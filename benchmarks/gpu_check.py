@@ -37,6 +37,9 @@ from gpu_bundle import kk, make_bundle, pack  # noqa: E402
 
 SAMPLE = ROOT / "corpora" / "sample"
 STAGES = ("env", "step", "pretrain", "finetune", "label", "finetune_bench", "step_more")
+# torch's logs in the pretrain stage: each recompile and its reason, each graph break, and why CUDA graphs were
+# skipped (perf_hints)
+PRETRAIN_LOGS = "recompiles,graph_breaks,perf_hints"
 EXTRA_STAGES = ("export", "quality")  # a quality lease's (--stages env,pretrain,export,quality): not run by default
 
 
@@ -229,7 +232,7 @@ def stage_pretrain(c: Check) -> None:
                                       *budget, *a.pretrain_set), a.minutes * 60 + 240, grace_s=90,
                           # each recompile and its reason in the log: on the H100 the 2-minute run's last 110 steps
                           # took ~26 s (~3 s at its steady rate), which its metrics rows do not explain
-                          env={"TORCH_LOGS": os.environ.get("TORCH_LOGS", "recompiles")})
+                          env={"TORCH_LOGS": os.environ.get("TORCH_LOGS", PRETRAIN_LOGS)})
     summary = run / "summary.json"
     if not summary.exists():  # (cut by the budget, a run still ends its step and exports: kept, and said so)
         return
@@ -275,7 +278,7 @@ def stage_finetune(c: Check) -> None:
 
 def stage_finetune_bench(c: Check) -> None:
     """bench_finetune at the issue's shape (6 x 256 = gpu-1h's encoder) and batch 32, against the straightforward loop;
-    on a GPU with the CUDA-graphs variant too (compiling it is warm-up: tens of seconds)."""
+    on a GPU with the cuda_graphs=true variant too."""
     a = c.args
     j = c.out / "finetune_bench.json"
     argv = [sys.executable, "benchmarks/bench_finetune.py", "--device", a.device, "--shape",
@@ -395,7 +398,8 @@ def acceptance(c: Check) -> None:
     ft = ((f.get("finetune") or {}).get("train") or {}).get("examples_per_s")
     c.say(f"finetune (the preset's encoder, batch 32): {ft:,.0f} examples/s = {ft / 1066:.1f}x the 1,066 before "
           "(bar 5x at 6 x 256)" if ft else "finetune: not measured")
-    for key, how in (("acceptance", ""), ("acceptance_graphs", ", CUDA graphs")):
+    for key, how in (("acceptance", ""), ("acceptance_graphs", ", cuda_graphs=true"),
+                     ("acceptance_compiled", ", compiled with CUDA graphs")):
         bench = (f.get("finetune_bench") or {}).get(key)
         if bench:
             c.say(f"finetune bench (6 x 256, batch 32{how}): {bench['examples_per_s']:,.0f} examples/s = "

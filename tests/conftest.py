@@ -58,7 +58,7 @@ EXTENDED_TESTS = {
     "tests/test_teach.py::test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the_full_recipe",
     "tests/test_teach.py::test_a_retrain_serves_the_best_folder_and_the_suggestions_come_from_it",
     "tests/test_teach.py::test_a_failed_retrain_keeps_the_old_model_serving",
-    "tests/test_bench_device.py::test_finetune_bench_cuda_graphs_variant_runs_the_recipes_compiled_step",
+    "tests/test_bench_device.py::test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps",
     "tests/test_teach.py::test_a_tfidf_start_keeps_what_it_knew_and_the_held_out_labels_stay_held_out",
 }
 FAST_MODULES = {

@@ -45,17 +45,21 @@ def test_finetune_bench_on_a_device_with_a_preset_shape(tmp_path, monkeypatch, c
     assert variants["straightforward: pad to max_length, fp32"]["ratio"] == 1.0
 
 
-def test_finetune_bench_cuda_graphs_variant_runs_the_recipes_compiled_step(tmp_path, monkeypatch, capsys, no_kiwi):
-    """--graphs on (on by default on a GPU only): the compiled, padded-to-max_length variant runs beside the four
-    others (on a CPU torch.compile's code, without CUDA graphs; about a minute of compiling, hence extended)."""
+def test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps(tmp_path, monkeypatch, capsys, no_kiwi):
+    """--graphs on (on by default on a GPU only): cuda_graphs=true's padded step (eager on a CPU), and --compiled:
+    the compiled one, beside the four others (on a CPU torch.compile's code without CUDA graphs; about a minute of
+    compiling, hence extended)."""
     monkeypatch.setattr(bench_finetune, "SHARED", tmp_path)
     out_json = tmp_path / "ft.json"
     bench_finetune.main(["--rows", "32", "--batch-size", "8", "--per-round", "2", "--shape", "tiny", "--device",
-                         "cpu", "--threads", "1", "--cache-rows", "0", "--graphs", "on", "--json", str(out_json)])
+                         "cpu", "--threads", "1", "--cache-rows", "0", "--graphs", "on", "--compiled",
+                         "--json", str(out_json)])
     out = capsys.readouterr().out
-    assert "CUDA-graphs variant: compiled and recorded in" in out
+    assert f"{bench_finetune.GRAPHS}: warm-up (recording)" in out
+    assert f"{bench_finetune.COMPILED}: warm-up (recording, compiling)" in out
     variants = json.loads(out_json.read_text())["variants"]
-    assert len(variants) == 5 and variants[bench_finetune.GRAPHS]["examples_per_s"] > 0
+    assert len(variants) == 6
+    assert all(variants[k]["examples_per_s"] > 0 for k in (bench_finetune.GRAPHS, bench_finetune.COMPILED))
 
 
 @pytest.mark.parametrize("bench,argv,message", [

@@ -26,6 +26,7 @@ from ..runtime import (StopRequest, autocast, autocast_dtype, get_logger, log, o
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
+from .graphs import GraphedStep
 from .model import build_optimizer, compile_model, default_lr, load_model
 from .report import MetricsLog, Window
 from ..io.output import check_not_input, check_out_dir, replaced_note
@@ -143,6 +144,11 @@ class FinetuneRecipe:
             raise ConfigError(f"max_length={cfg.max_length} exceeds the model's max_position_embeddings={max_pos}")
         # Lengths rounded up to a multiple (16 on a GPU): few batch shapes, each compiled once with compile=true.
         self.multiple = pad_multiple(self.device, cfg.pad_to_multiple_of)
+        if cfg.cuda_graphs:
+            if self.device.type != "cuda":
+                raise ConfigError(f"cuda_graphs=true needs a CUDA GPU; this run is on {self.device.type} (device=cuda, "
+                                  "or leave cuda_graphs out)")
+            self.multiple = cfg.max_length  # the graph's one batch shape: every batch max_length wide
         self.pin = self.device.type == "cuda"  # batches built in pinned memory, copied without waiting
         if cfg.compile:
             compile_model(self.model, cfg.compile_mode, shapes=4 * math.ceil(cfg.max_length / self.multiple))
@@ -197,7 +203,9 @@ class FinetuneRecipe:
         for note in self.notes:
             (warn if note.startswith("warning:") else log)(note)
         log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
-            f"({self.precision_name}{', compiled' if cfg.compile else ''}); lr {self.lr:g} (top), layer decay "
+            f"({self.precision_name}{', compiled' if cfg.compile else ''}"
+            f"{', CUDA graphs' if cfg.cuda_graphs else ''}); "
+            f"lr {self.lr:g} (top), layer decay "
             f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in self.optimizer.param_groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
@@ -235,7 +243,7 @@ class FinetuneRecipe:
         """The window's train row; ``loss``: its mean (``Window.mean_loss``, read by the loop)."""
         st = self.state
         self.metrics.write({"kind": "train", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
-                            "loss": loss, "lr": self.schedule.get_last_lr()[-1],
+                            "loss": loss, "lr": float(self.schedule.get_last_lr()[-1]),  # (a tensor with cuda_graphs)
                             "examples_per_s": w.examples / max(w.seconds, 1e-9),
                             "elapsed_s": round(st.train_time + st.eval_time, 2)})
         self.bar.set_postfix(loss=f"{loss:.4f}", best=f"{st.best.macro_f1:.3f}")
@@ -262,6 +270,11 @@ class FinetuneRecipe:
         self.bar = tqdm(total=self.total_steps, desc="fine-tuning", unit="step", disable=not cfg.progress,
                         dynamic_ncols=True)
         window = Window()
+        graphed = None
+        if cfg.cuda_graphs:
+            graphed = GraphedStep(self.model, self.optimizer, batch_size=cfg.batch_size, width=cfg.max_length,
+                                  device=self.device, dtype=self.dtype, class_weights=self.class_weights,
+                                  max_grad_norm=cfg.max_grad_norm)
         # SIGTERM (a scheduler's, `timeout`'s) as Ctrl-C: stop at the step's end and write the best checkpoint so
         # far; unhandled, it ended the process with nothing saved and the staging folder left behind
         stop = StopRequest(what="fine-tuning")
@@ -279,9 +292,12 @@ class FinetuneRecipe:
                         if cfg.compile:
                             torch.compiler.cudagraph_mark_step_begin()  # (CUDA graphs: a new training step)
                         input_ids, mask, labels = self.batch(idx)
-                        loss = train_step(self.model, self.optimizer, input_ids, mask, labels, device=self.device,
-                                          dtype=self.dtype, class_weights=self.class_weights,
-                                          max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
+                        if graphed is not None:
+                            loss = graphed(input_ids, mask, labels)
+                        else:
+                            loss = train_step(self.model, self.optimizer, input_ids, mask, labels,
+                                              device=self.device, dtype=self.dtype, class_weights=self.class_weights,
+                                              max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
                         self.schedule.step()
                         st.step += 1
                         st.examples_seen += len(idx)
