@@ -14,6 +14,7 @@ How, as PyTorch's "whole-network capture" recipe does it:
 - the learning rates are device tensors the graph reads; the scheduler (LambdaLR) fills them in place;
 - the first ``WARMUP`` steps run eagerly on a side stream (real steps: they also create AdamW's state), the next
   one records the graph and replays it, every later one replays it;
+- autocast without its cache of cast weights (each step casts them again, inside the graph);
 - gradients are the graph's own memory: the recorded backward writes them and the recorded update reads them, so
   they are not cleared between steps (``train_step`` sets them to None instead).
 
@@ -23,8 +24,10 @@ path: tests/test_finetune_graphs.py checks it trains as ``train_step`` does, on 
 """
 from __future__ import annotations
 
+import contextlib
+
 from ..classify.classifier import attention_mask_for
-from ..runtime import autocast, warn
+from ..runtime import warn
 
 IGNORE = -100  # cross_entropy's ignore_index: a padding row adds nothing to the loss or its gradients
 WARMUP = 3  # eager steps before recording (PyTorch's recipe: a few, on a side stream)
@@ -75,7 +78,11 @@ class GraphedStep:
         """forward, fp32 loss, backward, clip, update: what is recorded (and what an eager step runs)."""
         import torch
 
-        with autocast(self.device, self.dtype):
+        # autocast's cache of cast weights must be off: a cast cached while recording would be the graph's memory,
+        # freed as the recording ends (PyTorch's CUDA-graphs notes)
+        amp = (torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=False) if self.dtype is not None
+               else contextlib.nullcontext())
+        with amp:
             logits = self.model(input_ids=self.ids, attention_mask=attention_mask_for(self.model, self.mask)).logits
         loss = torch.nn.functional.cross_entropy(logits.float(), self.labels, weight=self.class_weights,
                                                  ignore_index=IGNORE)

@@ -148,6 +148,9 @@ class FinetuneRecipe:
             if self.device.type != "cuda":
                 raise ConfigError(f"cuda_graphs=true needs a CUDA GPU; this run is on {self.device.type} (device=cuda, "
                                   "or leave cuda_graphs out)")
+            if self.precision_name == "float16":  # precision=auto on a GPU without bf16
+                raise ConfigError("cuda_graphs=true: this GPU has no bf16 and fp16 needs a loss scaler that reads the "
+                                  "host; add precision=fp32")
             self.multiple = cfg.max_length  # the graph's one batch shape: every batch max_length wide
         self.pin = self.device.type == "cuda"  # batches built in pinned memory, copied without waiting
         if cfg.compile:
