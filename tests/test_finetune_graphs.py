@@ -72,6 +72,27 @@ def test_the_padded_step_reads_nothing_back(plain_encoder_dir):
     assert rec.per_phase("step") == 0, (rec.calls, rec.sites)
 
 
+def test_a_recording_that_fails_is_one_warning_and_the_step_runs_eagerly(plain_encoder_dir, capsys):
+    """Here recording fails as it would on a GPU for any op a graph cannot hold (a CPU cannot record at all):
+    the step is still taken, eagerly, and every later one too."""
+    model = _model(plain_encoder_dir)
+    opt = build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, CPU)
+    step = GraphedStep(model, opt, batch_size=4, width=16, device=CPU, dtype=None, capture=False)
+    before = model.classifier.dense.weight.detach().clone()
+    ids, mask, labels = _batches(model.config.vocab_size, 16)[0]
+    step._load(ids, mask, labels)
+    step.capture = True
+    capsys.readouterr()  # (transformers' loading bars)
+    loss = step._record()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("warning: cuda_graphs: recording the step failed"), err
+    assert err[0].endswith("the run goes on without CUDA graphs")
+    assert not step.capture and step.graph is None and torch.isfinite(loss)
+    assert not torch.equal(before, model.classifier.dense.weight)  # the step was taken
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.isfinite(step(ids, mask, labels))
+
+
 def test_a_batch_bigger_than_the_recorded_one_is_refused(plain_encoder_dir):
     model = _model(plain_encoder_dir)
     step = GraphedStep(model, build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, CPU), batch_size=2, width=8,

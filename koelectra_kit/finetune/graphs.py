@@ -101,8 +101,8 @@ class GraphedStep:
         import torch
 
         self.optimizer.zero_grad(set_to_none=True)  # the recorded backward writes them, in the graph's memory
-        graph = torch.cuda.CUDAGraph()
         try:
+            graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 self.loss = self._body()
         except Exception as e:  # noqa: BLE001  (any failure: the run goes on eagerly, as it would have)
