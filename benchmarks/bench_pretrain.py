@@ -476,7 +476,7 @@ def speed(args) -> None:
             print(f"warm-up ({warmup} step(s){', compiling' if compiled else ''}): {time.perf_counter() - t:.1f}s",
                   flush=True)
             profile(step, args.profile, B * L, model_flops_per_step(dshape, gshape, B, L, K, V, m.embedding_size),
-                    bf16_matmul_flops(device, 2048))
+                    bf16_matmul_flops(device, peak_size(device)), device)
             return
         for B in args.batch:
             if sweep:
@@ -507,7 +507,8 @@ def speed(args) -> None:
 # Where a step's CPU time goes, by the kind of work: each aten op's self time lands in the first group whose
 # name it contains (order matters: "addmm" is a matmul, not an "add").
 OP_GROUPS = [
-    ("matmul (linear layers, QK^T, PV, heads)", ("mm", "matmul", "linear", "bmm", "baddbmm", "addmm", "mkldnn")),
+    ("matmul (linear layers, QK^T, PV, heads)", ("mm", "matmul", "linear", "bmm", "baddbmm", "addmm", "mkldnn",
+                                                 "gemm", "nvjet", "cutlass", "xmma")),  # (the last four: CUDA's)
     ("attention kernel (softmax + masks inside SDPA)", ("scaled_dot_product", "flash_attention", "_softmax",
                                                        "softmax")),
     ("losses (log-softmax, cross-entropy, BCE)", ("log_softmax", "nll_loss", "cross_entropy", "binary_cross")),
@@ -522,21 +523,37 @@ OP_GROUPS = [
 ]
 
 
-def profile(step, n: int, tokens: int, flops: float, peak: float) -> None:
-    """Profile ``n`` toolkit steps: self CPU time per group of ops, and what the matmuls alone reach."""
+def self_time_us(ev, on_gpu: bool) -> float:
+    """An op's (or kernel's) own time in a profile: on the GPU the device's (kernels, by name), else the CPU's."""
+    if not on_gpu:
+        return ev.self_cpu_time_total
+    return getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0)
+
+
+def profile(step, n: int, tokens: int, flops: float, peak: float, device=None) -> None:
+    """Profile ``n`` toolkit steps: self time per group of ops (on a GPU the kernels' own GPU time: a compiled
+    step's fused Triton kernels carry their ops' names), and what the matmuls alone reach. Profile a compiled step
+    with ``--compile`` (no CUDA graphs): inside a replayed graph the profiler sees one launch, not its kernels."""
+    import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    on_gpu = device is not None and device.type == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    sync()
     t = time.perf_counter()
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    with torch_profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])) as prof:
         for _ in range(n):
             step()
+        sync()
     wall = (time.perf_counter() - t) / n
     groups: dict[str, float] = {name: 0.0 for name, _ in OP_GROUPS}
     groups["other"] = 0.0
     ops = []
     for ev in prof.key_averages():
-        us = ev.self_cpu_time_total
+        if on_gpu and getattr(ev, "device_type", None) != torch.autograd.DeviceType.CUDA:
+            continue  # (an op's device time is its kernels': counted once, as the kernels)
+        us = self_time_us(ev, on_gpu)
         if us <= 0:
             continue
         ops.append((us, ev.key))
@@ -545,14 +562,16 @@ def profile(step, n: int, tokens: int, flops: float, peak: float) -> None:
         groups[group] += us
     total = sum(groups.values())
     print(f"profile of {n} toolkit steps: {wall * 1000:.0f} ms/step wall ({tokens / wall:,.0f} tokens/s); "
-          f"self CPU time summed over threads' ops {total / n / 1000:.0f} ms/step")
+          f"{'the GPU kernels own time' if on_gpu else 'self CPU time summed over threads' + chr(39) + ' ops'} "
+          f"{total / n / 1000:.0f} ms/step")
     for g, us in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"  {us / total:6.1%}  {us / n / 1000:8.1f} ms/step  {g}")
     mm = groups[OP_GROUPS[0][0]] / n / 1e6
     print(f"matmul time alone runs the model's {flops / 1e9:.1f} GFLOP at {flops / max(mm, 1e-9) / 1e9:.0f} GFLOP/s "
-          f"= {flops / max(mm, 1e-9) / peak:.0%} of a bf16 2048^3 matmul measured now ({peak / 1e9:.0f} GFLOP/s); "
+          f"= {flops / max(mm, 1e-9) / peak:.0%} of a bf16 {peak_size(device) if device else 2048}^3 matmul "
+          f"measured now ({peak / 1e9:.0f} GFLOP/s); "
           f"the whole step: {flops / wall / 1e9:.0f} GFLOP/s = {flops / wall / peak:.0%}")
-    print("top ops by self CPU time:")
+    print(f"top {'kernels by GPU' if on_gpu else 'ops by self CPU'} time:")
     for us, key in sorted(ops, reverse=True)[:15]:
         print(f"  {us / total:6.1%}  {key}")
 

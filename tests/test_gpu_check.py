@@ -52,6 +52,17 @@ def test_a_stage_that_cannot_run_is_one_line_and_the_others_go_on(tmp_path):
     assert json.loads((out / "gpu_check.json").read_text())["gpu"] == "none (cpu)"
 
 
+def test_the_profile_stage_says_where_the_compiled_steps_time_goes(tmp_path):
+    """--stages profile (not run by default): bench_pretrain --compile --profile on the plan's first shape; on a CPU
+    the ops' CPU time by kind (a GPU's kernels there), in the report."""
+    out = tmp_path / "check"
+    proc = check("--tiny", "--device", "cpu", "--out", out, "--stages", "profile", "--step-plan", "tiny:2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = (out / "gpu_check.txt").read_text()
+    assert "--shape tiny --batch 2 --compile --profile 2" in report and "[profile: ok in " in report
+    assert "profile of 2 toolkit steps:" in report and "ms/step  matmul (linear layers" in report
+
+
 def test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command(tmp_path):
     """The corpus is prepared without the dev texts (they score every encoder), the train table travels whole as
     parquet (nsmc3's 150,000 rows fit the carry that way) and reads back as the toolkit reads the original."""
