@@ -196,6 +196,36 @@ def test_a_stages_variables_reach_its_command_and_no_later_stage(tmp_path, monke
     assert os.environ["KOELECTRA_SHARED_DATA"] == "/the/bundle"
 
 
+@pytest.mark.fast
+@pytest.mark.parametrize("comparison, compiled", [(512, "512,1024"), (1024, "1024"), (None, "1024")])
+def test_the_compiled_step_also_runs_where_the_straightforward_one_fit(tmp_path, comparison, compiled):
+    """On the H100 the straightforward small step did not fit at the toolkit's best batch (1,024), so the compiled
+    run at 1,024 had no speed-up figure for the bar: it now also runs at the largest batch both fit."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    args = SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt", tiny=False, device="cuda",
+                           preset="gpu-10min", prepared=None, compile_step=True, compile_mode="reduce-overhead",
+                           step_s=150)
+    c = gpu_check.Check(args)
+    calls = []
+
+    def run(name, argv, limit_s, **kw):
+        calls.append((name, argv, limit_s))
+        if name == "step_small":
+            entry = {"shape": "small", "best": {"batch": 1024, "tokens_per_s": 9e5},
+                     "comparison": comparison and {"batch": comparison, "speedup": 2.4}}
+            Path(argv[argv.index("--json") + 1]).write_text(json.dumps({"shapes": [entry]}))
+        return 0, ""
+    c.run = run
+    gpu_check.bench_shape(c, "small", "256,512,1024")
+    (_, eager, _), (name, argv, limit) = calls
+    assert eager[eager.index("--batch") + 1] == "256,512,1024" and name == "step_compiled_small"
+    assert argv[argv.index("--batch") + 1] == compiled and limit == 150 * len(compiled.split(","))
+
+
 def test_a_stage_given_grace_gets_ctrl_c_and_time_to_write_what_it_has(tmp_path):
     """The pretrain stage at the budget: SIGTERM first (pretrain then ends its step, checkpoints and exports), a
     kill only if it does not end within the grace."""
