@@ -221,15 +221,23 @@ def main(argv: list[str] | None = None) -> None:
             opt.zero_grad()
         return step, shuffled
 
-    def ours(dtype):
+    def ours(dtype, compiled: bool = False):
         """The recipe's step (finetune.recipe.train_step): collate to the batch's longest, autocast, fp32 loss,
         clip, layer decay; the optimizer as FinetuneRecipe.setup_optimizer builds it (lr 3e-4: the default for
-        hidden <= 256)."""
+        hidden <= 256). ``compiled``: as `finetune compile=true compile_mode=reduce-overhead
+        pad_to_multiple_of=<max_length>` runs it: the model compiled (finetune.model.compile_model, as the recipe
+        calls it), every batch padded to max_length (one shape, one graph), a new CUDA-graphs step marked before
+        each batch as the recipe's loop marks it."""
         model = new_model()
+        if compiled:
+            compile_model(model, "reduce-overhead", shapes=4)
         opt = build_optimizer(model, 3e-4, 0.8, 0.01, 1e-6, device)  # FinetuneRecipe.setup_optimizer's
 
         def step(idx):
-            input_ids, mask = collate(ids, idx, tok.pad_token_id, multiple, max_width=args.max_length, pin=gpu)
+            if compiled:
+                torch.compiler.cudagraph_mark_step_begin()
+            input_ids, mask = collate(ids, idx, tok.pad_token_id, multiple, max_width=args.max_length, pin=gpu,
+                                      pad_to=args.max_length if compiled else None)
             train_step(model, opt, input_ids, mask, labels[torch.from_numpy(idx)], device=device, dtype=dtype)
         return step, grouped
 
@@ -245,20 +253,6 @@ def main(argv: list[str] | None = None) -> None:
             graphed(input_ids, mask, labels[torch.from_numpy(idx)])
         return step, grouped
 
-    def ours_compiled(dtype):
-        """``ours`` as `finetune compile=true compile_mode=reduce-overhead pad_to_multiple_of=<max_length>` runs it:
-        the model compiled (finetune.model.compile_model, as the recipe calls it), every batch padded to max_length
-        (one shape, one graph), a new CUDA-graphs step marked before each batch as the recipe's loop marks it."""
-        model = new_model()
-        compile_model(model, "reduce-overhead", shapes=4)
-        opt = build_optimizer(model, 3e-4, 0.8, 0.01, 1e-6, device)
-
-        def step(idx):
-            torch.compiler.cudagraph_mark_step_begin()
-            input_ids, mask = collate(ids, idx, tok.pad_token_id, pad_to=args.max_length, pin=gpu)
-            train_step(model, opt, input_ids, mask, labels[torch.from_numpy(idx)], device=device, dtype=dtype)
-        return step, grouped
-
     bf16 = torch.bfloat16
     variants = {
         "straightforward: pad to max_length, fp32": straightforward(None),
@@ -269,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.graphs == "on" or (args.graphs == "auto" and gpu):
         variants[GRAPHS] = ours_graphed(bf16)
     if args.compiled:
-        variants[COMPILED] = ours_compiled(bf16)
+        variants[COMPILED] = ours(bf16, compiled=True)
     shutil.rmtree(tmp)  # every model is loaded
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for name, (step, batches) in variants.items():  # warm-up: first-call allocations and kernel choices

@@ -126,12 +126,14 @@ def autocast_dtype(device, precision: str = "auto"):
     return torch.bfloat16 if cpu_has_bf16() else None
 
 
-def autocast(device, dtype):
+def autocast(device, dtype, cache: bool = True):
+    """Mixed precision on ``device`` in ``dtype`` (None: off). ``cache=False``: no cache of cast weights, as a CUDA
+    graph's recording needs (a cast cached while recording would be the graph's memory)."""
     import torch
 
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
 def optimizer_step(optimizer, scaler=None) -> None:

@@ -14,7 +14,8 @@ How, as PyTorch's "whole-network capture" recipe does it:
 - the learning rates are device tensors the graph reads; the scheduler (LambdaLR) fills them in place;
 - the first ``WARMUP`` steps run eagerly on a side stream (real steps: they also create AdamW's state), the next
   one records the graph and replays it, every later one replays it;
-- autocast without its cache of cast weights (each step casts them again, inside the graph);
+- the step is ``train_step``'s, with autocast's cache of cast weights off (each step casts them again, inside
+  the graph);
 - gradients are the graph's own memory: the recorded backward writes them and the recorded update reads them, so
   they are not cleared between steps (``train_step`` sets them to None instead).
 
@@ -24,12 +25,9 @@ path: tests/test_finetune_graphs.py checks it trains as ``train_step`` does, on 
 """
 from __future__ import annotations
 
-import contextlib
-
-from ..classify.classifier import attention_mask_for
 from ..runtime import warn
 
-IGNORE = -100  # cross_entropy's ignore_index: a padding row adds nothing to the loss or its gradients
+IGNORE = -100  # cross_entropy's default ignore_index: a filler row adds nothing to the loss or its gradients
 WARMUP = 3  # eager steps before recording (PyTorch's recipe: a few, on a side stream)
 
 
@@ -74,28 +72,15 @@ class GraphedStep:
             self.mask[n:].copy_(self.mask[:1].expand(self.batch_size - n, -1))
             self.labels[n:].fill_(IGNORE)
 
-    def _body(self):
-        """forward, fp32 loss, backward, clip, update: what is recorded (and what an eager step runs)."""
-        import torch
+    def _body(self, clear_grads: bool = True):
+        """``train_step`` on the static batch, without autocast's weight cache (a cast cached while recording would
+        be the graph's memory, freed as the recording ends: PyTorch's CUDA-graphs notes); recording leaves the
+        gradients for the recorded update (``clear_grads=False``)."""
+        from .recipe import train_step  # (the recipe imports this module)
 
-        # autocast's cache of cast weights must be off: a cast cached while recording would be the graph's memory,
-        # freed as the recording ends (PyTorch's CUDA-graphs notes)
-        amp = (torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=False) if self.dtype is not None
-               else contextlib.nullcontext())
-        with amp:
-            logits = self.model(input_ids=self.ids, attention_mask=attention_mask_for(self.model, self.mask)).logits
-        loss = torch.nn.functional.cross_entropy(logits.float(), self.labels, weight=self.class_weights,
-                                                 ignore_index=IGNORE)
-        loss.backward()
-        if self.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        self.optimizer.step()
-        return loss.detach()
-
-    def _eager(self):
-        loss = self._body()
-        self.optimizer.zero_grad(set_to_none=True)
-        return loss
+        return train_step(self.model, self.optimizer, self.ids, self.mask, self.labels, device=self.device,
+                          dtype=self.dtype, class_weights=self.class_weights, max_grad_norm=self.max_grad_norm,
+                          amp_cache=False, clear_grads=clear_grads)
 
     def _record(self):
         import torch
@@ -104,7 +89,7 @@ class GraphedStep:
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                self.loss = self._body()
+                self.loss = self._body(clear_grads=False)
         except Exception as e:  # noqa: BLE001  (any failure: the run goes on eagerly, as it would have)
             warn(f"warning: cuda_graphs: recording the step failed ({type(e).__name__}: {str(e)[:200]}); the run "
                  "goes on without CUDA graphs")
@@ -112,7 +97,7 @@ class GraphedStep:
             self.optimizer.zero_grad(set_to_none=True)
             for group in self.optimizer.param_groups:
                 group["capturable"] = False
-            return self._eager()
+            return self._body()
         self.graph = graph
         graph.replay()  # recording ran nothing: this is the step
         return self.loss.clone()
@@ -120,11 +105,10 @@ class GraphedStep:
     def __call__(self, input_ids, attention_mask, labels):
         import torch
 
-        self.model.train()
         self._load(input_ids, attention_mask, labels)
         self.steps += 1
         if not self.capture:
-            return self._eager()
+            return self._body()
         if self.graph is not None:
             self.graph.replay()
             return self.loss.clone()  # the graph's loss tensor is overwritten by the next replay
@@ -132,7 +116,7 @@ class GraphedStep:
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
-                loss = self._eager()
+                loss = self._body()
             torch.cuda.current_stream(self.device).wait_stream(side)
             return loss
         return self._record()
