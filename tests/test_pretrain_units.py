@@ -378,9 +378,11 @@ def test_packed_cache_is_memory_mapped_reused_and_arrow(tmp_path):
     assert data.n == meta["rows"] > 100 and len(data.blocks) >= 1
     rows = data.take(np.array([0, 5, data.n - 1]))
     assert rows.shape == (3, 32) and (rows[:, 0] == 2).all()
-    assert data.real_tokens(np.array([0, data.n - 1])) == 32 + meta["last_row_len"]
-    total = sum(int((data.take(np.arange(i, min(i + 500, data.n))) != 0).sum()) for i in range(0, data.n, 500))
-    assert total == meta["tokens"]
+    stored = sum(int((data.stored(np.arange(i, min(i + 500, data.n))) != 0).sum()) for i in range(0, data.n, 500))
+    assert stored == meta["tokens"]
+    assert 0 < meta["last_row_len"] < 32  # this corpus leaves the last row short: the case below
+    assert (data.take(np.arange(data.n)) != 0).all()  # training rows are full
+    assert data.real_tokens(np.array([0, data.n - 1])) == 64
     # the blocks are views into the mapped file, not copies in RAM
     assert not data.blocks[0].flags.owndata
     import datasets
@@ -403,3 +405,52 @@ def test_pretrain_trains_its_tokenizer_with_the_presplit_it_is_given(tmp_path):
     assert json.loads((tmp_path / "run" / "tokenizer" / "koelectra_tokenizer.json").read_text())["presplit"] == "kiwi_word"
     with pytest.raises(ConfigError, match="presplit"):
         load_config(PretrainConfig, "tiny", [f"corpus={corpus}", "out=x", "presplit=mecab"])
+
+
+def test_the_short_last_row_is_completed_and_no_batch_needs_a_mask(tmp_path):
+    """The packed stream's last row is completed with the stream's start, so no batch carries padding: a batch
+    with the padded row once per epoch gave the compiled step an attention mask where it had None, and it
+    recompiled (about half a minute on an H100, in the middle of a 2-minute run). The stored file, and so the
+    checkpoint's data fingerprint, are unchanged."""
+    import torch
+
+    from koelectra_kit.pretrain import PackedRows, build_packed_cache
+    from koelectra_kit.pretrain.data import BatchSource, data_fingerprint
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"review {i} {'y' * (i % 7)}\n" for i in range(40)), encoding="utf-8")
+    cfg = cfg_with(seq_len=32, batch_size=4)
+    cfg.corpus = [str(corpus)]
+    cache = build_packed_cache(cfg, FakeTok(), "tokfp", [corpus], tmp_path / "cache")
+    data = PackedRows(cache)
+    m, n = data.meta["last_row_len"], data.n
+    assert 1 < m < 32 and n > 2
+    stored_last, first = data.stored(np.array([n - 1]))[0], data.stored(np.array([0]))[0]
+    last = data.take(np.array([n - 1]))[0]
+    assert last[:m].tolist() == stored_last[:m].tolist()  # its own tokens first
+    assert last[m:].tolist() == first[1:1 + 32 - m].tolist()  # then the stream from its start, without [CLS]
+    assert (stored_last[m:] == 0).all()  # the file keeps its padding: the fingerprint reads the file
+    padded = PackedRows(cache)
+    padded.last_row = stored_last  # as before this change
+    assert data_fingerprint(data) == data_fingerprint(padded)
+
+    tok = SimpleNamespace(all_special_ids=[0, 1, 2, 3, 4], pad_token_id=0, mask_token_id=4, vocab_size=300)
+    src = BatchSource(cfg, data, tok, torch.device("cpu"), torch.Generator().manual_seed(0),
+                      rank=0, world=1)
+    for pos in range(0, 2 * n, cfg.batch_size):  # two epochs: every row, the completed one included
+        mbs, n_tok = src.micro_batches(pos)
+        assert all(mb.attention_mask is None for mb in mbs)
+        assert n_tok == cfg.batch_size * 32 and (mbs[0].input_ids != 0).all()
+
+
+def test_one_short_row_is_completed_by_repeating_itself(tmp_path):
+    from koelectra_kit.pretrain import PackedRows, build_packed_cache
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("abcdef\n", encoding="utf-8")
+    cfg = cfg_with(seq_len=16)
+    cfg.corpus = [str(corpus)]
+    data = PackedRows(build_packed_cache(cfg, FakeTok(), "tokfp", [corpus], tmp_path / "cache"))
+    assert data.n == 1 and data.meta["last_row_len"] == 8  # [CLS] a..f [SEP]
+    row = data.take(np.array([0]))[0].tolist()
+    assert row[:8] == data.stored(np.array([0]))[0][:8].tolist() and row[8:] == row[1:8] + row[1:2]

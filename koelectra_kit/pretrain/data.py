@@ -104,7 +104,8 @@ def pack_sequences(texts: Iterator[list[int]], seq_len: int, cls_id: int, sep_id
                    stats: dict) -> Iterator[list[int]]:
     """``[CLS] t1 [SEP] t2 [SEP] ...`` cut into rows of exactly ``seq_len`` ids; a text longer than the room
     left continues in the next row (after that row's [CLS]). No compute goes to padding: only the very last
-    row may be short (the caller pads it). Texts are the tokenizer's id lists without special tokens."""
+    row may be short (the caller pads it; ``PackedRows`` completes it for training). Texts are the tokenizer's id
+    lists without special tokens."""
     row = [cls_id]
     for ids in texts:
         if not ids:
@@ -204,16 +205,34 @@ class PackedRows:
         self.blocks = [c.values.to_numpy(zero_copy_only=True).reshape(-1, self.seq_len)
                         for c in table.column("input_ids").chunks]
         self._block_rows = self.meta["block_rows"]
+        self.last_row = self.completed_last_row()
 
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        """[len(rows), L] int64 ids of the given row numbers."""
+    def stored(self, rows: np.ndarray) -> np.ndarray:
+        """[len(rows), L] int64 ids of the given row numbers as the file has them (the last row padded)."""
         b = self._block_rows
         return np.stack([self.blocks[r // b][r % b] for r in rows]).astype(np.int64)
 
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """[len(rows), L] int64 ids of the given row numbers, every row full (``completed_last_row``)."""
+        ids = self.stored(rows)
+        ids[rows == self.n - 1] = self.last_row
+        return ids
+
+    def completed_last_row(self) -> np.ndarray:
+        """The last row with its padding replaced by the stream's start (row 0 after its [CLS], repeated when the
+        corpus is one short row), as packing would have continued had the corpus wrapped around. Every training
+        row is then full and no batch needs an attention mask: a batch with a pad in it once per epoch made a
+        compiled step recompile (a mask where there was None): a stall of about half a minute on a GPU."""
+        row = self.stored(np.array([self.n - 1]))[0]
+        m = self.meta["last_row_len"]
+        if m < self.seq_len:
+            start = self.stored(np.array([0]))[0][1:self.seq_len if self.n > 1 else m]
+            row[m:] = np.resize(start, self.seq_len - m)
+        return row
+
     def real_tokens(self, rows: np.ndarray) -> int:
-        """Non-pad tokens in these rows, without reading them: only the last row is short."""
-        short = int(np.count_nonzero(rows == self.n - 1))
-        return len(rows) * self.seq_len - short * (self.seq_len - self.meta["last_row_len"])
+        """Tokens trained on in these rows: every row is full (``completed_last_row``)."""
+        return len(rows) * self.seq_len
 
 
 def data_fingerprint(data: PackedRows) -> str:
@@ -221,7 +240,7 @@ def data_fingerprint(data: PackedRows) -> str:
     on another corpus (or prepared folder) applied the saved position to other rows without a word."""
     h = hashlib.sha256(json.dumps([data.n, data.seq_len, data.meta.get("tokens"), data.meta.get("texts")]).encode())
     for row in (0, data.n - 1):
-        h.update(data.take(np.array([row])).tobytes())
+        h.update(data.stored(np.array([row])).tobytes())
     return h.hexdigest()[:24]
 
 
@@ -297,6 +316,7 @@ class DeviceRows:
             block = block[:data.n - start]
             self.ids[start:start + len(block)] = torch.from_numpy(block.astype(np.int32))
             start += len(block)
+        self.ids[data.n - 1] = torch.from_numpy(data.last_row.astype(np.int32))
         self.order, self.device = order, device
         self._perm: dict = {}
 
@@ -373,9 +393,8 @@ class BatchSource:
             s = (a * self.world + self.rank) * mb_size
             rows = rows_all[s:s + mb_size]
             ids = self.ids(data_pos + s, rows)
-            # Only the very last packed row can be short: a batch without it needs no mask (SDPA runs faster).
-            has_pad = bool((rows == data.n - 1).any()) and data.meta["last_row_len"] < data.seq_len
-            attn = (ids != tok.pad_token_id).long() if has_pad else None
-            out.append(mask_batch(ids, attn, self.special, tok.mask_token_id, tok.vocab_size, cfg.mask_prob,
+            # Every row is full (PackedRows.completed_last_row): no attention mask (SDPA runs faster, and a
+            # compiled step sees one input signature for the whole run).
+            out.append(mask_batch(ids, None, self.special, tok.mask_token_id, tok.vocab_size, cfg.mask_prob,
                                   *self.mask_probs, self.mask_rng, data.real_tokens(rows)))
         return out, data.real_tokens(rows_all)
