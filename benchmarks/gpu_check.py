@@ -252,8 +252,8 @@ def stage_pretrain(c: Check) -> None:
     code, text = c.run("pretrain", kk("pretrain", "--config", preset, f"prepared={prepared}", f"out={run}",
                                       f"device={a.device}", "progress=false", "overwrite=true", "plots=false",
                                       *budget, *a.pretrain_set), a.minutes * 60 + 240, grace_s=90,
-                          # each recompile and its reason in the log: on the H100 the 2-minute run's last 110 steps
-                          # took ~26 s (~3 s at its steady rate), which its metrics rows do not explain
+                          # each recompile and its reason in the log: on the H100 the 2-minute run's step 510 took
+                          # ~57 s (the corpus's one short row, fixed since), which its metrics rows did not show
                           env={"TORCH_LOGS": os.environ.get("TORCH_LOGS", PRETRAIN_LOGS)})
     summary = run / "summary.json"
     if not summary.exists():  # (cut by the budget, a run still ends its step and exports: kept, and said so)
@@ -266,12 +266,14 @@ def stage_pretrain(c: Check) -> None:
     c.figures["pretrain"] = {"tokens_per_s_steady": steady[len(steady) // 2], "tokens_per_s_overall":
                              s["tokens_per_s"], "steps": s["steps"], "tokens": s["tokens"],
                              "encoder_parameters": s.get("encoder_parameters"), "final": last,
-                             "stopped": s.get("stopped", "completed")}
+                             "stopped": s.get("stopped", "completed"), "slow_steps": s.get("slow_steps", [])}
     if s.get("stopped") == "interrupted":
         c.say(f"pretrain: cut by the budget at step {s['steps']:,}, before the preset's end; its encoder is this step's")
     c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
           f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
           f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")
+    for step, seconds in s.get("slow_steps", []):
+        c.say(f"pretrain: step {step} took {seconds:.1f} s (a recompile? its log has TORCH_LOGS' lines)")
 
 
 def stage_finetune(c: Check) -> None:

@@ -454,3 +454,17 @@ def test_one_short_row_is_completed_by_repeating_itself(tmp_path):
     assert data.n == 1 and data.meta["last_row_len"] == 8  # [CLS] a..f [SEP]
     row = data.take(np.array([0]))[0].tolist()
     assert row[:8] == data.stored(np.array([0]))[0][:8].tolist() and row[8:] == row[1:8] + row[1:2]
+
+
+def test_a_step_far_slower_than_usual_is_said_once_and_kept():
+    """A recompile mid-run showed up in no metrics row (on an H100, ~57 s inside a 2-minute run). The first steps
+    compile by design and are not reported; ordinary noise is not either."""
+    from koelectra_kit.pretrain.report import SlowSteps
+
+    watch = SlowSteps()
+    said = [watch.add(i, t) for i, t in enumerate([90.0, 3.0, 2.0] + [0.03, 0.035, 0.5, 0.03] * 20, start=1)]
+    assert said == [None] * len(said)  # compiling steps and a 0.5 s hiccup: nothing said
+    note = watch.add(84, 57.0)
+    assert note.startswith("note: step 84 took 57.0 s") and "recompile" in note
+    assert watch.add(85, 0.03) is None and watch.steps == [[84, 57.0]]
+    assert watch.usual < 0.2  # the slow step did not become the usual one

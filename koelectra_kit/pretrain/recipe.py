@@ -31,7 +31,7 @@ from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer
                    open_packed_data, prepare_tokenizer)
 from .distributed import DistContext, SharedClock, param_digest
 from .export import export_models, push_discriminator
-from .report import log_line, metrics_row, plateau_warning, postfix
+from .report import SlowSteps, log_line, metrics_row, plateau_warning, postfix
 from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
 
 OnStep = Callable[[int, "dict | None"], None]
@@ -283,6 +283,7 @@ class PretrainRecipe:
         clock = SharedClock(dist, cfg.log_every)  # rank 0's clock on every rank, read without a sync per step
         last_save = s.elapsed
         step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
+        self.slow = SlowSteps()
         saved_at = s.step if self.ckpt is not None else -1
         last_row = None
         stop = StopRequest(enabled=self.world == 1, what="pretraining")
@@ -310,6 +311,9 @@ class PretrainRecipe:
                 s.elapsed = time.perf_counter() - t_start
                 step_s = time.perf_counter() - t0
                 bar.update(1)
+                slow = self.slow.add(s.step, step_s)
+                if slow and self.main:
+                    log(slow)
 
                 row = None
                 if s.step % cfg.log_every == 0:
@@ -393,7 +397,7 @@ class PretrainRecipe:
         summary = {"steps": s.step, "tokens": s.tokens, "elapsed_s": round(s.elapsed, 1),
                    "tokens_per_s": round(s.tokens / max(s.elapsed, 1e-9), 1), "world_size": self.world,
                    "rank_param_digests": digests, "ranks_in_sync": len(set(digests)) == 1, "final": last_row,
-                   "encoder_parameters": self.enc_params, "stopped": stopped,
+                   "encoder_parameters": self.enc_params, "stopped": stopped, "slow_steps": self.slow.steps,
                    "data": {k: self.data.meta[k] for k in ("texts", "rows", "tokens")}}
         if self.main:
             if not summary["ranks_in_sync"]:

@@ -1,6 +1,7 @@
 """What a pretraining run reports every ``log_every`` steps: the metrics row written to ``metrics.jsonl``
 (losses, generator accuracy against the unigram baseline, discriminator AUC/precision/recall, replaced
-fraction, lr, lambda, throughput, the plateau flag), and its short forms for the progress bar and the log.
+fraction, lr, lambda, throughput, the plateau flag), and its short forms for the progress bar and the log; and
+the steps that took far longer than the usual one.
 """
 from __future__ import annotations
 
@@ -78,3 +79,30 @@ def plateau_warning(row: dict, cfg: PretrainConfig) -> str:
             f"(predicting the most frequent token scores {row['gen_unigram_acc']:.3f}){disc}: the run is still on "
             "the plateau where the generator predicts token frequencies; consider a higher lr, a shorter warm-up, "
             "no dropout or a smaller model (see configs/pretrain/)")
+
+
+class SlowSteps:
+    """Steps whose host time was far above the run's usual step: a recompile (an input a compiled step had not
+    seen: on an H100 one cost ~57 s inside a 2-minute run, and nothing in the metrics rows showed where), a stalled
+    disk or machine. Each is said once in the log and kept for summary.json. A process's first steps are left out:
+    they compile and record CUDA graphs by design."""
+
+    SKIP, FACTOR, MIN_S, KEEP = 3, 20.0, 5.0, 20
+
+    def __init__(self):
+        self.usual: float | None = None  # moving average of the ordinary steps' seconds
+        self.seen = 0
+        self.steps: list[list] = []  # [step, seconds], the first KEEP
+
+    def add(self, step: int, seconds: float) -> str | None:
+        """Record optimizer step ``step``'s host seconds; the log line when it was a slow one."""
+        self.seen += 1
+        if self.seen <= self.SKIP:
+            return None
+        if self.usual is not None and seconds >= max(self.MIN_S, self.FACTOR * self.usual):
+            if len(self.steps) < self.KEEP:
+                self.steps.append([step, round(seconds, 2)])
+            return (f"note: step {step} took {seconds:.1f} s, the usual step {self.usual:.3f} s: a recompile "
+                    "(TORCH_LOGS=recompiles names the input that changed), or the machine or disk stalled")
+        self.usual = seconds if self.usual is None else 0.9 * self.usual + 0.1 * seconds
+        return None
