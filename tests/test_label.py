@@ -208,6 +208,36 @@ def test_jsonl_columns_are_every_key_of_its_objects(tmp_path, tiny_classifier):
     assert got.status.tolist()[2].startswith("error: malformed line 4")
 
 
+def test_a_jsonl_output_keeps_its_values_as_read(tmp_path, tiny_classifier, tiny_classifier_dir, capsys):
+    """JSONL was written with DataFrame.to_json, which keeps 10 significant digits of a float (0.12345678901234567
+    came back 0.123456789) and ended in a traceback on a repeated CSV column name."""
+    import datetime
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 12345678901234567890, "x": 0.12345678901234567, "ok": true, "tags": ["a", {"b": null}], '
+                   '"review": "정말 좋아요"}\n{"id": 2, "x": 1e-30, "ok": null, "review": "별로"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    given = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+    for g, o in zip(got, given):
+        assert {k: g.get(k) for k in ("id", "x", "ok", "tags", "review")} == {k: o.get(k) for k in
+                                                                             ("id", "x", "ok", "tags", "review")}
+        assert isinstance(g["confidence"], float) and g["status"] == "ok"
+    pd.DataFrame({"review": ["좋아요", "별로"], "t": [datetime.datetime(2024, 1, 2, 3, 4, 5), None]}).to_parquet(
+        tmp_path / "p.parquet")
+    label_file(None, tmp_path / "p.parquet", tmp_path / "p.jsonl", "review", classifier=tiny_classifier,
+               progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["t"] for r in rows] == ["2024-01-02T03:04:05", None]
+    (tmp_path / "d.csv").write_text("id,review,id\n1,좋아요,3\n", encoding="utf-8")
+    rc = main(["label", "--model", str(tiny_classifier_dir), "--input", str(tmp_path / "d.csv"), "--text-column",
+               "review", "--output", str(tmp_path / "d.jsonl"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "'id' appears more than once" in err
+    assert not (tmp_path / "d.jsonl").exists()
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

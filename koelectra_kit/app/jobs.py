@@ -8,8 +8,9 @@ One worker, not one per upload: the model already uses every core, two files at 
 With a labels file (teach mode, ``--labels``) the analyst's answers and fixes win over the model's labels in
 every download (``results.with_human_labels``), as LABELS.csv reads at the moment of the download.
 
-Files go away on their own: an upload's input once one of its results is downloaded, everything when the app
-stops (``JobStore.close``), a job's whole folder when the page says "start over"."""
+Files go away on their own: an upload's input once one of its results is downloaded (a JSONL, Parquet or .xlsx
+upload stays with its results: its own-format download is made from it, ``results.TYPED_KINDS``), everything when the
+app stops (``JobStore.close``), a job's whole folder when the page says "start over"."""
 from __future__ import annotations
 
 import logging
@@ -26,7 +27,7 @@ from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
 from ..io.tables import check_text_column
 from ..label.human import human_columns, log_labels
-from .results import MASTER_ENCODING, convert, review_rows, with_human_labels
+from .results import MASTER_ENCODING, TYPED_KINDS, convert, review_rows, with_human_labels
 from .settings import AppSettings
 from .uploads import Upload
 
@@ -265,14 +266,17 @@ class JobStore:
         numbers = [v for k, v in job.names.items() if k == "confidence" or k.startswith("prob_")]
         dst = up.folder / f"labelled.same{up.original.suffix}"
         with job.lock:
-            convert(job.master, dst, up.kind, up.encoding, numbers, up.name)
+            convert(job.master, dst, up.kind, up.encoding, numbers, up.name, up.original)
         return dst, offer[kind]["filename"]
 
     def forget_input(self, job_id: str) -> None:
-        """Delete the uploaded file (and its CSV copy) once a result is downloaded: only the results stay."""
+        """Delete the uploaded file (and its CSV copy) once a result is downloaded: only the results stay. A JSONL,
+        Parquet or .xlsx upload is one of them: its own-format download is made (again, after the analyst's labels
+        change) from its typed values, which the labelled CSV holds only as text; the CSV copy of a workbook goes."""
         job = self.jobs.get(job_id)
         if job is not None and job.state not in ("queued", "running"):
-            for path in {job.upload.original, job.upload.source}:
+            up = job.upload
+            for path in {up.original, up.source} - ({up.original} if up.kind in TYPED_KINDS else set()):
                 path.unlink(missing_ok=True)
 
     def remove(self, job_id: str) -> None:

@@ -3,8 +3,14 @@ the analyst's own labels over the model's.
 
 The labeller writes one file per job, a CSV in UTF-8 with a BOM (``labelled.csv``: what Excel opens with Korean
 intact, and a download as it is). The input's own format is made from it on demand: the same CSV/TSV re-encoded
-(cp949 stays cp949), JSONL, Parquet or an Excel workbook. Columns come back as text, except the confidence and
-probability columns, which are numbers.
+(cp949 stays cp949), JSONL, Parquet or an Excel workbook, with the input's column names as it had them (a repeated
+name, an empty one: pandas would read them back as ``note.1`` and ``Unnamed: 2``, so the header is read with the
+csv module, ``master_header``). A CSV holds only text, so a JSONL, Parquet or .xlsx download takes the input's own
+columns from the upload itself (``TYPED_KINDS``: numbers, booleans, nulls, nested values, Arrow types, dates as the
+file had them), row for row beside the columns the job added from the labelled CSV: ``confidence`` and ``prob_*``
+as numbers, the rest text. The labeller writes exactly one row per record its reader yields (a malformed line
+included), so the two line up; a row the labeller flagged malformed keeps what the CSV holds (its line whole in the
+text column), and files that do not line up are refused, never zipped askew.
 
 **The analyst's labels win** (``with_human_labels``): with a labels file (teach mode, or ``--labels``), every row
 whose text the analyst answered or fixed carries that answer in ``label``; ``label_source`` says ``human`` or
@@ -13,23 +19,41 @@ file stays as the labeller wrote it (``labelled.model.csv``); the download is ma
 at that moment, so an answer or a fix saved after the file was labelled is in the next download."""
 from __future__ import annotations
 
+import csv
 import shutil
 from pathlib import Path
 
 from ..errors import InputError
 from ..io.fileio import atomic_path
+from ..io.records import Record, read_records
+from ..io.workbook import header_names, sheet_rows
 from ..label import write_chunk
+from ..label.run import json_line
 from ..label.human import apply_human_labels
 
 MASTER_ENCODING = "utf-8-sig"
 EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
+TYPED_KINDS = ("jsonl", "parquet", "xlsx")  # same-format downloads made from the upload itself (jobs keeps it)
+
+
+def master_header(master: Path) -> list[str]:
+    """The labelled CSV's column names exactly as written: the input's (repeats and empty names included), then the
+    job's."""
+    with open(master, encoding=MASTER_ENCODING, newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def read_master(master: Path, chunksize: int | None = None, usecols=None):
+    """The labelled CSV as text (a DataFrame, or an iterator of them with ``chunksize``); without ``usecols`` its
+    columns carry the names verbatim (``master_header``), not pandas' renamed ones."""
     import pandas as pd
 
-    return pd.read_csv(master, encoding=MASTER_ENCODING, dtype=str, keep_default_na=False, chunksize=chunksize,
-                       usecols=usecols)
+    df = pd.read_csv(master, encoding=MASTER_ENCODING, dtype=str, keep_default_na=False, chunksize=chunksize,
+                     usecols=usecols)
+    if usecols is not None:
+        return df
+    header = master_header(master)
+    return df.set_axis(header, axis=1) if chunksize is None else (c.set_axis(header, axis=1) for c in df)
 
 
 def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict, human: dict) -> dict:
@@ -99,9 +123,10 @@ def _num(v):
         return None
 
 
-def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_columns: list[str], name: str) -> Path:
-    """Write ``dst`` (in ``kind``: csv tsv jsonl parquet xlsx) from the job's labelled CSV; written beside and
-    renamed, so a download never sees half a file."""
+def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_columns: list[str], name: str,
+            original: Path | None = None) -> Path:
+    """Write ``dst`` (in ``kind``: csv tsv jsonl parquet xlsx) from the job's labelled CSV and, for ``TYPED_KINDS``,
+    the upload itself (``original``); written beside and renamed, so a download never sees half a file."""
     if dst.exists():
         return dst
     with atomic_path(dst) as tmp:
@@ -113,20 +138,116 @@ def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_col
             except UnicodeEncodeError as e:
                 raise InputError(f"the labelled {name} holds characters that {encoding} can't store "
                                  f"({e.object[e.start:e.end]!r}); download the CSV UTF-8 file instead") from None
-        elif kind in ("tsv", "jsonl"):
+        elif kind == "tsv":  # text in, text out: the labelled CSV holds the input's cells as they were
             with open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
                 for i, chunk in enumerate(read_master(master, chunksize=50_000)):
                     write_chunk(out, _numbers(chunk, number_columns), kind, header=i == 0)
-        elif kind == "parquet":
-            _numbers(read_master(master), number_columns).to_parquet(tmp, index=False)
-        elif kind == "xlsx":
-            df = read_master(master)
-            if len(df) >= EXCEL_MAX_ROWS:
-                raise InputError(f"{len(df):,} rows do not fit in an Excel worksheet; download the CSV UTF-8 file")
-            _numbers(df, number_columns).to_excel(tmp, index=False, engine="openpyxl")
+        elif kind in TYPED_KINDS:
+            if original is None or not original.exists():
+                raise InputError(f"{name} is no longer here, and its {kind} download is made from it: upload it "
+                                 "again, or download the CSV UTF-8 file")
+            {"jsonl": _jsonl, "parquet": _parquet, "xlsx": _xlsx}[kind](master, original, tmp, encoding,
+                                                                          number_columns, name)
         else:
             raise InputError(f"no download in format {kind!r}")
     return dst
+
+
+def _jsonl(master: Path, original: Path, tmp: Path, encoding: str | None, numbers: list[str], name: str) -> None:
+    columns, records = read_records(original, "jsonl", encoding, None)
+    try:
+        header, rows = _labelled_rows(master, columns, records, numbers, name)
+        with open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
+            for row in rows:
+                out.write(json_line(header, row))
+    finally:
+        records.close()
+
+
+def _parquet(master: Path, original: Path, tmp: Path, encoding: str | None, numbers: list[str], name: str) -> None:
+    # the upload's own table, Arrow types and schema metadata as they were; ParquetFile.read, not read_table,
+    # which refuses a file with a repeated column name. No row of a Parquet file is malformed, so no row of the
+    # labelled CSV stands in for one.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(original).read()
+    header = master_header(master)
+    width = _check_columns(header, table.column_names, name)
+    added = read_master(master, usecols=range(width, len(header)))
+    if table.num_rows != len(added):
+        raise _rows_differ(name, f"{table.num_rows:,}", f"{len(added):,}")
+    for j, col in enumerate(header[width:]):
+        values = added.iloc[:, j].tolist()
+        if col in numbers:
+            table = table.append_column(pa.field(col, pa.float64()), pa.array([_number(v) for v in values],
+                                                                               pa.float64()))
+        else:
+            table = table.append_column(pa.field(col, pa.string()), pa.array(values, pa.string()))
+    pq.write_table(table, tmp)
+
+
+def _xlsx(master: Path, original: Path, tmp: Path, encoding: str | None, numbers: list[str], name: str) -> None:
+    import pandas as pd
+
+    rows = sheet_rows(original, name)
+    try:
+        columns = header_names(next(rows, ()))  # the CSV copy the labeller read names an empty header cell so too
+        # a row wider or narrower than the header was a malformed line of that copy: its labelled row stands in
+        records = (Record(list(r), i, None if len(r) == len(columns) else "malformed") for i, r in enumerate(rows, 2))
+        header, typed = _labelled_rows(master, columns, records, numbers, name)
+        df = pd.DataFrame(list(typed), columns=header, dtype=object)
+    finally:
+        rows.close()
+    if len(df) >= EXCEL_MAX_ROWS:
+        raise InputError(f"{len(df):,} rows do not fit in an Excel worksheet; download the CSV UTF-8 file")
+    df.to_excel(tmp, index=False, engine="openpyxl")
+
+
+def _labelled_rows(master: Path, columns: list, records, numbers: list[str], name: str):
+    """(header, rows): each of the upload's ``records`` (``io.records.Record``, as the labeller read them) with its
+    own values, then the columns the job added from the labelled CSV, streamed in step with it; ``numbers`` of those
+    as floats (None where blank), the rest text. A record flagged malformed takes the labelled CSV's row whole (its
+    line in the text column, as ``label`` writes it). Files that part are one ``InputError``."""
+    header = master_header(master)
+    width = _check_columns(header, columns, name)
+    at_number = [c in numbers for c in header[width:]]
+
+    def rows():
+        n = 0
+        for chunk in read_master(master, chunksize=50_000):
+            for labelled in chunk.itertuples(index=False, name=None):
+                rec = next(records, None)
+                if rec is None:
+                    raise _rows_differ(name, f"{n:,}", "more")
+                n += 1
+                own = labelled[:width] if rec.error else rec.fields
+                yield [*own, *(_number(v) if num else v for v, num in zip(labelled[width:], at_number))]
+        if next(records, None) is not None:
+            raise _rows_differ(name, f"more than {n:,}", f"{n:,}")
+
+    return header, rows()
+
+
+def _check_columns(header: list[str], columns: list, name: str) -> int:
+    """The number of the upload's own columns, once the labelled CSV is seen to begin with them."""
+    own = [str(c) for c in columns]
+    if not own or header[:len(own)] != own or len(header) == len(own):
+        raise InputError(f"{name}: the labelled file does not begin with the upload's columns "
+                         f"({', '.join(own)}); label the file again")
+    return len(own)
+
+
+def _rows_differ(name: str, upload: str, labelled: str) -> InputError:
+    return InputError(f"{name} has {upload} rows and its labelled file {labelled}: they no longer line up, so no "
+                      "row is paired with another's labels; label the file again")
+
+
+def _number(v: str):
+    try:
+        return float(v)
+    except ValueError:
+        return None
 
 
 def _numbers(df, columns: list[str]):

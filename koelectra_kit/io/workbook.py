@@ -1,4 +1,5 @@
-"""Excel workbooks in: the first worksheet of an .xlsx as a UTF-8 CSV, which every reader here then streams.
+"""Excel workbooks in: the first worksheet of an .xlsx as a UTF-8 CSV, which every reader here then streams (and its
+rows as typed values, ``sheet_rows``, which the web app's .xlsx download is made from).
 
 An .xlsx is a zip of XML that can't be read row by row as text, so it is converted once, up front (openpyxl in
 read-only mode: constant memory). Used by ``label`` and by the web app's uploads. Needs openpyxl (the ``xlsx``
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import InputError
 
@@ -14,8 +16,10 @@ WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # what openpyxl reads
 EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format, readable by none of ours
 
 
-def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
-    """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
+def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
+    """The first worksheet's rows that hold anything, header first, as openpyxl gives their values (numbers, dates,
+    text, None): what ``xlsx_to_csv`` writes as text, and the app's .xlsx download keeps typed, row for row. The
+    workbook opens on the first row asked for and closes when the rows end or are dropped."""
     try:
         import openpyxl
     except ImportError:
@@ -25,19 +29,32 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
     except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
         raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
     try:
-        rows = (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
+        yield from (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
+    finally:
+        wb.close()
+
+
+def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
+    """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
+    rows = sheet_rows(src, name)
+    try:
         header = next(rows, None)
         if header is None:
             raise InputError(f"{name}: the first worksheet is empty: nothing to label")
         n = 0
         with open(dst, "w", encoding="utf-8", newline="") as f:
             out = csv.writer(f, lineterminator="\n")
-            out.writerow([cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)])
+            out.writerow(header_names(header))
             for n, row in enumerate(rows, 1):
                 out.writerow([cell(v) for v in row])
         return n
     finally:
-        wb.close()
+        rows.close()
+
+
+def header_names(header: tuple) -> list[str]:
+    """A header row's cells as column names; an empty one is ``column_N`` (N counts from 1)."""
+    return [cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)]
 
 
 def cell(v) -> str:

@@ -8,6 +8,7 @@ import csv
 import gc
 import hashlib
 import io
+import json
 import os
 import re
 import time
@@ -112,6 +113,8 @@ class FileLabeller:
             raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
                              f"{cfg.text_column!r}; rename them so the text column is unambiguous")
         self.text_idx = self.columns.index(cfg.text_column)
+        if self.out_fmt == "jsonl":
+            check_json_keys([str(c) for c in self.columns], self.src)
         self.row_start, self.row_stop = 0, None
         if cfg.shard:
             # a row range needs the row count: one extra pass of the reader (parsing only, no model)
@@ -332,8 +335,10 @@ def _check_writable(folder: Path, dst: Path) -> None:
 def write_chunk(f, df, fmt: str, header: bool) -> int:
     """``df`` as ``fmt`` (csv, tsv or jsonl) into ``f``; returns the cells a TSV had to change (``tsv_cells``)."""
     if fmt == "jsonl":
-        text = df.to_json(orient="records", lines=True, force_ascii=False) if len(df) else ""
-        f.write(text if not text or text.endswith("\n") else text + "\n")
+        # json.dumps, not DataFrame.to_json: that keeps 10 significant digits of a float (0.12345678901234567 came
+        # back 0.123456789) and fails on a repeated column name (refused before labelling: ``check_json_keys``)
+        columns = [str(c) for c in df.columns]
+        f.writelines(json_line(columns, row) for row in df.itertuples(index=False, name=None))
         return 0
     if fmt == "tsv":
         df, changed = tsv_cells(df)
@@ -341,6 +346,31 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
         return changed
     df.to_csv(f, index=False, header=header, lineterminator="\n")
     return 0
+
+
+def json_line(columns: list[str], values) -> str:
+    """One JSONL object: the values as they were read (JSON's own types), numpy scalars as Python's, NaN (pandas'
+    missing value) as null, a date or time (a Parquet input's) in ISO 8601, anything else JSON lacks as its text."""
+    return json.dumps(dict(zip(columns, map(_json_plain, values))), ensure_ascii=False, default=_json_other) + "\n"
+
+
+def _json_plain(v):
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        v = v.item()
+    return None if isinstance(v, float) and v != v else v
+
+
+def _json_other(v):
+    return v.isoformat() if hasattr(v, "isoformat") else str(v)
+
+
+def check_json_keys(columns: list[str], path) -> None:
+    """A JSONL object can't hold two keys of one name: a table with a repeated column name is refused before any
+    labelling, rather than one of the two columns dropped."""
+    seen = [c for i, c in enumerate(columns) if c in columns[:i]]
+    if seen:
+        raise InputError(f"{path}: column {seen[0]!r} appears more than once, and a JSONL object can't hold two keys "
+                         "of one name; write .csv or .tsv, or rename the columns")
 
 
 _BREAKS = re.compile(r"\r\n|[\t\r\n]")
