@@ -185,6 +185,30 @@ def test_cli_error_line_and_summary(tmp_path, tiny_classifier_dir, sample_dir, c
     assert " your label from " in printed and _read(out).set_index("review").loc[t[0], "label"] == "negative"
 
 
+@pytest.mark.parametrize("tail", ["좋아요,posi", '"배송이 빨라요,\n그리고'], ids=["label cut", "text cut in a quote"])
+def test_a_log_torn_mid_write_is_read_without_its_last_line_and_left_as_it_is(tmp_path, tiny_classifier_dir,
+                                                                             sample_dir, capsys, tail):
+    from koelectra_kit.cli import main
+
+    t = _texts(sample_dir, 2)
+    log = _write(tmp_path / "LABELS.csv", ["text", "label", "action", "row", "source", "answer_id", "undoes", "time"], [
+        [t[0], "부정", "answer", "1", "teach", "a1", "", ""],
+        [t[1], "neutral", "answer", "2", "teach", "a2", "", ""],
+    ])
+    data = log.read_bytes() + tail.encode()  # the app killed while it appended a third answer
+    log.write_bytes(data)
+    out = tmp_path / "o.csv"
+    argv = ["label", "--model", str(tiny_classifier_dir), "--input", str(sample_dir / "reviews_unlabelled.csv"),
+            "--output", str(out), "--no-progress", "--human-labels", str(log)]
+    assert main(argv) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(err) == 1 and "LABELS.csv: line 4 was cut off mid-write" in err[0] and "read without it" in err[0]
+    got = _read(out).set_index("review")
+    assert got.loc[t[0], "label"] == "negative" and got.loc[t[1], "label"] == "neutral"
+    assert (got["label_source"] == "human").sum() == 2
+    assert log.read_bytes() == data and not (tmp_path / "LABELS.csv.torn").exists()  # only read
+
+
 def test_the_ray_labeller_applies_them_as_label_does(tmp_path, tiny_classifier_dir, sample_dir):
     """``RayLabeller`` is what each Ray actor runs on its batches (tests/test_ray.py runs it on Ray itself)."""
     from koelectra_kit.label.ray_adapter import RayLabeller

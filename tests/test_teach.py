@@ -168,6 +168,27 @@ def test_a_hand_edit_is_read_and_a_bad_label_pauses_answers_without_touching_the
         assert c.act("answer", "while-bad", c.next()["row"], "positive").status == 200
 
 
+def test_a_labels_file_torn_mid_write_is_set_aside_and_teach_mode_goes_on(tiny_classifier_dir, tmp_path, pool):
+    _, truth = pool
+    path = tmp_path / "labels.csv"
+    text = next(iter(truth))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([["text", "label", "action", "row", "source", "answer_id",
+                                                     "undoes", "time"], [text, truth[text], "answer", "", "teach",
+                                                                         "a1", "", ""]])
+    complete = buf.getvalue().encode()
+    path.write_bytes(complete + '"배송이 빨라요,\n그리고'.encode())  # killed inside a quoted text: no line end
+    with start_teach(tiny_classifier_dir, tmp_path) as c:  # read before as a skip nobody made
+        s = c.state()
+        assert s["problem"] is None and s["labelled"] == 1 and s["skipped"] == 0
+        assert path.read_bytes() == complete
+        assert (tmp_path / "labels.csv.torn").read_bytes() == '"배송이 빨라요,\n그리고\n'.encode()
+        item = c.next()
+        assert c.act("answer", "after-torn", item["row"], "negative").status == 200
+        got = lines(path)
+        assert [r["answer_id"] for r in got] == ["a1", "after-torn"] and got[1]["text"] == item["text"]
+
+
 def test_bad_input_at_start_is_one_line_and_exit_2(tiny_classifier_dir, tmp_path, capsys, pool):
     from koelectra_kit.cli import main
 

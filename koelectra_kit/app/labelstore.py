@@ -10,12 +10,16 @@ The analyst may edit the file by hand while the app runs (fix a label, delete a 
 and ``label``): it is re-read whenever its modification time or size is not what the last read or append left,
 and checked. A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A file the app
 can't use (a label outside the model's set, not UTF-8, no text/label column) is never written to: answers are refused
-with one line saying what to fix, until the file is fixed.
+with one line saying what to fix, until the file is fixed. The one exception is a last line torn mid-write (a power
+loss or a kill during an append, ``io.labellog.torn_tail``): the page never heard back about that answer and sends it
+again, so the line is moved to LABELS.csv.torn beside the file, the file is cut back to its last complete line, and
+the app says so once on its console and goes on.
 """
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import threading
 import time
@@ -23,9 +27,11 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.labellog import ACTIONS, COLUMNS, Effective, Event, LabelFileProblem, effective, parse
+from ..io.labellog import ACTIONS, COLUMNS, Effective, Event, LabelFileProblem, TornTail, effective, parse, torn_tail
 
 __all__ = ["ACTIONS", "COLUMNS", "Effective", "Event", "LabelFileProblem", "LabelLog", "effective", "parse"]
+
+logger = logging.getLogger("koelectra_kit.app")
 
 
 class LabelLog:
@@ -44,7 +50,8 @@ class LabelLog:
 
     # -- reading
     def refresh(self) -> None:
-        """Re-read the file when it changed since the app last read or wrote it (a hand edit)."""
+        """Re-read the file when it changed since the app last read or wrote it (a hand edit); a last line torn
+        mid-write is set aside first (``_set_aside``), the rest of the file read well."""
         with self.lock:
             try:
                 st = self.path.stat()
@@ -57,7 +64,15 @@ class LabelLog:
             if key == self._seen:
                 return
             try:
-                self.events, self.problem = parse(self.path.read_bytes(), self.path.name, self.labels), None
+                data = self.path.read_bytes()
+                torn = torn_tail(data, self.labels)
+                # the lines above a torn one are read first: a file with a bad line elsewhere is never written to
+                events = parse(data[:torn.at] if torn else data, self.path.name, self.labels)
+                if torn is not None and not self._set_aside(data, torn):
+                    # saved again while it was read: nothing written, nothing appended until the next call reads it
+                    self.problem = f"{self.path.name} changed while it was read; answer again"
+                    return
+                self.events, self.problem = events, None
             except LabelFileProblem as e:
                 self.problem = str(e)  # the last good events stay shown; nothing is written until it is fixed
             except OSError as e:
@@ -124,6 +139,29 @@ class LabelLog:
             os.fsync(f.fileno())
         st = self.path.stat()
         self._seen = (st.st_mtime_ns, st.st_size)
+
+    def _set_aside(self, data: bytes, torn: TornTail) -> bool:
+        """Move a torn last line (``io.labellog.torn_tail``) of ``data``, the file's bytes, to NAME.torn beside the
+        file (appended to, and fsynced before the file loses them) and cut the file back to its last complete line;
+        False, touching nothing, when the file is no longer ``data`` (a save in between)."""
+        side = self.path.with_name(self.path.name + ".torn")
+        try:
+            with open(self.path, "r+b") as f:
+                if f.read() != data:
+                    return False
+                with open(side, "ab") as out:
+                    out.write(torn.data + b"\n")  # one line per tail set aside: a later one is never glued on
+                    out.flush()
+                    os.fsync(out.fileno())
+                f.truncate(torn.at)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:  # read-only, disk full: the analyst deletes the line (set aside twice at worst, not lost)
+            why = e.strerror or e
+            raise LabelFileProblem(f"{torn.describe(self.path.name)}: can't be moved to {side.name} ({why}); delete "
+                                   "that line (the page sends that answer again)") from None
+        logger.warning(f"{torn.describe(self.path.name)}: moved to {side.name}; the page sends that answer again")
+        return True
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as f:

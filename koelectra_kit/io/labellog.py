@@ -10,10 +10,12 @@ means now (the latest unretracted answer per text). The app appends to it (``app
 ``action``: answer | skip | undo (an undo retracts the event whose ``answer_id`` it names: nothing is ever
 rewritten). ``row``: the file's row, 1-based (the first row under the header is 1, as the page's tables and
 ``label``'s output count). A file with only ``text`` and ``label`` columns reads as answers (an empty label: a
-skip). A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case).
+skip). A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A last line cut off
+mid-write (``torn_tail``) is never read as an answer or a skip: the app sets it aside, ``label`` reads without it.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 from dataclasses import dataclass
@@ -72,12 +74,93 @@ def table_labels(df, name: str, labels: list[str], fix: str = "fix the file",
 
 def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
           label_map: dict | None = None) -> list[Event]:
-    """The events of a LABELS.csv's bytes; ``LabelFileProblem`` (one line) for anything the app can't use."""
+    """The events of a LABELS.csv's bytes; ``LabelFileProblem`` (one line) for anything the app can't use, a torn
+    last line (``torn_tail``) included: read as it is, it would be a refused label or, cut inside a quote, a skip
+    nobody made. The app sets one aside before it parses (``app/labelstore.LabelLog``)."""
+    torn = torn_tail(data, labels, label_map)
     try:
-        text = data.decode("utf-8-sig")
+        text = data[:torn.at if torn else len(data)].decode("utf-8-sig")
     except UnicodeDecodeError:
         raise LabelFileProblem(f"{name} is not UTF-8 (saved as cp949 by Excel?): save it as 'CSV UTF-8'") from None
-    return events_of(list(csv.reader(io.StringIO(text, newline=""))), name, labels, fix, label_map)
+    events = events_of(list(csv.reader(io.StringIO(text, newline=""))), name, labels, fix, label_map)
+    if torn is not None:  # after the lines above it: a bad one there is the analyst's to fix first
+        raise LabelFileProblem(f"{torn.describe(name)}: delete that line (the page sends again an answer it did not "
+                               "hear back about)")
+    return events
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The last line of a LABELS.csv cut off mid-write (a power loss or a kill during an append). The app never
+    confirmed that answer to the page, which sends it again, so leaving the line out loses nothing."""
+
+    at: int  # where it starts in the file's bytes: the bytes before it end with a line end
+    data: bytes  # its bytes, to the end of the file
+    line: int  # its line, counted as ``events_of``'s messages count
+    fields: int  # fields it has
+    columns: int  # fields the header has
+    why: str  # what can't be read as is: "label 'posi'", "an open quote", "a character cut in two"
+
+    def describe(self, name: str) -> str:
+        return (f"{name}: line {self.line} was cut off mid-write (no line end, {self.fields} of {self.columns} "
+                f"fields, {self.why})")
+
+
+def torn_tail(data: bytes, labels: list[str] | None, label_map: dict | None = None) -> TornTail | None:
+    """The file's torn last line, or None. Only the last record, only when the bytes end without a line end, and only
+    when it has fewer fields than the header and can't be read as is (a label or action ``events_of`` refuses, a
+    quote left open, a character cut in two): a short last row that reads well (``좋아요,positive`` typed without a
+    final newline) is an answer, as ever, and a bad line anywhere else is the analyst's to fix."""
+    if not data or data.endswith((b"\n", b"\r")):
+        return None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    why = None
+    try:
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.reason != "unexpected end of data" or e.end != len(data) - bom:
+            return None  # not UTF-8 (parse says so), not a write cut short
+        text, why = data[bom:bom + e.start].decode("utf-8"), "a character cut in two"
+    lines = io.StringIO(text, newline="").readlines()
+    reader, records = csv.reader(lines), []
+    while True:
+        first = reader.line_num  # the reader takes lines only as a record needs them: this one's first line
+        fields = next(reader, None)
+        if fields is None:
+            break
+        records.append((first, fields))
+    if len(records) < 2:
+        return None  # the header alone is never a torn answer
+    header, (first, fields) = records[0][1], records[-1]
+    if len(fields) >= len(header):
+        return None
+    try:
+        rows = _Rows(header, "", labels, label_map)
+    except LabelFileProblem:
+        return None  # no text or label column: parse says so
+    if why is None and _open_quote("".join(lines[first:])):
+        why = "an open quote"
+    if why is None and any(f.strip() for f in fields):
+        why = rows.event(fields)[1]
+    made = rows.at.get("answer_id")
+    if why is None and made is not None and made < len(fields) and fields[made].strip():
+        # the app writes every field of its lines (the time last): one of its lines cut short, read as it is, would
+        # be an undo that retracts nothing (its ``undoes`` cut), whose resend is then dropped as a repeat
+        why = "a line the app wrote, cut short"
+    if why is None:
+        return None
+    at = bom + len("".join(lines[:first]).encode("utf-8"))
+    return TornTail(at, data[at:], len(records), len(fields), len(header), why)
+
+
+def _open_quote(record: str) -> bool:
+    """Whether a record's text ends inside a quoted field: the csv module then reads a line end put after it as part
+    of that field (and ends the record, with the same fields, after a closed one), so it reads on to the end of the
+    file: a torn ``"배송이 빨`` would be a text with no label, a skip nobody made."""
+    def first(s: str) -> list[str]:
+        return next(csv.reader(io.StringIO(s, newline="")), [])
+
+    return first(record + "\n") != first(record)
 
 
 def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: str = APP_FIX,
@@ -86,36 +169,51 @@ def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: s
     labels are kept as written, unchecked (for which texts are answered, not what they were answered)."""
     if not rows:
         return []
-    header = [h.strip() for h in rows[0]]
-    missing = [c for c in ("text", "label") if c not in header]
-    if missing:
-        raise LabelFileProblem(f"{name} has no {' and no '.join(missing)} column (its header: {','.join(header)}); "
-                               f"the app's columns are {','.join(COLUMNS)}")
-    at = {c: header.index(c) for c in COLUMNS if c in header}
-    # a label typed by hand the way `finetune` reads a training file: 긍정 or Positive for positive (the aliases apply
-    # where the model has one label of that meaning); the event keeps the model's own name
-    from .labelled import label_resolver
-
-    resolve = label_resolver(labels, label_map) if labels is not None else (lambda value: value or None)
+    rows_of = _Rows(rows[0], name, labels, label_map)
     events, bad = [], []
     for n, fields in enumerate(rows[1:], start=2):
         if not any(f.strip() for f in fields):
             continue
-        get = {c: (fields[i].strip() if c != "text" else fields[i]) if i < len(fields) else ""
-               for c, i in at.items()}
-        label, action = get.get("label", ""), get.get("action", "") or ("answer" if get.get("label") else "skip")
-        if action not in ACTIONS:
-            bad.append(f"line {n}: action {action!r} (answer, skip or undo)")
-        elif action == "answer" and resolve(label) is None:
-            bad.append(f"line {n}: label {label!r}")
-        elif action == "answer":
-            label = resolve(label)
-        events.append(Event(**{**{c: get.get(c, "") for c in COLUMNS}, "action": action, "label": label}))
+        event, wrong = rows_of.event(fields)
+        if wrong:
+            bad.append(f"line {n}: {wrong}")
+        events.append(event)
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}: not one of the labels "
                                f"{', '.join(labels)}; {fix}")
     return events
+
+
+class _Rows:
+    """How the rows under one header read (``events_of``; ``torn_tail`` asks the same of a last line)."""
+
+    def __init__(self, header: list[str], name: str, labels: list[str] | None, label_map: dict | None):
+        header = [h.strip() for h in header]
+        missing = [c for c in ("text", "label") if c not in header]
+        if missing:
+            raise LabelFileProblem(f"{name} has no {' and no '.join(missing)} column (its header: {','.join(header)}); "
+                                   f"the app's columns are {','.join(COLUMNS)}")
+        self.at = {c: header.index(c) for c in COLUMNS if c in header}
+        # a label typed by hand the way `finetune` reads a training file: 긍정 or Positive for positive (the aliases
+        # apply where the model has one label of that meaning); the event keeps the model's own name
+        from .labelled import label_resolver
+
+        self.resolve = label_resolver(labels, label_map) if labels is not None else (lambda value: value or None)
+
+    def event(self, fields: list[str]) -> tuple[Event, str | None]:
+        """The row's event, and what is wrong with it ("label 'posi'") or None."""
+        get = {c: (fields[i].strip() if c != "text" else fields[i]) if i < len(fields) else ""
+               for c, i in self.at.items()}
+        label, action = get.get("label", ""), get.get("action", "") or ("answer" if get.get("label") else "skip")
+        wrong = None
+        if action not in ACTIONS:
+            wrong = f"action {action!r} (answer, skip or undo)"
+        elif action == "answer" and self.resolve(label) is None:
+            wrong = f"label {label!r}"
+        elif action == "answer":
+            label = self.resolve(label)
+        return Event(**{**{c: get.get(c, "") for c in COLUMNS}, "action": action, "label": label}), wrong
 
 
 def effective(events: list[Event]) -> Effective:

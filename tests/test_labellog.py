@@ -1,0 +1,107 @@
+"""LABELS.csv's last line torn mid-write (a power loss or a kill during an append): the app sets it aside in
+LABELS.csv.torn and goes on, the command-line reader reads without it and leaves the file alone, and everything else
+reads as before (a short hand-typed answer is an answer, a wrong label on a complete line is a problem)."""
+from __future__ import annotations
+
+import codecs
+import logging
+
+import pytest
+
+from koelectra_kit.app.labelstore import Event, LabelLog
+from koelectra_kit.io.labellog import COLUMNS, LabelFileProblem, parse
+
+pytestmark = pytest.mark.fast
+
+LABELS = ["negative", "neutral", "positive"]
+COMPLETE = (codecs.BOM_UTF8 + (",".join(COLUMNS) + "\n"
+                               "배송 빨라요,positive,answer,4,teach,a1,,2025-01-02T10:11:12\n"
+                               "별로,,skip,7,teach,a2,,2025-01-02T10:11:15\n").encode())
+TORN = {
+    "label cut": "좋아요,posi".encode(),
+    "text cut inside a quote": '"배송이 빨라요,\n그리고 포장'.encode(),  # the csv module would read a skip to the end
+    "character cut in two": "좋아요,부정".encode()[:-1],
+    # an undo cut inside ``undoes``: read as it is, it retracts nothing, and its resend is dropped as a repeat
+    "undo cut short": ",,undo,,teach,a9,a".encode(),
+}
+
+
+@pytest.fixture
+def app_log():
+    """The lines the app's logger says (the CLI's setup stops them reaching the root logger caplog listens to)."""
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = logging.getLogger("koelectra_kit.app")
+    logger.addHandler(handler)
+    yield said
+    logger.removeHandler(handler)
+
+
+@pytest.mark.parametrize("tail", TORN.values(), ids=TORN.keys())
+def test_a_torn_last_line_is_set_aside_and_answers_go_on(tmp_path, tail, app_log):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(COMPLETE + tail)
+    log = LabelLog(path, LABELS)
+    assert log.problem is None
+    assert [(e.text, e.label, e.action) for e in log.events] == [("배송 빨라요", "positive", "answer"),
+                                                                 ("별로", "", "skip")]
+    assert path.read_bytes() == COMPLETE  # cut back to its last complete line
+    assert (tmp_path / "LABELS.csv.torn").read_bytes() == tail + b"\n"
+    assert len(app_log) == 1 and "LABELS.csv: line 4 was cut off mid-write" in app_log[0]
+    assert "LABELS.csv.torn" in app_log[0] and "\n" not in app_log[0]
+
+    log.append(Event("좋아요", "positive", "answer", "9", "teach", "a3"))
+    assert path.read_bytes().startswith(COMPLETE + "좋아요,positive,answer,9,teach,a3,,".encode())
+    assert path.read_bytes().endswith(b"\n")
+    again = LabelLog(path, LABELS)
+    assert again.problem is None and again.state().labels == {"배송 빨라요": "positive", "좋아요": "positive"}
+
+    # torn again later: appended to the side file, the first tail kept
+    before = path.read_bytes()
+    with open(path, "ab") as f:
+        f.write("또,nega".encode())
+    assert again.state().labels["좋아요"] == "positive" and again.problem is None
+    assert (tmp_path / "LABELS.csv.torn").read_bytes() == tail + b"\n" + "또,nega".encode() + b"\n"
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("tail", ["좋아요,positive", "좋아요,긍정", "좋아요,positive,answer,9,te"])
+def test_a_short_last_row_that_reads_well_is_an_answer(tmp_path, tail, app_log):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(COMPLETE + tail.encode())
+    log = LabelLog(path, LABELS)
+    assert log.problem is None and log.state().labels["좋아요"] == "positive"
+    assert path.read_bytes() == COMPLETE + tail.encode() and not (tmp_path / "LABELS.csv.torn").exists()
+    assert app_log == []
+
+
+@pytest.mark.parametrize("tail", [
+    "좋아요,posi\n",  # a complete line: the analyst's typo, not a torn write
+    "좋아요,posi,answer,9,teach,a3,,2025-01-02T10:11:20",  # every field there, no line end
+])
+def test_a_wrong_label_on_a_complete_line_is_still_a_problem(tmp_path, tail):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(COMPLETE + tail.encode())
+    log = LabelLog(path, LABELS)
+    assert log.problem.startswith("LABELS.csv: line 4: label 'posi': not one of the labels")
+    with pytest.raises(LabelFileProblem):
+        log.append(Event("다른 리뷰", "positive", "answer", "9", "teach", "a9"))
+    assert path.read_bytes() == COMPLETE + tail.encode() and not (tmp_path / "LABELS.csv.torn").exists()
+
+
+def test_a_bad_line_above_a_torn_one_is_the_problem_and_the_file_is_not_touched(tmp_path):
+    path = tmp_path / "LABELS.csv"
+    data = COMPLETE + "손으로,great,answer,,,,,\n좋아요,posi".encode()
+    path.write_bytes(data)
+    log = LabelLog(path, LABELS)
+    assert "line 4: label 'great'" in log.problem
+    assert path.read_bytes() == data and not (tmp_path / "LABELS.csv.torn").exists()
+
+
+def test_parse_never_reads_a_torn_line_as_a_skip(tmp_path):
+    data = COMPLETE + TORN["text cut inside a quote"]
+    with pytest.raises(LabelFileProblem, match=r"^L.csv: line 4 was cut off mid-write \(no line end, 1 of 8 fields, "
+                                               r"an open quote\)"):
+        parse(data, "L.csv", LABELS)
+    assert len(parse(COMPLETE, "L.csv", LABELS)) == 2
