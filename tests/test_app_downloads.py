@@ -93,8 +93,10 @@ def test_an_xlsx_download_keeps_the_workbooks_cell_types_and_names(app_client):
     ws.append(["id", "review", "price", "day", "memo", "memo", None])
     rows = [[i, REVIEWS[i], i * 1.5, dt.datetime(2024, 3, i + 1), f"a{i}", f"b{i}", i % 2 == 0]
             for i in range(len(REVIEWS))]
+    rows[0][4] = "=_= 별로"  # an emoticon, text: openpyxl writes a str that starts with "=" as a formula
     for r in rows:
         ws.append(r)
+    ws.cell(row=2, column=5).data_type = "s"
     buf = io.BytesIO()
     wb.save(buf)
     job = app_client.label("typed.xlsx", buf.getvalue(), column="review")
@@ -104,6 +106,8 @@ def test_an_xlsx_download_keeps_the_workbooks_cell_types_and_names(app_client):
     # the empty header cell is named as the labelling named it (the page showed that name too)
     assert list(header) == ["id", "review", "price", "day", "memo", "memo", "column_7", *ADDED]
     assert [list(v[:7]) for v in values] == rows  # numbers, dates and booleans as cells of their type
+    memo = openpyxl.load_workbook(io.BytesIO(_download(app_client, job, "same"))).worksheets[0].cell(row=2, column=5)
+    assert (memo.value, memo.data_type) == ("=_= 별로", "s")  # text, not a formula Excel shows as an error
     for v in values:
         _check_added(dict(zip(header[7:], v[7:])))
 

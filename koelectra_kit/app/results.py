@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
-from ..io.workbook import header_names, sheet_rows
+from ..io.workbook import header_names, sheet_rows, write_xlsx
 from ..label import write_chunk
 from ..label.run import json_line
 from ..label.human import apply_human_labels
@@ -188,20 +188,18 @@ def _parquet(master: Path, original: Path, tmp: Path, encoding: str | None, numb
 
 
 def _xlsx(master: Path, original: Path, tmp: Path, encoding: str | None, numbers: list[str], name: str) -> None:
-    import pandas as pd
-
     rows = sheet_rows(original, name)
     try:
         columns = header_names(next(rows, ()))  # the CSV copy the labeller read names an empty header cell so too
         # a row wider or narrower than the header was a malformed line of that copy: its labelled row stands in
         records = (Record(list(r), i, None if len(r) == len(columns) else "malformed") for i, r in enumerate(rows, 2))
         header, typed = _labelled_rows(master, columns, records, numbers, name)
-        df = pd.DataFrame(list(typed), columns=header, dtype=object)
+        body = list(typed)
     finally:
         rows.close()
-    if len(df) >= EXCEL_MAX_ROWS:
-        raise InputError(f"{len(df):,} rows do not fit in an Excel worksheet; download the CSV UTF-8 file")
-    df.to_excel(tmp, index=False, engine="openpyxl")
+    if len(body) >= EXCEL_MAX_ROWS:
+        raise InputError(f"{len(body):,} rows do not fit in an Excel worksheet; download the CSV UTF-8 file")
+    write_xlsx(tmp, header, body)
 
 
 def _labelled_rows(master: Path, columns: list, records, numbers: list[str], name: str):

@@ -52,6 +52,28 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
         rows.close()
 
 
+def write_xlsx(dst: Path, header: list, rows) -> None:
+    """A one-sheet workbook of ``header`` and ``rows`` (numbers, dates and booleans as such; openpyxl's write-only
+    mode). Text is written as text, never as a formula: a review such as ``=_= 별로`` (an emoticon) was written as a
+    formula, which Excel shows as an error, not the review."""
+    import openpyxl
+    from openpyxl.cell import WriteOnlyCell
+
+    wb = openpyxl.Workbook(write_only=True)
+    ws = wb.create_sheet()
+
+    def text(v):
+        if not (isinstance(v, str) and v.startswith("=")):
+            return v
+        c = WriteOnlyCell(ws, value=v)
+        c.data_type = "s"  # openpyxl takes any str that starts with "=" for a formula
+        return c
+
+    for row in (header, *rows):
+        ws.append([text(v) for v in row])
+    wb.save(dst)
+
+
 def header_names(header: tuple) -> list[str]:
     """A header row's cells as column names; an empty one is ``column_N`` (N counts from 1)."""
     return [cell(v) if v is not None else f"column_{i + 1}" for i, v in enumerate(header)]
