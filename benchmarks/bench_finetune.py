@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         return step, shuffled
 
     def ours(dtype, compiled: bool = False):
-        """The recipe's step (finetune.recipe.train_step): collate to the batch's longest, autocast, fp32 loss,
+        """The recipe's step (finetune.step.train_step): collate to the batch's longest, autocast, fp32 loss,
         clip, layer decay; the optimizer as FinetuneRecipe.setup_optimizer builds it (lr 3e-4: the default for
         hidden <= 256). ``compiled``: as `finetune compile=true compile_mode=reduce-overhead
         pad_to_multiple_of=<max_length>` runs it: the model compiled (finetune.model.compile_model, as the recipe

@@ -27,8 +27,7 @@ from ..errors import InputError
 from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
 from ..io.workbook import header_names, sheet_rows, write_xlsx
-from ..label import write_chunk
-from ..label.run import json_line
+from ..label.run import json_line, write_chunk
 from ..label.human import apply_human_labels
 
 MASTER_ENCODING = "utf-8-sig"
@@ -117,6 +116,7 @@ def _row(i, r, names: dict, text_column: str, prob_cols: list, labels: list, ide
 
 
 def _num(v):
+    """A figure of the labelled CSV (``label`` writes them at 4 decimals) as a number; blank or not one: None."""
     try:
         return round(float(v), 4)
     except (TypeError, ValueError):
@@ -141,7 +141,7 @@ def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_col
         elif kind == "tsv":  # text in, text out: the labelled CSV holds the input's cells as they were
             with open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
                 for i, chunk in enumerate(read_master(master, chunksize=50_000)):
-                    write_chunk(out, _numbers(chunk, number_columns), kind, header=i == 0)
+                    write_chunk(out, chunk, kind, header=i == 0)
         elif kind in TYPED_KINDS:
             if original is None or not original.exists():
                 raise InputError(f"{name} is no longer here, and its {kind} download is made from it: upload it "
@@ -180,7 +180,7 @@ def _parquet(master: Path, original: Path, tmp: Path, encoding: str | None, numb
     for j, col in enumerate(header[width:]):
         values = added.iloc[:, j].tolist()
         if col in numbers:
-            table = table.append_column(pa.field(col, pa.float64()), pa.array([_number(v) for v in values],
+            table = table.append_column(pa.field(col, pa.float64()), pa.array([_num(v) for v in values],
                                                                                pa.float64()))
         else:
             table = table.append_column(pa.field(col, pa.string()), pa.array(values, pa.string()))
@@ -220,7 +220,7 @@ def _labelled_rows(master: Path, columns: list, records, numbers: list[str], nam
                     raise _rows_differ(name, f"{n:,}", "more")
                 n += 1
                 own = labelled[:width] if rec.error else rec.fields
-                yield [*own, *(_number(v) if num else v for v, num in zip(labelled[width:], at_number))]
+                yield [*own, *(_num(v) if num else v for v, num in zip(labelled[width:], at_number))]
         if next(records, None) is not None:
             raise _rows_differ(name, f"more than {n:,}", f"{n:,}")
 
@@ -240,18 +240,3 @@ def _rows_differ(name: str, upload: str, labelled: str) -> InputError:
     return InputError(f"{name} has {upload} rows and its labelled file {labelled}: they no longer line up, so no "
                       "row is paired with another's labels; label the file again")
 
-
-def _number(v: str):
-    try:
-        return float(v)
-    except ValueError:
-        return None
-
-
-def _numbers(df, columns: list[str]):
-    import pandas as pd
-
-    for c in columns:
-        if c in df.columns:
-            df[c] = pd.to_numeric(df[c], errors="coerce")
-    return df

@@ -41,7 +41,8 @@ from .data import (
 )
 from .model import align_head, build_optimizer, default_lr, load_model, param_groups
 from ..io.output import OUTPUT_MARKERS, check_out_dir
-from .recipe import FinetuneRecipe, finetune, train_step
+from .recipe import FinetuneRecipe, finetune
+from .step import train_step
 from .tokens import encode_texts
 
 __all__ = [

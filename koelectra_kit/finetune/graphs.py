@@ -26,6 +26,7 @@ path: tests/test_finetune_graphs.py checks it trains as ``train_step`` does, on 
 from __future__ import annotations
 
 from ..runtime import warn
+from .step import train_step
 
 IGNORE = -100  # cross_entropy's default ignore_index: a filler row adds nothing to the loss or its gradients
 WARMUP = 3  # eager steps before recording (PyTorch's recipe: a few, on a side stream)
@@ -33,7 +34,7 @@ WARMUP = 3  # eager steps before recording (PyTorch's recipe: a few, on a side s
 
 class GraphedStep:
     """``step(input_ids, attention_mask, labels) -> loss`` (a 0-d fp32 device tensor of its own), as
-    ``finetune.recipe.train_step`` but replayed from one CUDA graph. Batches may have at most ``batch_size`` rows
+    ``finetune.step.train_step`` but replayed from one CUDA graph. Batches may have at most ``batch_size`` rows
     and ``width`` columns."""
 
     def __init__(self, model, optimizer, *, batch_size: int, width: int, device, dtype, class_weights=None,
@@ -76,8 +77,6 @@ class GraphedStep:
         """``train_step`` on the static batch, without autocast's weight cache (a cast cached while recording would
         be the graph's memory, freed as the recording ends: PyTorch's CUDA-graphs notes); recording leaves the
         gradients for the recorded update (``clear_grads=False``)."""
-        from .recipe import train_step  # (the recipe imports this module)
-
         return train_step(self.model, self.optimizer, self.ids, self.mask, self.labels, device=self.device,
                           dtype=self.dtype, class_weights=self.class_weights, max_grad_norm=self.max_grad_norm,
                           amp_cache=False, clear_grads=clear_grads)

@@ -14,21 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..classify.classifier import attention_mask_for, collate, cpu_streams, predict_logits
+from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (StopRequest, autocast, autocast_dtype, get_logger, log, optimizer_step, pad_multiple,
-                       quiet_transformers, resolve_device, set_seed, synchronize, warn)
+from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multiple, quiet_transformers,
+                       resolve_device, set_seed, synchronize, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep
 from .model import build_optimizer, compile_model, default_lr, load_model
 from .report import MetricsLog, Window
+from .step import train_step
 from ..io.output import check_not_input, check_out_dir, replaced_note
 from .tokens import encode_texts
 
@@ -45,40 +46,6 @@ def schedule_epochs(epochs: float | None, min_steps: int, steps_per_epoch: int) 
         return float(epochs), False
     floor = min_steps / max(steps_per_epoch, 1)
     return (floor, True) if floor > AUTO_EPOCHS else (AUTO_EPOCHS, False)
-
-
-def train_step(model, optimizer, input_ids, attention_mask, labels, *, device, dtype, class_weights=None,
-               max_grad_norm: float = 1.0, scaler=None, amp_cache: bool = True, clear_grads: bool = True):
-    """One optimization step on one batch; returns the loss, a 0-d fp32 tensor on ``device`` (``float(loss)`` for
-    the number). Nothing here reads a value back to the host: on a GPU the host queues step after step while the
-    GPU works, and the loop reads the losses once per ``log_every`` steps (before, a ``loss.item()`` here made the
-    host wait for every step's last kernel). The batch's host tensors may be pinned (``collate(pin=True)``): their
-    copies then do not wait either. (Split out of the loop only so benchmarks/bench_finetune.py can time exactly
-    this step against a textbook one.) Rows labelled -100 count for nothing (cross_entropy's ignore_index).
-    ``amp_cache=False, clear_grads=False``: as a CUDA graph records it (``graphs.GraphedStep``): no autocast cache,
-    and the gradients left in place for the recorded update to read."""
-    import torch
-
-    model.train()
-    input_ids, attention_mask, labels = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask, labels))
-    with autocast(device, dtype, cache=amp_cache):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask_for(model, attention_mask)).logits
-    # Loss in fp32 from the (possibly bf16) logits, so class weights and the softmax stay exact.
-    loss = torch.nn.functional.cross_entropy(logits.float(), labels, weight=class_weights)
-    if scaler is not None:  # fp16 needs loss scaling; bf16 and fp32 don't
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-    else:
-        loss.backward()
-    if max_grad_norm:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)  # (the norm stays on the device)
-    # (fp16's scaler: fused AdamW, the GPU's, skips an overflowed step on the GPU; with a non-fused optimizer the
-    # scaler reads its inf flag back every step)
-    if clear_grads:
-        optimizer_step(optimizer, scaler)
-    else:
-        optimizer.step()
-    return loss.detach()
 
 
 def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
