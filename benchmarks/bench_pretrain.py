@@ -196,7 +196,7 @@ def straightforward_step(cfg, ids, V: int, special: list[int], device):
 
 
 def toolkit_step(cfg, ids, V: int, special: list[int], device, compile_mode: str | None = None,
-                 compile: bool = False):
+                 compile: bool = False, compile_scope: str = "model"):
     """(b) the toolkit's own code path, set up as ``pretrain.recipe`` sets it up (its kernels, its optimizer,
     torch.compile when asked): a function doing one training step on ``ids``, and the autocast dtype."""
     import torch
@@ -211,7 +211,11 @@ def toolkit_step(cfg, ids, V: int, special: list[int], device, compile_mode: str
     model.to(device)
     opt = electra.build_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps,
                                   device.type)
-    wrapped = torch.compile(model, mode=compile_mode) if compile or compile_mode else None
+    wrapped = None
+    if (compile or compile_mode) and compile_scope == "layers":
+        electra.compile_layers(model, compile_mode)  # as pretrain's compile_scope=layers
+    elif compile or compile_mode:
+        wrapped = torch.compile(model, mode=compile_mode)
     amp = autocast_dtype(device, "auto")
     rng = torch.Generator(device=device).manual_seed(0)
     mask_p, rand_p = cfg.mask_probs()
@@ -301,7 +305,8 @@ def time_batch(args, cfg, B: int, L: int, V: int, device) -> dict[str, Timed]:
 
     ids = batch_ids(B, L, V, device)
     builders = {"straightforward": lambda: straightforward_step(cfg, ids, V, SPECIAL, device),
-                "toolkit": lambda: toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile)[0]}
+                "toolkit": lambda: toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile,
+                                                  args.compile_scope)[0]}
     if args.compile or args.compile_mode:
         torch._dynamo.reset()  # each batch compiles for its own static shapes (no automatic dynamic batch dim)
     out, steps = {}, {}
@@ -445,7 +450,7 @@ def speed(args) -> None:
     report = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
               else f"CPU, {torch.get_num_threads()} threads", "torch": torch.__version__,
               "transformers": transformers.__version__, "compile": bool(args.compile or args.compile_mode),
-              "compile_mode": args.compile_mode, "warmup": warmup, "timed_steps": args.rounds * args.steps,
+              "compile_mode": args.compile_mode, "compile_scope": args.compile_scope, "warmup": warmup, "timed_steps": args.rounds * args.steps,
               "peak_matmul": f"bf16 {peak_size(device)}^3", "peak_flops_measured": [], "shapes": []}
     for shape in args.shape:
         cfg = load_shape(shape)
@@ -459,7 +464,8 @@ def speed(args) -> None:
               f"torch {torch.__version__}, "
               f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}"
               f", toolkit precision {str(amp).replace('torch.', '') if amp else 'fp32'}"
-              f"{', torch.compile' if compiled else ''}{f' mode={args.compile_mode}' if args.compile_mode else ''}",
+              f"{', torch.compile' if compiled else ''}{f' mode={args.compile_mode}' if args.compile_mode else ''}"
+              f"{' of each layer' if compiled and args.compile_scope == 'layers' else ''}",
               flush=True)
         K = electra.num_mask_slots(L, cfg.mask_prob)
         entry = {"shape": shape, "seq": L, "vocab": V, "discriminator": dshape, "generator": gshape,
@@ -469,7 +475,7 @@ def speed(args) -> None:
         if args.profile:
             B = args.batch[0]
             ids = batch_ids(B, L, V, device)
-            step, _ = toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile)
+            step, _ = toolkit_step(cfg, ids, V, SPECIAL, device, args.compile_mode, args.compile, args.compile_scope)
             t = time.perf_counter()
             for _ in range(warmup):
                 step()
@@ -670,6 +676,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune",
                                                             "max-autotune-no-cudagraphs"],
                    help="torch.compile(mode=...) for the toolkit's model (implies --compile)")
+    p.add_argument("--compile-scope", default="model", choices=["model", "layers"],
+                   help="what --compile compiles, as pretrain's compile_scope: the whole forward (model) or each "
+                        "transformer layer in place (layers: a shorter compile; implies --compile)")
     p.add_argument("--json", default=None, metavar="PATH", help="write every figure to PATH as JSON (rewritten "
                    "after each batch, so a run cut short leaves what it measured)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
@@ -680,6 +689,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokenizer", default=None, help="--rss: reuse a trained tokenizer dir instead of training one")
     p.add_argument("--cache-dir", default=None, help="--rss: packed-data cache dir (default: a fresh temp dir)")
     args = p.parse_args(argv)
+    args.compile = args.compile or args.compile_scope == "layers"
     if args.rss:
         return rss(args)
     args.shape = [s for s in args.shape.split(",") if s.strip()]

@@ -263,14 +263,19 @@ def stage_pretrain(c: Check) -> None:
     # the first window holds compiling and warm-up; the steady rate is the median of the others
     steady = sorted(r["tokens_per_s"] for r in rows[1:]) or [s["tokens_per_s"]]
     last = s.get("final") or {}
-    c.figures["pretrain"] = {"tokens_per_s_steady": steady[len(steady) // 2], "tokens_per_s_overall":
-                             s["tokens_per_s"], "steps": s["steps"], "tokens": s["tokens"],
+    rate = steady[len(steady) // 2]
+    # the loop's time beyond its tokens at the steady rate: compiling (about 90 s of the whole forward on the H100)
+    # and the first steps' warm-up, what compile_scope=layers is for
+    overhead = s["tokens"] / s["tokens_per_s"] - s["tokens"] / rate if s["tokens_per_s"] and rate else None
+    c.figures["pretrain"] = {"tokens_per_s_steady": rate, "tokens_per_s_overall": s["tokens_per_s"],
+                             "compile_and_warmup_s": overhead, "steps": s["steps"], "tokens": s["tokens"],
                              "encoder_parameters": s.get("encoder_parameters"), "final": last,
                              "stopped": s.get("stopped", "completed"), "slow_steps": s.get("slow_steps", [])}
     if s.get("stopped") == "interrupted":
         c.say(f"pretrain: cut by the budget at step {s['steps']:,}, before the preset's end; its encoder is this step's")
-    c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {steady[len(steady) // 2]:,.0f} tokens/s "
-          f"(overall {s['tokens_per_s']:,.0f} with compiling); last row: gen_acc {last.get('gen_acc')} vs unigram "
+    c.say(f"pretrain: {s['steps']:,} steps, {s['tokens']:,} tokens; steady {rate:,.0f} tokens/s (overall "
+          f"{s['tokens_per_s']:,.0f} with compiling{f'; compiling and warm-up ~{overhead:.0f} s' if overhead else ''}"
+          f"); last row: gen_acc {last.get('gen_acc')} vs unigram "
           f"{last.get('gen_unigram_acc')}, disc_auc {last.get('disc_auc')}")
     for step, seconds in s.get("slow_steps", []):
         c.say(f"pretrain: step {step} took {seconds:.1f} s (a recompile? its log has TORCH_LOGS' lines)")

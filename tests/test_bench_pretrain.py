@@ -181,6 +181,17 @@ def test_compile_mode_reaches_torch_compile(monkeypatch, capsys):
     assert "torch.compile mode=reduce-overhead" in capsys.readouterr().out
 
 
+def test_compile_scope_layers_compiles_each_layer_in_place(monkeypatch, capsys):
+    from koelectra_kit.electra import model as electra
+
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: calls.append("whole") or model)
+    monkeypatch.setattr(electra, "compile_layers", lambda model, mode=None: calls.append(("layers", mode)))
+    bench_pretrain.main(TINY + ["--batch", "2", "--compile-scope", "layers", "--compile-mode", "reduce-overhead"])
+    assert calls == [("layers", "reduce-overhead")]
+    assert "torch.compile mode=reduce-overhead of each layer" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--shape", "nope"], "--shape nope: no configs/pretrain/nope.yaml"),
     (["--batch", "2,x"], "a batch size or a comma-separated list"),
@@ -188,6 +199,7 @@ def test_compile_mode_reaches_torch_compile(monkeypatch, capsys):
     (["--vocab", "3"], "--vocab must be more than the 5 special tokens"),
     (["--profile", "2", "--batch", "2,4"], "--profile takes one --batch"),
     (["--compile-mode", "fast"], "invalid choice"),
+    (["--compile-scope", "blocks"], "invalid choice"),
 ])
 def test_bad_options_are_one_error_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

@@ -55,11 +55,11 @@ def test_no_step_but_a_logging_one_waits_for_the_device(tiny_cfg, on_device):
     assert per_step[3]  # the logging step does read the window (the probe sees what it is built to see)
 
 
-def tiny_model(V=300):
+def tiny_model(V=300, *overrides):
     from koelectra_kit.config import load_config
     from koelectra_kit.pretrain import PretrainConfig
 
-    cfg = load_config(PretrainConfig, "configs/pretrain/tiny.yaml", ["corpus=x", "out=x"])
+    cfg = load_config(PretrainConfig, "configs/pretrain/tiny.yaml", ["corpus=x", "out=x", *overrides])
     torch.manual_seed(0)
     return electra.build_pretrain_model(V, 0, [0, 1, 2, 3, 4], cfg.model, cfg.generator), V
 
@@ -88,6 +88,40 @@ def test_the_forward_compiles_to_one_graph_and_lambda_changes_do_not_recompile()
         electra.train_step(model, opt, [batch(V, rng)], disc_weight=lam, lr=1e-3, wrapped=compiled, rng=rng)
     assert counters["stats"]["unique_graphs"] == 1
     dynamo.reset()
+
+
+def test_compile_layers_compiles_one_layer_per_encoder_shape_and_trains_as_eager():
+    """compile_scope=layers: every transformer layer compiled in place, one graph per encoder shape (generator and
+    discriminator; the other layers reuse it, no symbolic hidden size), the same losses as the eager model, the
+    parameter names (checkpoints, exports) unchanged."""
+    from torch._dynamo.utils import counters
+
+    graphs = []
+
+    def recorder(gm, example_inputs):  # a backend that runs the traced graph as it is, noting symbolic sizes
+        graphs.append(any(isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
+            isinstance(d, torch.SymInt) for d in x.shape)) for x in example_inputs))
+        return gm.forward
+
+    losses = {}
+    for scope in ("eager", "layers"):
+        # an embedding wider than both encoders, as in gpu-10min: each projects it, each layer's input is a view;
+        # without dynamic=False, torch then compiles the second shape again with a symbolic hidden size
+        model, V = tiny_model(300, "model.embedding_size=128")
+        names = [n for n, _ in model.named_parameters()]
+        torch._dynamo.reset()
+        counters.clear()
+        if scope == "layers":
+            electra.compile_layers(model, backend=recorder)
+        opt = electra.build_optimizer(model, 1e-3, 0.01)
+        rng = torch.Generator().manual_seed(0)
+        losses[scope] = [float(electra.train_step(model, opt, [batch(V, rng)], disc_weight=50.0, lr=1e-3,
+                                                  rng=rng)[1]["loss"]) for _ in range(3)]
+        assert [n for n, _ in model.named_parameters()] == names
+        assert list(model.state_dict()) == [k for k in model.state_dict() if "_orig_mod" not in k]
+    assert model.compiled_layers and counters["stats"]["unique_graphs"] == 2 and graphs == [False, False]
+    assert losses["layers"] == pytest.approx(losses["eager"], rel=1e-5)
+    torch._dynamo.reset()
 
 
 def test_the_samples_come_from_the_batchs_uniforms():
@@ -125,6 +159,10 @@ def test_compile_mode_needs_compile(tiny_cfg):
     with pytest.raises(ConfigError, match="needs compile=true"):
         tiny_cfg("compile_mode=reduce-overhead")
     assert tiny_cfg("compile=true", "compile_mode=reduce-overhead").compile_mode == "reduce-overhead"
+    with pytest.raises(ConfigError, match="compile_scope=layers needs compile=true"):
+        tiny_cfg("compile_scope=layers")
+    with pytest.raises(ConfigError, match="compile_scope"):
+        tiny_cfg("compile=true", "compile_scope=blocks")
 
 
 def test_ranks_read_rank_0s_clock_with_one_broadcast_every_log_interval():
@@ -157,20 +195,25 @@ def test_ranks_read_rank_0s_clock_with_one_broadcast_every_log_interval():
     assert single.read(7, 3.25, 0.4) == (3.25, 0.4)  # one process: its own clock, as before
 
 
-def test_a_compiled_run_trains_as_the_eager_one(tiny_cfg, tmp_path):
-    """compile=true through the real recipe (inductor on the CPU here; CUDA graphs on a GPU): the same losses as the
-    eager run up to kernel rounding, checkpoint and export included."""
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_a_compiled_run_trains_as_the_eager_one(tiny_cfg, tmp_path, scope):
+    """compile=true through the real recipe (inductor on the CPU here; CUDA graphs on a GPU), the whole forward or
+    each layer: the same losses as the eager run up to kernel rounding, checkpoint and export included."""
     from koelectra_kit.pretrain import pretrain, read_metrics
 
     eager = pretrain(tiny_cfg(f"out={tmp_path / 'eager'}", "fast_cpu_kernels=false"))
-    compiled = pretrain(tiny_cfg(f"out={tmp_path / 'compiled'}", "fast_cpu_kernels=false", "compile=true"))
+    torch._dynamo.reset()
+    compiled = pretrain(tiny_cfg(f"out={tmp_path / 'compiled'}", "fast_cpu_kernels=false", "compile=true",
+                                 f"compile_scope={scope}"))
+    torch._dynamo.reset()
     assert eager["steps"] == compiled["steps"] == 4
     a, b = (read_metrics(tmp_path / n / "metrics.jsonl") for n in ("eager", "compiled"))
     assert all(abs(x["loss"] - y["loss"]) < 0.02 * abs(x["loss"]) for x, y in zip(a, b)), (a, b)
     assert (tmp_path / "compiled" / "discriminator" / "model.safetensors").is_file()
 
 
-def test_the_compiled_step_has_no_reason_to_skip_cuda_graphs(tiny_cfg, tmp_path, monkeypatch):
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_the_compiled_step_has_no_reason_to_skip_cuda_graphs(tiny_cfg, tmp_path, monkeypatch, scope):
     """compile_mode=reduce-overhead replays the step as CUDA graphs only if inductor finds no reason to skip them,
     and it falls back silently (one log line) if it does: an input the graph mutates, a non-tensor input (a Python
     float lambda would be one), an op that cannot be captured. Those checks do not depend on the device, so they run
@@ -204,7 +247,7 @@ def test_the_compiled_step_has_no_reason_to_skip_cuda_graphs(tiny_cfg, tmp_path,
     torch._dynamo.reset()
     with inductor_config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False):
         summary = pretrain(tiny_cfg(f"out={tmp_path / 'run'}", "fast_cpu_kernels=false", "compile=true",
-                                    "compile_mode=reduce-overhead"))
+                                    "compile_mode=reduce-overhead", f"compile_scope={scope}"))
     torch._dynamo.reset()
     assert summary["steps"] == 4
     assert {kind for kind, _, _ in graphs} == {"forward", "backward"}, graphs

@@ -190,8 +190,8 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
 RUN_KEYS = {"corpus", "prepared", "out", "tokenizer", "cache_dir", "num_workers", "max_steps", "max_minutes", "device",
             "threads", "log_every", "save_every", "save_every_minutes", "keep_checkpoints", "resume", "overwrite",
             "progress", "plots", "report_to", "ddp_timeout_minutes", "push_to_hub", "hub_private", "card_license",
-            "card_datasets", "compile", "compile_mode", "data_on_device", "fast_cpu_kernels", "plateau_check_tokens",
-            "plateau_gen_margin", "plateau_auc", "text_column"}
+            "card_datasets", "compile", "compile_mode", "compile_scope", "data_on_device", "fast_cpu_kernels",
+            "plateau_check_tokens", "plateau_gen_margin", "plateau_auc", "text_column"}
 # Keys a resume can't apply: the tokenizer and the weights are the checkpoint's. A change is said to have no effect.
 KEPT_ON_RESUME = {"vocab_size", "tokenizer_model", "presplit", "init", "init_generator"}
 

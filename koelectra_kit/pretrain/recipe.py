@@ -243,16 +243,18 @@ class PretrainRecipe:
         """DDP and/or torch.compile around the model (``wrapped``: what the forward runs through)."""
         import torch
 
-        from ..electra.model import generator_shape
+        from ..electra.model import compile_layers, generator_shape
 
         cfg, model = self.cfg, self.model
         self.wrapped = None
+        mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+        if cfg.compile and cfg.compile_scope == "layers":
+            compile_layers(model, mode)  # in place, before DDP wraps the model (as torch's DDP + compile guide does)
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             self.wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        if cfg.compile:
-            mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+        if cfg.compile and cfg.compile_scope == "model":
             self.wrapped = torch.compile(self.wrapped if self.wrapped is not None else model, mode=mode)
         self.enc_params = sum(p.numel() for p in model.encoder().parameters())
         if self.main:
