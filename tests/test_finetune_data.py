@@ -4,6 +4,7 @@ split and subsample, length-grouped batches, layer-wise lr groups, head alignmen
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,6 +91,64 @@ def test_the_apps_label_log_reads_as_its_latest_answers(tmp_path):
     assert read_labelled(bad, L3, label_map={"great": "positive"}).y.tolist() == [2]  # label_map applies to a log
     with pytest.raises(InputError, match="holds no answer"):
         read_labelled(write(tmp_path / "skips.csv", "text,label,action\n좋아,,skip\n"), L3)
+
+
+LOG = ("\ufefftext,label,action,row,source,answer_id,undoes,time\n"
+       "배송 빨라요 최고,positive,answer,1,teach,a1,,2025-01-02T10:11:12\n"
+       "별로예요 다신 안 사요,부정,answer,2,teach,a2,,2025-01-02T10:11:13\n"
+       "애매하네,,skip,3,teach,a3,,2025-01-02T10:11:15\n").encode()
+TORN = {  # the app killed while it appended a fourth answer: the line cut off where it was
+    "label cut": "좋아요,posi".encode(),
+    "text cut inside a quote": '"배송이 빨라요,\n그리고 포장'.encode(),  # the csv reader would read on to the end
+    "character cut in two": "좋아요,부정".encode()[:-1],
+    "undo cut short": ",,undo,,teach,u9,a".encode(),  # read as it is: an undo that retracts nothing
+}
+
+
+@pytest.mark.parametrize("tail", TORN.values(), ids=TORN.keys())
+def test_the_apps_label_log_torn_mid_write_is_read_without_its_last_line(tmp_path, tail):
+    """finetune train=LABELS.csv as `label --human-labels` reads it: the answer the app never confirmed is left out
+    (the app sets the line aside; the page sends it again), said in one warning the CLI prints as one `warning:`
+    line, and the file is only read. It was a refused label, a CSV parse error or a UTF-8 error, or read unsaid."""
+    import warnings
+
+    import koelectra_kit
+
+    log = tmp_path / "LABELS.csv"
+    log.write_bytes(LOG + tail)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        d = read_labelled(log, L3)
+    assert dict(zip(d.texts, [L3[i] for i in d.y])) == {"배송 빨라요 최고": "positive", "별로예요 다신 안 사요": "negative"}
+    assert d.report["label_log"] == {"events": 3, "labels": 2, "skipped": 1} and d.report["encoding"] == "utf-8-sig"
+    assert len(said) == 1 and str(said[0].message).startswith(f"{log}: line 5 was cut off mid-write (no line end, ")
+    assert str(said[0].message).endswith("read without it (the file is left as it is)")
+    assert said[0].filename.startswith(str(Path(koelectra_kit.__file__).parent))  # the CLI's one-line format
+    assert log.read_bytes() == LOG + tail and [p.name for p in tmp_path.iterdir()] == ["LABELS.csv"]
+
+
+@pytest.mark.parametrize("tail", ["좋아요,positive", "좋아요,긍정", "좋아요,positive,answer,4,teach,a4,,2025-01-02T10:11:20"])
+def test_the_apps_label_log_whose_last_line_lacks_a_line_end_reads_it_as_an_answer(tmp_path, recwarn, tail):
+    log = write(tmp_path / "LABELS.csv", LOG.decode("utf-8") + tail)
+    d = read_labelled(log, L3)
+    assert dict(zip(d.texts, [L3[i] for i in d.y]))["좋아요"] == "positive" and len(d.texts) == 3
+    assert not recwarn.list
+
+
+@pytest.mark.parametrize("tail", ["좋아요,posi\n", "좋아요,posi,answer,4,teach,a4,,2025-01-02T10:11:20"])
+def test_a_wrong_label_on_a_complete_last_line_of_the_log_is_still_refused(tmp_path, tail):
+    log = write(tmp_path / "LABELS.csv", LOG.decode("utf-8") + tail)
+    with pytest.raises(InputError, match="line 5: label 'posi'.*map them with label_map="):
+        read_labelled(log, L3)
+
+
+def test_a_csv_that_is_no_label_log_reads_its_unterminated_last_row_as_ever(tmp_path):
+    """Only the app's log (text, label and action columns) is read without a torn line: any other table's last row
+    with a label outside the set stays its error (or drop_unknown_labels' to drop)."""
+    f = write(tmp_path / "train.csv", "text,label,note\n좋아요,positive,x\n별로,negative,y\n그냥,posi")
+    with pytest.raises(InputError, match="1 rows' labels are not in the label set.*'posi'"):
+        read_labelled(f, L3)
+    assert read_labelled(f, L3, drop_unknown_labels=True).texts == ["좋아요", "별로"]
 
 
 def test_a_file_label_wrote_is_read_with_a_warning(tmp_path):

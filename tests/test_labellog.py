@@ -1,15 +1,19 @@
 """LABELS.csv's last line torn mid-write (a power loss or a kill during an append): the app sets it aside in
-LABELS.csv.torn and goes on, the command-line reader reads without it and leaves the file alone, and everything else
-reads as before (a short hand-typed answer is an answer, a wrong label on a complete line is a problem)."""
+LABELS.csv.torn and goes on, the commands that only read the file (label --human-labels, finetune train=, suggest
+labelled=) read without it and leave the file alone, and everything else reads as before (a short hand-typed answer
+is an answer, a wrong label on a complete line is a problem)."""
 from __future__ import annotations
 
 import codecs
 import logging
+import re
+import warnings
 
 import pytest
 
 from koelectra_kit.app.labelstore import Event, LabelLog
-from koelectra_kit.io.labellog import COLUMNS, LabelFileProblem, parse
+from koelectra_kit.errors import InputError
+from koelectra_kit.io.labellog import COLUMNS, LabelFileProblem, parse, without_torn_tail
 
 pytestmark = pytest.mark.fast
 
@@ -105,3 +109,37 @@ def test_parse_never_reads_a_torn_line_as_a_skip(tmp_path):
                                                r"an open quote\)"):
         parse(data, "L.csv", LABELS)
     assert len(parse(COMPLETE, "L.csv", LABELS)) == 2
+
+
+def test_the_readers_copy_leaves_the_file_alone_and_their_errors_name_the_file(tmp_path):
+    """``without_torn_tail``, what `label --human-labels`, `finetune train=` and `suggest labelled=` read a LABELS.csv
+    through: a copy without the torn line, one warning, and an error about the copy said of the file given."""
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(COMPLETE + TORN["label cut"])
+    with pytest.warns(UserWarning, match=r"^L\.csv: line 4 was cut off mid-write \(no line end, 2 of 8 fields, label "
+                                         r"'posi'\): read without it \(the file is left as it is\)$") as said:
+        with pytest.raises(LabelFileProblem, match=f"^{re.escape(str(path))}: unreadable$"):
+            with without_torn_tail(path, "L.csv", LABELS) as readable:
+                copy = readable
+                assert readable != path and readable.name == path.name and readable.read_bytes() == COMPLETE
+                raise LabelFileProblem(f"{readable}: unreadable")
+    assert len(said) == 1 and not copy.exists()
+    assert path.read_bytes() == COMPLETE + TORN["label cut"] and [p.name for p in tmp_path.iterdir()] == ["LABELS.csv"]
+
+
+@pytest.mark.parametrize("data, logs_only", [
+    (COMPLETE, False),  # ends with a line end: nothing torn
+    (COMPLETE + "좋아요,positive".encode(), True),  # a short last line that reads well
+    ("text,label,note\n좋아요,positive,x\n별로,posi".encode(), True),  # no action column: a table, not the app's log
+], ids=["terminated", "short and well", "not a log"])
+def test_the_readers_read_the_file_itself_where_no_line_is_torn(tmp_path, data, logs_only):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with without_torn_tail(str(path), "L.csv", LABELS, logs_only=logs_only) as readable:
+            assert readable == str(path)
+        with pytest.raises(InputError, match="^nope$"):
+            with without_torn_tail(path, "L.csv", LABELS, logs_only=logs_only):
+                raise InputError("nope")
+    assert path.read_bytes() == data

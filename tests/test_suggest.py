@@ -254,6 +254,85 @@ def test_cli_labelled_app_log_is_read_for_its_meaning_an_undone_answer_is_asked_
     assert "already labelled 3" in stdout
 
 
+def _line(*fields) -> str:
+    """One CSV line as the app writes it (a text with a comma quoted), without its line end."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(fields)
+    return buf.getvalue()
+
+
+def _app_log(path, pool_texts, tail: str | bytes):
+    """A LABELS.csv as the app writes it: text 0 answered, text 1 skipped, then ``tail`` (no line end after it)."""
+    from koelectra_kit.io.labellog import COLUMNS
+
+    lines = [_line(*COLUMNS), _line(pool_texts[0], "positive", "answer", "1", "teach", "a1", "", "2025-01-02T10:11:12"),
+             _line(pool_texts[1], "", "skip", "2", "teach", "a2", "", "2025-01-02T10:11:15")]
+    tail = tail if isinstance(tail, bytes) else tail.encode()
+    path.write_bytes("\ufeff".encode() + "".join(line + "\n" for line in lines).encode() + tail)
+    return path
+
+
+TORN_TAILS = {  # the app killed while it appended an answer to text 5: the line cut off where it was
+    "label cut": lambda t: _line(t, "posi").encode(),
+    "text cut inside a quote": lambda t: f'"{t[:6]}'.encode(),  # the csv module reads on to the end of the file
+    "character cut in two": lambda t: _line(t, "부정").encode()[:-1],
+}
+
+
+@pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
+def test_cli_labelled_app_log_torn_mid_write_is_read_without_its_last_line_and_left_as_it_is(capsys, tmp_path,
+                                                                                            tfidf_dir, pool_texts,
+                                                                                            tail):
+    """As `label --human-labels` reads it: the torn answer never counts (the app sets that line aside and the page
+    asks it again), one warning line, the file not touched; a line cut in a UTF-8 character is no error."""
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = _app_log(tmp_path / "LABELS.csv", pool_texts, tail(pool_texts[5]))
+    data = log.read_bytes()
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=100",
+                              f"labelled={log}", "dedupe_threshold=1.0")
+    assert rc == 0, err
+    warned = [line for line in err.splitlines() if line.strip()]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {log}: line 4 was cut off mid-write"), err
+    assert warned[0].endswith("read without it (the file is left as it is)")
+    picked = set(pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False).review)
+    assert pool_texts[5] in picked and not picked & {pool_texts[0], pool_texts[1]}
+    assert "already labelled 2" in stdout
+    assert log.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["LABELS.csv", "next.csv",
+                                                                                       "pool.csv"]
+
+
+@pytest.mark.parametrize("label", ["positive", "posi"])
+def test_cli_labelled_app_log_whose_complete_last_line_lacks_a_line_end_reads_as_before(capsys, tmp_path, tfidf_dir,
+                                                                                     pool_texts, label):
+    """Every field there, no final newline (typed by hand, or saved so): an answer, as ever, whatever its label
+    (suggest asks which texts were answered, not what: only a torn line is told by the model's labels)."""
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = _app_log(tmp_path / "LABELS.csv", pool_texts,
+                   _line(pool_texts[5], label, "answer", "6", "teach", "a3", "", "2025-01-02T10:11:20"))
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=100",
+                              f"labelled={log}", "dedupe_threshold=1.0")
+    assert rc == 0 and not err.strip(), err
+    picked = set(pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False).review)
+    assert not picked & {pool_texts[0], pool_texts[1], pool_texts[5]}
+    assert "already labelled 3" in stdout
+
+
+def test_cli_labelled_app_log_with_a_bad_action_is_one_error_line(capsys, tmp_path, tfidf_dir, pool_texts):
+    """Its labels unchecked, the error had no label set to name: it was a traceback (TypeError)."""
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = _app_log(tmp_path / "LABELS.csv", pool_texts,
+                   _line(pool_texts[5], "positive", "answr", "6", "teach", "a3", "", "") + "\n")
+    out = tmp_path / "next.csv"
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", f"labelled={log}")
+    assert_one_line_error(rc, err, "LABELS.csv: line 4: action 'answr' (answer, skip or undo); fix the file")
+    assert not out.exists()
+
+
 def test_cli_malformed_and_empty_rows_are_never_suggested_and_rows_count_them(capsys, tmp_path, tfidf_dir):
     pool = tmp_path / "pool.csv"
     pool.write_text('id,review\n1,배송 빠르고 좋아요\n2,"닫히지 않은 따옴표\n3,\n4,별로에요 다신 안삼\n', encoding="utf-8")

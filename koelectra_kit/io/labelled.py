@@ -9,6 +9,7 @@ No torch here.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
-from .labellog import is_label_log, table_labels
+from .labellog import is_label_log, table_labels, without_torn_tail
 from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column, read_table, table_format
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
@@ -188,10 +189,17 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     that maps to no label is an error with counts and examples, or dropped and reported with
     ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
     if is_dataset_source(path):  # hf:..., a save_to_disk or Parquet folder: no format or encoding to apply
-        df, fmt = read_dataframe(path), "dataset"
+        df, fmt, used_encoding = read_dataframe(path), "dataset", None
     else:
-        df = read_table(path, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
-        fmt = table_format(path, fmt)
+        # the app's LABELS.csv with its last line torn mid-write (the app killed during an append) reads without that
+        # line, with one warning, as `label human_labels=` reads it; read row by row (a rating), it is any table
+        as_log = not (rating_map or rating_column)
+        untorn = (without_torn_tail(path, str(path), labels, label_map, fmt=fmt, logs_only=True) if as_log
+                  else contextlib.nullcontext(path))
+        with untorn as readable:
+            df = read_table(readable, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
+            fmt = table_format(path, fmt)
+            used_encoding = None if fmt == "parquet" else detect_encoding(readable, encoding, hints=CONFIG_HINTS)
     log = None
     if is_label_log(df.columns) and not (rating_map or rating_column):
         # the app's LABELS.csv: the latest answer per text that no undo retracts (row by row, an undone or
@@ -222,8 +230,8 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
     if log is not None:
         report["label_log"] = log
-    if fmt not in ("parquet", "dataset"):
-        report["encoding"] = detect_encoding(path, encoding, hints=CONFIG_HINTS)
+    if used_encoding is not None:
+        report["encoding"] = used_encoding
     mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
 
     empty = np.array([not t.strip() for t in texts], dtype=bool)

@@ -11,14 +11,17 @@ means now (the latest unretracted answer per text). The app appends to it (``app
 rewritten). ``row``: the file's row, 1-based (the first row under the header is 1, as the page's tables and
 ``label``'s output count). A file with only ``text`` and ``label`` columns reads as answers (an empty label: a
 skip). A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A last line cut off
-mid-write (``torn_tail``) is never read as an answer or a skip: the app sets it aside, ``label`` reads without it.
+mid-write (``torn_tail``) is never read as an answer or a skip: the app sets it aside; ``label human_labels=``,
+``finetune train=`` and ``suggest labelled=`` read without it (``without_torn_tail``) and leave the file as it is.
 """
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import InputError
 
@@ -153,6 +156,57 @@ def torn_tail(data: bytes, labels: list[str] | None, label_map: dict | None = No
     return TornTail(at, data[at:], len(records), len(fields), len(header), why)
 
 
+@contextlib.contextmanager
+def without_torn_tail(path, name: str, labels: list[str] | None, label_map: dict | None = None, fmt: str | None = None,
+                      logs_only: bool = False):
+    """The file a command that only reads a LABELS.csv reads it from: ``path`` itself, or, where its last line was torn
+    mid-write (``torn_tail``), a temporary copy without that line, said in one warning. The file is left as it is:
+    the app sets the line aside when it next reads it (``app/labelstore``), and a command that wrote to it would race
+    the app's appends. An ``InputError`` raised while the copy is read names ``path``, not the copy. ``logs_only``:
+    only a CSV whose header is the app's log (``is_label_log``); any other file reads as ever (a training CSV's last
+    row with a label outside the set stays that file's error, or ``drop_unknown_labels``'s to drop)."""
+    import tempfile
+    import warnings
+
+    data = _unterminated_csv(Path(path), fmt, logs_only)
+    torn = torn_tail(data, labels, label_map) if data else None
+    if torn is None:
+        yield path
+        return
+    warnings.warn(f"{torn.describe(name)}: read without it (the file is left as it is)")
+    with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
+        copy = Path(tmp) / Path(path).name  # the same name: its extension says its format
+        copy.write_bytes(data[:torn.at])
+        try:
+            yield copy
+        except InputError as e:
+            raise type(e)(str(e).replace(str(copy), str(path))) from None
+
+
+def _unterminated_csv(src: Path, fmt: str | None, logs_only: bool) -> bytes | None:
+    """The bytes of a CSV file that ends without a line end (``logs_only``: and whose header is the app's log), else
+    None. A file that ends with one, or is no CSV file, is never read whole here: a large training file costs a seek
+    (anything wrong with ``src`` is its reader's to say, in its words)."""
+    from .tables import table_format
+
+    try:
+        if not src.is_file() or table_format(src, fmt) != "csv":
+            return None
+        with open(src, "rb") as f:
+            if f.seek(0, io.SEEK_END) == 0:
+                return None
+            f.seek(-1, io.SEEK_END)
+            if f.read(1) in (b"\n", b"\r"):
+                return None
+            f.seek(0)
+            if logs_only and not is_label_log(next(csv.reader([f.readline().decode("utf-8-sig", "replace")]), [])):
+                return None
+            f.seek(0)
+            return f.read()
+    except InputError:
+        return None
+
+
 def _open_quote(record: str) -> bool:
     """Whether a record's text ends inside a quoted field: the csv module then reads a line end put after it as part
     of that field (and ends the record, with the same fields, after a closed one), so it reads on to the end of the
@@ -180,8 +234,9 @@ def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: s
         events.append(event)
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}: not one of the labels "
-                               f"{', '.join(labels)}; {fix}")
+        # labels None (``suggest``'s reading) checks only the actions: there is no label set to name
+        which = f": not one of the labels {', '.join(labels)}" if labels is not None else ""
+        raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}{which}; {fix}")
     return events
 
 

@@ -148,12 +148,11 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
 def _read(src: Path, name: str, labels: list[str]):
     """The labels file as a table of strings: any format ``finetune`` reads, and an Excel workbook's first sheet
     (where analysts keep hand labels). A CSV whose last line was torn mid-write (``io.labellog.torn_tail``) is read
-    without it, with one warning: this command only reads the file (the app sets the line aside when it next reads)."""
+    without it, with one warning: this command only reads the file (``io.labellog.without_torn_tail``)."""
     import tempfile
-    import warnings
 
-    from ..io.labellog import torn_tail
-    from ..io.tables import read_table, table_format
+    from ..io.labellog import without_torn_tail
+    from ..io.tables import read_table
     from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 
     try:
@@ -161,18 +160,8 @@ def _read(src: Path, name: str, labels: list[str]):
             with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
                 xlsx_to_csv(src, Path(tmp) / "sheet.csv", name)
                 return read_table(Path(tmp) / "sheet.csv", encoding="utf-8")
-        data = src.read_bytes() if table_format(src) == "csv" else b""
-        torn = torn_tail(data, labels)
-        if torn is None:
-            return read_table(src)
-        warnings.warn(f"{torn.describe(name)}: read without it (the file is left as it is)", stacklevel=2)
-        with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
-            whole = Path(tmp) / src.name
-            whole.write_bytes(data[:torn.at])
-            try:
-                return read_table(whole, encoding="utf-8-sig")
-            except InputError as e:  # named as the file given, not the copy
-                raise InputError(str(e).replace(str(whole), str(src))) from None
+        with without_torn_tail(src, name, labels) as readable:
+            return read_table(readable)
     except InputError as e:
         if "not UTF-8 or cp949" in str(e):  # the reader's hint names the input's encoding= option, not this one
             raise InputError(f"{name}: not UTF-8 or cp949 text; save it as 'CSV UTF-8'") from None

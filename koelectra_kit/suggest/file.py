@@ -32,7 +32,8 @@ class SuggestConfig:
     strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
     # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (for
-    # the app's LABELS.csv: a text whose latest answer or skip stands; an undone answer is asked again)
+    # the app's LABELS.csv: a text whose latest answer or skip stands; an undone answer is asked again; a last line
+    # torn mid-write is left out, with a warning)
     labelled: list[str] = field(default_factory=list)
     labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
     # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
@@ -97,8 +98,13 @@ class SuggestSummary:
 
 
 def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
-    """Read the pool (and the labelled files), load the model (or use ``classifier``), pick, write ``cfg.out``.
-    Every input is checked before the model loads; nothing is written unless all of it succeeds."""
+    """Read the pool, load the model (or use ``classifier``), read the labelled files, pick, write ``cfg.out``. The
+    pool is checked before the model loads, and that the labelled files are there; their contents are read after it,
+    since a LABELS.csv's last line torn mid-write (a label cut short) is told by the model's labels, as ``label
+    human_labels=`` tells it. Nothing is written unless all of it succeeds."""
+    from ..io.fileio import check_input_file
+    from ..io.hfdata import is_dataset_source
+    from ..io.labellog import without_torn_tail
     from ..label import check_trained_head
 
     cfg.validate()
@@ -107,15 +113,20 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
         columns, column, texts, malformed = read_texts(reopen, cfg.text_column, cfg.pool, "text_column")
         if not texts:
             raise InputError(f"{cfg.pool} has a header row but no rows under it: nothing to suggest")
-        exclude = []
-        for path in cfg.labelled:
-            with _opened(path, None, None) as again:
-                exclude += labelled_texts(again, cfg.labelled_text_column, path, prefer=column)
+        for path in cfg.labelled:  # a mistyped one is said before the model loads
+            if not is_dataset_source(path):
+                check_input_file(path)
         if classifier is None:
             from ..classify.classifier import Classifier
 
             classifier = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
         check_trained_head(classifier, cfg.allow_generic_labels)
+        exclude = []
+        for path in cfg.labelled:
+            # only read: a torn last line is left out with one warning, the file left as it is
+            with without_torn_tail(path, path, list(classifier.labels), logs_only=True) as readable, \
+                    _opened(str(readable), None, None) as again:
+                exclude += labelled_texts(again, cfg.labelled_text_column, path, prefer=column)
         picked = suggest_rows(classifier, texts, cfg.n, cfg.strategy, exclude=exclude,
                               threshold=cfg.dedupe_threshold, seed=cfg.seed, batch_size=cfg.batch_size)
         rows = _picked_rows(reopen, picked.indices)
