@@ -189,12 +189,19 @@ def bench_shape(c: Check, shape: str, batches: str) -> None:
             both = str((summary.get("comparison") or {}).get("batch") or best)
             best = best if both == best else f"{both},{best}"
     if a.compile_step:
-        jc = c.out / f"step_compiled_{shape}.json"
-        c.run(f"step_compiled_{shape}", [
-            sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape, "--batch", best,
-            "--compile-mode", a.compile_mode, "--json", str(jc), *vocab, *tiny], a.step_s * len(best.split(",")))
-        if jc.exists():
-            c.figures[f"step_compiled_{shape}"] = json.loads(jc.read_text())
+        scopes = getattr(a, "compile_scopes", ["model"])
+        for scope in scopes:
+            # step_compiled_SHAPE: the whole forward compiled (the bars' figure); step_layers_SHAPE: each layer
+            # (compile_scope=layers), to set its step and its compiling beside the whole forward's in one call, each
+            # from an empty inductor cache then (an earlier stage's compile of the same graphs would time a cache)
+            key = f"step_compiled_{shape}" if scope == "model" else f"step_layers_{shape}"
+            jc = c.out / f"{key}.json"
+            cold = {"TORCHINDUCTOR_CACHE_DIR": str(c.out / f"inductor-{key}")} if len(scopes) > 1 else None
+            c.run(key, [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape,
+                        "--batch", best, "--compile-mode", a.compile_mode, "--compile-scope", scope, "--json", str(jc),
+                        *vocab, *tiny], a.step_s * len(best.split(",")), env=cold)
+            if jc.exists():
+                c.figures[key] = json.loads(jc.read_text())
 
 
 def stage_step(c: Check) -> None:
@@ -400,6 +407,23 @@ def quality_arms() -> list[str]:
     return []
 
 
+def scope_line(figures: dict, shape: str) -> str:
+    """compile_scope=layers beside the whole forward at ``shape``'s batches in one call: each one's step rate and the
+    seconds of its first steps (compiling), from bench_pretrain's JSON."""
+    def rows(key):
+        return {r["batch"]: r["toolkit"] for e in (figures.get(key) or {}).get("shapes", [])
+                for r in e.get("batches", []) if (r.get("toolkit") or {}).get("fits")}
+
+    whole, layers = rows(f"step_compiled_{shape}"), rows(f"step_layers_{shape}")
+    parts = [f"batch {b}: layers {layers[b]['tokens_per_s']:,.0f} tokens/s after {layers[b]['warmup_s']:.0f} s of "
+             f"first steps, model {whole[b]['tokens_per_s']:,.0f} after {whole[b]['warmup_s']:.0f} s = "
+             f"{layers[b]['tokens_per_s'] / whole[b]['tokens_per_s']:.2f}x the step, "
+             f"{layers[b]['warmup_s'] / max(whole[b]['warmup_s'], 1e-9):.2f}x the compiling"
+             for b in sorted(set(whole) & set(layers))]
+    return (f"compile scope at {shape}: " + "; ".join(parts) if parts else
+            f"compile scope at {shape}: not compared (both scopes did not run at one batch)")
+
+
 def acceptance(c: Check) -> None:
     """Issue 39's bars, each from the figures this check measured (a stage that did not run says so)."""
     f, a = c.figures, c.args
@@ -408,6 +432,8 @@ def acceptance(c: Check) -> None:
         for entry in f[key].get("shapes", []):
             line = entry.get("acceptance")
             c.say(f"step, compiled ({a.compile_mode}): {line['line'] if isinstance(line, dict) else line}")
+    for key in [k for k in f if k.startswith("step_layers_")]:
+        c.say(scope_line(f, key[len("step_layers_"):]))
     run, ref = (f.get("pretrain") or {}).get("tokens_per_s_steady"), steady_rate(f, a.preset)
     c.say(f"pretrain {a.preset}: {run / ref:.0%} of the step benchmark's {ref:,.0f} tokens/s at its shape (bar 90%)"
           if run and ref else f"pretrain {a.preset} against the step benchmark: not measured (stage pretrain or "
@@ -485,6 +511,9 @@ def main() -> None:
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
+    p.add_argument("--compile-scopes", default="model", help="the compiled step benchmark's compile_scope, one or "
+                   "both (model,layers: each layer compiled too, beside the whole forward, for its step and its "
+                   "compiling)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES + EXTRA_STAGES)}")
     p.add_argument("--budget-s", type=float, default=570, help="stop starting stages after this many seconds")
     p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")
@@ -521,6 +550,9 @@ def main() -> None:
             p.error(f"--{name.replace('_', '-')}: positive whole numbers, comma-separated")
     if unknown := sorted(set(a.quality_arms.split(",")) - set(quality_arms())):
         p.error(f"--quality-arms: unknown {', '.join(unknown)} (choose from {', '.join(quality_arms())})")
+    a.compile_scopes = [x.strip() for x in a.compile_scopes.split(",") if x.strip()]
+    if not a.compile_scopes or set(a.compile_scopes) - {"model", "layers"}:
+        p.error(f"--compile-scopes: model, layers or both (model,layers), not {','.join(a.compile_scopes) or 'nothing'}")
     a.step_plan = a.step_plan or (TINY_STEP_PLAN if a.tiny else STEP_PLAN)
     try:
         step_plan(a.step_plan)

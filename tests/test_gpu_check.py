@@ -121,6 +121,7 @@ def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
     (["--train", "nope.csv"], "--train nope.csv: no such file"),
     (["--prepared", str(SAMPLE)], "not a prepared-data folder"),
     (["--quality-arms", "default,warp"], "--quality-arms: unknown warp"),
+    (["--compile-scopes", "model,regional"], "--compile-scopes: model, layers or both"),
     (["--quality-sizes", "1000,x"], "--quality-sizes: positive whole numbers"),
 ])
 def test_bad_options_are_one_error_line(args, needle):
@@ -224,6 +225,41 @@ def test_the_compiled_step_also_runs_where_the_straightforward_one_fit(tmp_path,
     (_, eager, _), (name, argv, limit) = calls
     assert eager[eager.index("--batch") + 1] == "256,512,1024" and name == "step_compiled_small"
     assert argv[argv.index("--batch") + 1] == compiled and limit == 150 * len(compiled.split(","))
+
+
+@pytest.mark.fast
+def test_both_compile_scopes_run_cold_and_are_set_side_by_side(tmp_path):
+    """--compile-scopes model,layers: the compiled step once per scope, each from its own empty inductor cache, and
+    one acceptance line with each one's step rate and first-step (compiling) seconds at the batches both ran."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    args = SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt", tiny=False, device="cuda",
+                           preset="gpu-10min", prepared=None, compile_step=True, compile_mode="reduce-overhead",
+                           step_s=150, compile_scopes=["model", "layers"])
+    c = gpu_check.Check(args)
+    calls = []
+    figures = {"model": (1_200_000, 90.0), "layers": (900_000, 30.0)}
+
+    def run(name, argv, limit_s, env=None, **kw):
+        scope = argv[argv.index("--compile-scope") + 1]
+        calls.append((name, scope, env))
+        rate, warm = figures[scope]
+        row = {"batch": 256, "toolkit": {"fits": True, "tokens_per_s": rate, "warmup_s": warm}}
+        Path(argv[argv.index("--json") + 1]).write_text(json.dumps({"shapes": [{"shape": "gpu-10min",
+                                                                                "batches": [row]}]}))
+        return 0, ""
+    c.run = run
+    gpu_check.bench_shape(c, "gpu-10min", "256")
+    assert [(n, s) for n, s, _ in calls] == [("step_compiled_gpu-10min", "model"), ("step_layers_gpu-10min", "layers")]
+    caches = [env["TORCHINDUCTOR_CACHE_DIR"] for _, _, env in calls]
+    assert len(set(caches)) == 2
+    assert gpu_check.scope_line(c.figures, "gpu-10min") == (
+        "compile scope at gpu-10min: batch 256: layers 900,000 tokens/s after 30 s of first steps, model 1,200,000 "
+        "after 90 s = 0.75x the step, 0.33x the compiling")
+    assert "not compared" in gpu_check.scope_line({}, "small")
 
 
 def test_a_stage_given_grace_gets_ctrl_c_and_time_to_write_what_it_has(tmp_path):

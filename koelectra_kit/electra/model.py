@@ -315,7 +315,7 @@ def compile_layers(model: ElectraPretrainModel, mode: str | None = None, **optio
     """Regional compilation: ``torch.compile`` each transformer layer in place (``Module.compile``: parameter names
     and exports unchanged) instead of the whole forward. The layers of one encoder are alike, so torch traces and
     compiles one layer per encoder shape (generator, discriminator) and reuses that code for the others: cold, the
-    ``gpu-10min`` shape compiled in 41 s instead of 106 s on 2 CPU cores (docs/pretrain.md). What it gives up:
+    ``gpu-10min`` shape's first step took 36 s instead of 126 s on 2 CPU cores (docs/pretrain.md). What it gives up:
     fusion across a layer's edges, and the embeddings, heads, loss and sampling stay eager (with CUDA graphs, each
     layer is its own replayed graph).
 
