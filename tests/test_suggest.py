@@ -333,6 +333,82 @@ def test_cli_labelled_app_log_with_a_bad_action_is_one_error_line(capsys, tmp_pa
     assert not out.exists()
 
 
+def _suggested(capsys, tmp_path, tfidf_dir, pool_texts, lines: list[str], end: str = "\n") -> tuple[set, str]:
+    """The reviews suggest picks from ``pool_texts[:12]`` with a LABELS.csv of the app's header and ``lines`` (each
+    ended by a line end, the last by ``end``), and its stdout."""
+    from koelectra_kit.io.labellog import COLUMNS
+
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = tmp_path / "LABELS.csv"
+    log.write_bytes(("\ufeff" + "\n".join([_line(*COLUMNS), *lines]) + end).encode())
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=100",
+                              f"labelled={log}", "dedupe_threshold=1.0")
+    assert rc == 0 and not err.strip(), err
+    return set(pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False).review), stdout
+
+
+# A label typed by hand the way `finetune` reads one: the app, `label --human-labels` and `finetune` take all of them
+HAND_LABELS = ["positive", "긍정", "Neg", "pos"]
+
+
+@pytest.mark.parametrize("label", HAND_LABELS)
+@pytest.mark.parametrize("end", ["\n", ""], ids=["line end", "no final line end"])
+def test_cli_labelled_app_log_counts_rows_typed_by_hand_with_only_text_and_label(capsys, tmp_path, tfidf_dir,
+                                                                                 pool_texts, label, end):
+    """docs/app.md invites hand-typed rows such as ``좋아요,positive`` under the app's 8-column header. Read row by
+    row, such a row was a malformed line, dropped: the text the analyst labelled by hand was suggested again. Now
+    read as the app and ``label --human-labels`` read it: an answer (``text,`` with no label: a skip), beside the
+    app's own full-width answer, skip and undo."""
+    t = pool_texts
+    lines = [_line(t[0], "positive", "answer", "1", "teach", "a1", "", "2025-01-02T10:11:12"),  # full width
+             _line(t[1], "", "skip", "2", "teach", "s1", "", "2025-01-02T10:11:13"),  # skipped: labelled
+             _line(t[2], "negative", "answer", "3", "teach", "a2", "", "2025-01-02T10:11:14"),
+             _line("", "", "undo", "", "teach", "u1", "a2", "2025-01-02T10:11:15"),  # text 2 asked again
+             _line(t[3], ""),  # typed by hand, no label: a skip (two fields of eight)
+             _line(t[4], label)]  # typed by hand: an answer, last (without a line end: still an answer)
+    picked, stdout = _suggested(capsys, tmp_path, tfidf_dir, pool_texts, lines, end)
+    assert not picked & {t[0], t[1], t[3], t[4]}
+    assert picked == set(t[:12]) - {t[0], t[1], t[3], t[4]}  # text 2 among them: its answer was undone
+    assert "already labelled 4" in stdout
+
+
+def test_cli_labelled_app_log_a_hand_typed_answer_after_an_undo_stands_and_a_later_undo_of_it_is_none(
+        capsys, tmp_path, tfidf_dir, pool_texts):
+    """Short rows take their place in the log's order: an answer typed by hand after the app's undone one is the
+    text's latest answer; a hand-typed row has no ``answer_id``, so no undo retracts it; a later app skip of a
+    hand-answered text still counts it as labelled (a skip is labelled for suggest)."""
+    t = pool_texts
+    lines = [_line(t[0], "neutral", "answer", "1", "teach", "a1", "", ""),
+             _line("", "", "undo", "", "teach", "u1", "a1", ""),
+             _line(t[0], "중립"),  # answered again by hand after the undo
+             _line(t[1], "positive"),
+             _line("", "", "undo", "", "teach", "u2", "", ""),  # names no answer: retracts nothing
+             _line(t[2], "negative"),
+             _line(t[2], "", "skip", "3", "teach", "s1", "", "")]
+    picked, stdout = _suggested(capsys, tmp_path, tfidf_dir, pool_texts, lines)
+    assert picked == set(t[:12]) - {t[0], t[1], t[2]}
+    assert "already labelled 3" in stdout
+
+
+def test_cli_labelled_app_log_with_a_row_wider_than_its_header_is_one_error_line(capsys, tmp_path, tfidf_dir,
+                                                                                  pool_texts):
+    """More fields than the header (a text with an unquoted comma, typed by hand): its text can't be told, so, as
+    ``label --human-labels`` and ``finetune`` do, one error line; row by row, it was dropped without a word."""
+    from koelectra_kit.io.labellog import COLUMNS
+
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = tmp_path / "LABELS.csv"
+    log.write_text("\n".join([_line(*COLUMNS), _line(pool_texts[0], "positive", "answer", "1", "teach", "a1", "", ""),
+                              "배송 빨라요, 포장도 좋고,positive,answer,2,teach,a2,,2025-01-02T10:11:12"]) + "\n",
+                   encoding="utf-8")
+    out = tmp_path / "next.csv"
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", f"labelled={log}")
+    assert_one_line_error(rc, err, f"{log}: could not parse as csv")
+    assert "Expected 8 fields in line 3, saw 9" in err
+    assert not out.exists()
+
+
 def test_cli_malformed_and_empty_rows_are_never_suggested_and_rows_count_them(capsys, tmp_path, tfidf_dir):
     pool = tmp_path / "pool.csv"
     pool.write_text('id,review\n1,배송 빠르고 좋아요\n2,"닫히지 않은 따옴표\n3,\n4,별로에요 다신 안삼\n', encoding="utf-8")

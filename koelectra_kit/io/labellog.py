@@ -67,10 +67,12 @@ def is_label_log(columns) -> bool:
     return {"text", "label", "action"} <= names
 
 
-def table_labels(df, name: str, labels: list[str], fix: str = "fix the file",
+def table_labels(df, name: str, labels: list[str] | None, fix: str = "fix the file",
                  label_map: dict | None = None) -> Effective:
-    """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in);
-    ``fix``: what a label outside ``labels`` is told to do; ``label_map``: file value -> label, as a training file's."""
+    """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in; a row
+    shorter than the header, typed by hand, has its missing cells empty); ``fix``: what a label outside ``labels`` is
+    told to do (``labels`` None: unchecked, as ``events_of``); ``label_map``: file value -> label, as a training
+    file's."""
     header = [str(c) for c in df.columns]
     return effective(events_of([header, *df.fillna("").astype(str).values.tolist()], name, labels, fix, label_map))
 

@@ -32,8 +32,8 @@ class SuggestConfig:
     strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
     # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (for
-    # the app's LABELS.csv: a text whose latest answer or skip stands; an undone answer is asked again; a last line
-    # torn mid-write is left out, with a warning)
+    # the app's LABELS.csv: a text whose latest answer or skip stands, a row typed by hand with only text and label
+    # included; an undone answer is asked again; a last line torn mid-write is left out, with a warning)
     labelled: list[str] = field(default_factory=list)
     labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
     # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
@@ -157,14 +157,17 @@ def _check_out(cfg: SuggestConfig) -> Path:
 def _opened(path: str, fmt: str | None, encoding: str | None):
     """A table to read more than once (the texts, then the picked rows): yields ``reopen() -> (columns, records)``
     with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
-    ``hfdata``) and its one-line errors."""
+    ``hfdata``) and its one-line errors; ``reopen(whole=True)``: the table whole as a DataFrame of strings, as
+    ``label human_labels=`` and ``finetune train=`` read one (``tables.read_table``, ``hfdata.read_dataframe``)."""
     from ..io.fileio import check_input_file
-    from ..io.hfdata import is_dataset_source, open_rows
-    from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, table_format
+    from ..io.hfdata import is_dataset_source, open_rows, read_dataframe
+    from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, read_table, table_format
     from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 
     if is_dataset_source(path):
-        def rows():
+        def rows(whole: bool = False):
+            if whole:
+                return read_dataframe(path)
             opened = open_rows(path)
             return opened.columns, opened.records
         yield rows
@@ -174,11 +177,12 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
         with tempfile.TemporaryDirectory(prefix="koelectra-suggest-") as tmp:
             sheet = Path(tmp) / "sheet.csv"
             xlsx_to_csv(src, sheet, str(src))
-            yield lambda: read_records(sheet, "csv", "utf-8", None)
+            yield lambda whole=False: (read_table(sheet, "csv", "utf-8") if whole else
+                                       read_records(sheet, "csv", "utf-8", None))
         return
     kind = table_format(src, fmt)
     enc = "utf-8" if kind == "parquet" else detect_encoding(src, encoding, hints=CONFIG_HINTS)
-    yield lambda: read_records(src, kind, enc, None)
+    yield lambda whole=False: read_table(src, kind, enc) if whole else read_records(src, kind, enc, None)
 
 
 def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
@@ -223,20 +227,19 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
 def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = None) -> list:
     """The texts a ``labelled`` table has labelled: every row's text, or for the app's LABELS.csv (its ``text``,
     ``label`` and ``action`` columns) the texts whose latest answer or skip no undo retracts, as teach mode's queue
-    counts them: an undone answer is asked again."""
-    from ..io.labellog import effective, events_of, is_label_log
-    from ..label.chunk import as_text
+    counts them (an undone answer is asked again), a row typed by hand with only ``text`` and ``label`` included."""
+    from ..io.labellog import is_label_log, table_labels
 
     columns, records = reopen()
-    try:
-        log = is_label_log(columns) and given in (None, "text")
-        rows = ([[str(c) for c in columns], *([as_text(f) for f in rec.fields] for rec in records if not rec.error)]
-                if log else None)
-    finally:
-        getattr(records, "close", lambda: None)()
-    if rows is None:
+    getattr(records, "close", lambda: None)()
+    if not (is_label_log(columns) and given in (None, "text")):
         return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer)[2]
-    state = effective(events_of(rows, path, None, fix="fix the file"))
+    # the log read whole, as `label human_labels=` and `finetune train=` read it (read_table, then labellog's
+    # table_labels): a row typed by hand with fewer fields than the header (좋아요,positive) is an answer, its other
+    # fields empty; row by row it was a malformed line, dropped, and the text suggested again. A row with more fields
+    # than the header is that reader's one error line. Labels None: which texts were answered, not what (unchecked,
+    # as before; a torn last line is told by the model's labels before this, in without_torn_tail)
+    state = table_labels(reopen(whole=True), path, None, fix="fix the file")
     return [*state.labels, *state.skipped]
 
 
