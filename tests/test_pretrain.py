@@ -270,16 +270,18 @@ def test_time_budget_and_learning_warning(tiny_cfg, tmp_path, capsys):
     assert "learning? after" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra", [[], ["compile=true", "compile_scope=layers"]], ids=["eager", "layers-compiled"])
 def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_tokenizer, pretrain_cache,
-                                                           sample_dir):
+                                                           sample_dir, extra):
+    """DDP over two processes; also with each layer compiled in place before DDP wraps the model (compile_scope)."""
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "koelectra_kit", "pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
            f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=4",
-           "log_every=2", "save_every=2", "progress=false", "plots=false", "model.hidden_dropout=0.1"]
+           "log_every=2", "save_every=2", "progress=false", "plots=false", "model.hidden_dropout=0.1", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and len(summary["rank_param_digests"]) == 2
