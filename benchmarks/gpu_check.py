@@ -165,11 +165,12 @@ def step_plan(text: str) -> list[tuple[str, str]]:
     return plan
 
 
-def bench_shape(c: Check, shape: str, batches: str) -> None:
+def bench_shape(c: Check, shape: str, batches: str, scopes: tuple[str, ...] | list[str] = ("model",)) -> None:
     """bench_pretrain.py for one shape: a sweep of ``batches`` in eager mode beside the straightforward step (one
     batch: no sweep), then the toolkit's step compiled (--compile-mode) at the best batch (and at the largest batch
     the straightforward step fit, where that is smaller), again beside the straightforward step: the acceptance
-    figures (fraction of the bf16 peak, speed-up at the same batch)."""
+    figures (fraction of the bf16 peak, speed-up at the same batch). ``scopes``: the compiled run's compile_scope,
+    the whole forward (the bars' figure) and/or each layer."""
     a = c.args
     tiny = ["--seq", "32", "--vocab", "500", "--steps", "1", "--rounds", "1"] if a.tiny else []
     vocab = [] if a.tiny or shape != a.preset or not a.prepared else [
@@ -189,7 +190,6 @@ def bench_shape(c: Check, shape: str, batches: str) -> None:
             both = str((summary.get("comparison") or {}).get("batch") or best)
             best = best if both == best else f"{both},{best}"
     if a.compile_step:
-        scopes = getattr(a, "compile_scopes", ["model"])
         for scope in scopes:
             # step_compiled_SHAPE: the whole forward compiled (the bars' figure); step_layers_SHAPE: each layer
             # (compile_scope=layers), to set its step and its compiling beside the whole forward's in one call, each
@@ -224,12 +224,13 @@ def stage_profile(c: Check) -> None:
 
 def stage_step_more(c: Check) -> None:
     """The other shapes of --step-plan (the preset's own, to compare the real run with; the base shape), last:
-    what the slot has left."""
+    what the slot has left; compiled with each of --compile-scopes (the step stage's shape, the bars', compiles the
+    whole forward only)."""
     for shape, batches in step_plan(c.args.step_plan)[1:]:
         if c.left() < 30:
             c.say(f"step_{shape}: skipped (budget spent)")
             continue
-        bench_shape(c, shape, batches)
+        bench_shape(c, shape, batches, c.args.compile_scopes)
 
 
 def steady_rate(figures: dict, shape: str) -> float | None:
@@ -511,9 +512,9 @@ def main() -> None:
     p.add_argument("--no-compile-step", dest="compile_step", action="store_false",
                    help="skip the compiled step benchmark")
     p.add_argument("--compile-mode", default="reduce-overhead")
-    p.add_argument("--compile-scopes", default="model", help="the compiled step benchmark's compile_scope, one or "
-                   "both (model,layers: each layer compiled too, beside the whole forward, for its step and its "
-                   "compiling)")
+    p.add_argument("--compile-scopes", default="model", help="stage step_more's compiled step: its compile_scope, "
+                   "one or both (model,layers: each layer compiled too, beside the whole forward, each from an empty "
+                   "inductor cache, for its step and its compiling)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES + EXTRA_STAGES)}")
     p.add_argument("--budget-s", type=float, default=570, help="stop starting stages after this many seconds")
     p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")

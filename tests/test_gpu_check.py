@@ -229,8 +229,9 @@ def test_the_compiled_step_also_runs_where_the_straightforward_one_fit(tmp_path,
 
 @pytest.mark.fast
 def test_both_compile_scopes_run_cold_and_are_set_side_by_side(tmp_path):
-    """--compile-scopes model,layers: the compiled step once per scope, each from its own empty inductor cache, and
-    one acceptance line with each one's step rate and first-step (compiling) seconds at the batches both ran."""
+    """--compile-scopes model,layers: step_more's compiled step once per scope, each from its own empty inductor
+    cache (the step stage's, the bars', only the whole forward), and one acceptance line with each one's step rate and
+    first-step (compiling) seconds at the batches both ran."""
     from types import SimpleNamespace
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -238,7 +239,7 @@ def test_both_compile_scopes_run_cold_and_are_set_side_by_side(tmp_path):
 
     args = SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt", tiny=False, device="cuda",
                            preset="gpu-10min", prepared=None, compile_step=True, compile_mode="reduce-overhead",
-                           step_s=150, compile_scopes=["model", "layers"])
+                           step_s=150, compile_scopes=["model", "layers"], step_plan="small:256 gpu-10min:256")
     c = gpu_check.Check(args)
     calls = []
     figures = {"model": (1_200_000, 90.0), "layers": (900_000, 30.0)}
@@ -252,7 +253,10 @@ def test_both_compile_scopes_run_cold_and_are_set_side_by_side(tmp_path):
                                                                                 "batches": [row]}]}))
         return 0, ""
     c.run = run
-    gpu_check.bench_shape(c, "gpu-10min", "256")
+    gpu_check.stage_step(c)  # the bars' shape: the whole forward only
+    assert [(n, s) for n, s, _ in calls] == [("step_compiled_small", "model")] and calls[0][2] is None
+    calls.clear()
+    gpu_check.stage_step_more(c)
     assert [(n, s) for n, s, _ in calls] == [("step_compiled_gpu-10min", "model"), ("step_layers_gpu-10min", "layers")]
     caches = [env["TORCHINDUCTOR_CACHE_DIR"] for _, _, env in calls]
     assert len(set(caches)) == 2
