@@ -4,6 +4,8 @@
     python benchmarks/bench_pretrain.py --threads 1     # on a shared CPU, 1 thread avoids thread thrash
     python benchmarks/bench_pretrain.py --rss           # peak RSS of pretraining `tiny` on the 56 MB corpus
     python benchmarks/bench_pretrain.py --profile 5     # where the toolkit step's time goes, by kind of op
+    python benchmarks/bench_pretrain.py --compile-scope layers  # each layer compiled (pretrain's compile_scope);
+                                                        # its warm-up line is the compiling, beside --compile's
     python benchmarks/bench_pretrain.py --device cuda --shape small,base --batch 64,128,256,512,1024 \\
         --json bench_pretrain_gpu.json                  # a GPU sweep: best batch, % of bf16 peak, acceptance
 
