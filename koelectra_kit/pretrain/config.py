@@ -127,7 +127,7 @@ class PretrainConfig:
     # max-autotune-no-cudagraphs
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     # What compile=true compiles: model (the whole forward as one graph: the fastest step, the longest compile) |
-    # layers (each transformer layer in place, one compile per encoder shape: a cold compile ~2.6x shorter on a CPU;
+    # layers (each transformer layer in place, one compile per encoder shape: a cold compile ~3.5x shorter on a CPU;
     # the embeddings, heads and loss run eagerly). See docs/pretrain.md.
     compile_scope: Literal["model", "layers"] = "model"
     # The packed ids on the training device (true | false | auto: on a GPU when they take at most a tenth of its memory):
