@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.fixtures_app import UPLOAD_LIMIT, start_app
+from tests.fixtures_app import UPLOAD_LIMIT, appears, start_app
 
 LABELS = ["negative", "neutral", "positive"]
 TEXTS = ["배송 빠르고 좋아요ㅋㅋㅋ", "별로에요.. 다신 안삼", "그냥 그럭저럭 쓸만함", "재밋어요 강추!!", "노잼ㅠㅠ 시간아까움",
@@ -108,12 +108,16 @@ def test_file_is_labelled_with_the_labellers_columns_and_downloads_in_its_format
     conf = [r["confidence"] for r in job["review"]]
     assert conf == sorted(conf)  # least confident first
     kinds = [d["kind"] for d in job["downloads"]]
-    assert kinds == (["csv"] if kind == "csv-bom" else ["same", "csv"])
+    # an .xlsx upload's own-format download is its workbook for Excel; every other file gets one made for Excel
+    assert kinds == {"csv-bom": ["csv", "excel"], "xlsx": ["same", "csv"]}.get(kind, ["same", "csv", "excel"])
 
     bom = app_client.call("GET", f"/api/jobs/{job['id']}/download/csv")
     assert bom.status == 200 and bom.body.startswith(b"\xef\xbb\xbf")  # Excel needs the BOM for Korean
     expected = pd.read_csv(io.BytesIO(bom.body), encoding="utf-8-sig", dtype=str, keep_default_na=False)
     check_labelled(expected, 300, bad)
+    excel = app_client.call("GET", f"/api/jobs/{job['id']}/download/excel")  # an .xlsx upload: its own-format one
+    assert excel.status == 200, excel.body
+    assert _read_back("xlsx", excel.body)["label"].tolist() == expected["label"].tolist()
     up = app_client.store.get(job["id"]).upload
     # the upload is gone once a result is downloaded (a task run just after the answer is sent); a JSONL, Parquet
     # or .xlsx upload stays with its results, as its own-format download is made from it (a workbook's CSV copy goes)
@@ -356,9 +360,31 @@ def test_browser_labels_a_review_and_a_cp949_file(browser_app, tmp_path, monkeyp
         while not target.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert target.exists(), list(downloads.iterdir())
+
+        excel = browser.find_element(By.ID, "download-excel")  # the one to open in Excel: reviews stay text
+        assert excel.text.startswith("고객리뷰.labelled.xlsx · Excel (.xlsx")
+        excel.click()
+        workbook = downloads / "고객리뷰.labelled.xlsx"
+        assert appears(workbook), list(downloads.iterdir())
+
+        # a file longer than a worksheet (the limit made small): one line in place of the .xlsx button, no link
+        from koelectra_kit.app import results
+
+        monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 3)
+        browser.find_element(By.ID, "again-btn").click()
+        short = tmp_path / "short.csv"
+        short.write_text("review\n" + "".join(f"리뷰 {i} 좋아요\n" for i in range(5)), encoding="utf-8")
+        browser.find_element(By.ID, "file-input").send_keys(str(short))
+        wait.until(lambda b: "short.csv" in b.find_element(By.ID, "file-info").text)
+        wait.until(ec.element_to_be_clickable((By.ID, "start-btn"))).click()
+        wait.until(lambda b: "5 rows labelled" in b.find_element(By.ID, "summary-text").text)
+        refused = browser.find_element(By.ID, "download-excel")
+        assert refused.tag_name == "span" and "has no .xlsx download" in refused.text
     finally:
         browser.quit()
     check_labelled(pd.read_csv(target, encoding="utf-8-sig", dtype=str, keep_default_na=False))
+    assert pd.read_excel(workbook, dtype=str, keep_default_na=False)["label"].tolist() == \
+        pd.read_csv(target, encoding="utf-8-sig", dtype=str, keep_default_na=False)["label"].tolist()
 
 
 def test_a_chosen_column_of_dates_is_refused_before_labelling(app_client):

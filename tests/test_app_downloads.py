@@ -141,6 +141,178 @@ def test_repeated_and_empty_names_stay_in_tsv_downloads_and_after_the_analysts_l
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The Excel download (every upload): Excel opening a CSV reads a cell that starts with = + - @ as a formula
+# ---------------------------------------------------------------------------------------------------------
+
+# emoticons Korean reviews start with, a crafted formula (CSV injection), a normal review, an empty text, digits
+TRICKY = ["-_- 별로", "=_= 최악", "+_+ 대박", "@_@", '=HYPERLINK("http://x","y")', REVIEWS[0], "", "007"]
+
+
+def _csv_bytes(header: list, rows: list, encoding: str = "utf-8") -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
+    return buf.getvalue().encode(encoding)
+
+
+def _sheet(data: bytes):
+    """(header, rows of cells) of a downloaded workbook's first sheet, cells with their types (not read-only)."""
+    openpyxl = pytest.importorskip("openpyxl")
+    header, *rows = list(openpyxl.load_workbook(io.BytesIO(data)).worksheets[0].iter_rows())
+    return [c.value for c in header], rows
+
+
+def _no_formula(data: bytes) -> None:
+    """No cell of the workbook is a formula, whatever openpyxl would read back: the sheet's XML has no <f>."""
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        sheets = [n for n in z.namelist() if n.startswith("xl/worksheets/")]
+        assert sheets and not any(b"<f>" in z.read(n) or b"<f " in z.read(n) for n in sheets)
+
+
+def _offer(job: dict) -> dict:
+    return {d["kind"]: d for d in job["downloads"]}
+
+
+def test_the_excel_download_keeps_every_review_as_text_and_the_figures_as_numbers(app_client):
+    rows = [[f"{i:03d}", text] for i, text in enumerate(TRICKY)]
+    job = app_client.label("emoticons.csv", _csv_bytes(["id", "review"], rows), column="review")
+    assert job["state"] == "done", job["message"]
+    offer = _offer(job)
+    assert list(offer) == ["same", "csv", "excel"]
+    assert offer["excel"]["filename"] == "emoticons.labelled.xlsx" and "Excel (.xlsx" in offer["excel"]["label"]
+    assert "refused" not in offer["excel"]
+    data = _download(app_client, job, "excel")
+    _no_formula(data)
+    header, cells = _sheet(data)
+    assert header == ["id", "review", *ADDED]
+    assert len(cells) == len(TRICKY)
+    master = list(csv.DictReader(io.StringIO(_download(app_client, job, "csv").decode("utf-8-sig"))))
+    for (ident, text), row, want in zip(rows, cells, master):
+        got = {name: cell for name, cell in zip(header, row)}
+        assert (got["id"].value, got["id"].data_type) == (ident, "s")  # "000", not the number 0
+        if text:
+            assert (got["review"].value, got["review"].data_type) == (text, "s"), text
+        else:
+            assert got["review"].value is None  # an empty text is an empty cell, as in the CSV
+        assert (got["label"].value or "") == want["label"] and got["status"].value == want["status"]
+        for col in ["confidence", *[f"prob_{lab}" for lab in LABELS]]:
+            if want[col]:
+                assert got[col].data_type == "n" and got[col].value == float(want[col]), col
+            else:
+                assert got[col].value is None  # the empty text: not labelled
+    labelled = [dict(zip(header, [c.value for c in row])) for row, text in zip(cells, TRICKY) if text]
+    for row in labelled:
+        _check_added(row)
+
+
+def test_a_jsonl_upload_gets_the_excel_download_and_an_xlsx_upload_only_its_own(app_client):
+    openpyxl = pytest.importorskip("openpyxl")
+    objects = [{"id": i, "review": text, "score": i + 0.5} for i, text in enumerate(TRICKY) if text]
+    data = "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects).encode()
+    job = app_client.label("emoticons.jsonl", data, column="review")
+    assert job["state"] == "done", job["message"]
+    assert list(_offer(job)) == ["same", "csv", "excel"]
+    body = _download(app_client, job, "excel")
+    _no_formula(body)
+    header, cells = _sheet(body)
+    assert header == ["id", "review", "score", *ADDED]
+    for obj, row in zip(objects, cells):
+        got = dict(zip(header, row))
+        # the input's columns as the labelled CSV holds them: text (the typed download is the JSONL itself)
+        assert [(got[k].value, got[k].data_type) for k in obj] == [(str(v), "s") for v in obj.values()]
+        _check_added({k: c.value for k, c in got.items()})
+
+    wb = openpyxl.Workbook()
+    wb.active.append(["id", "review"])
+    for i, text in enumerate(REVIEWS):
+        wb.active.append([i, text])
+    buf = io.BytesIO()
+    wb.save(buf)
+    job = app_client.label("book.xlsx", buf.getvalue(), column="review")
+    assert job["state"] == "done", job["message"]
+    offer = _offer(job)
+    assert list(offer) == ["same", "csv"] and offer["same"]["label"].startswith("Excel (.xlsx")  # not two of them
+    assert _download(app_client, job, "excel") == _download(app_client, job, "same")  # the route answers anyway
+
+
+def test_the_excel_download_has_the_analysts_labels_as_the_csv_has_them(tiny_classifier, tiny_classifier_dir,
+                                                                       tmp_path):
+    rows = [[str(i), text] for i, text in enumerate(TRICKY) if text]
+    with start_app(tiny_classifier, tiny_classifier_dir, tmp_path / "w", labels=str(tmp_path / "fixes.csv")) as c:
+        job = c.label("fixed.csv", _csv_bytes(["id", "review"], rows), column="review")
+        assert job["state"] == "done", job["message"]
+        _download(c, job, "excel")  # made once before the fixes: they must still reach the next one
+        for n, (row, label) in enumerate(zip(job["review"][:2], ["negative", "positive"])):
+            fix = {"job": job["id"], "row": row["row"], "label": label, "answer_id": f"fix-{n}"}
+            assert c.call("POST", "/api/corrections", json_body=fix).status == 200
+        want = list(csv.DictReader(io.StringIO(_download(c, job, "csv").decode("utf-8-sig"))))
+        header, cells = _sheet(_download(c, job, "excel"))
+    assert header == ["id", "review", *ADDED, "label_source", "model_label"]
+    got = [dict(zip(header, [cell.value for cell in row])) for row in cells]
+    for col in ("label", "label_source", "model_label"):
+        assert [r[col] for r in got] == [r[col] for r in want], col
+    fixed = {r["row"] for r in job["review"][:2]}
+    assert {i for i, r in enumerate(got, 1) if r["label_source"] == "human"} == fixed
+    assert [got[r - 1]["label"] for r in sorted(fixed)] == [
+        lab for row, lab in sorted(zip([r["row"] for r in job["review"][:2]], ["negative", "positive"]))]
+
+
+def test_a_file_longer_than_a_worksheet_has_no_excel_download_but_one_line_why(app_client, monkeypatch):
+    from koelectra_kit.app import results
+
+    monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 4)  # a header and 3 rows, not a million
+    fits = app_client.label("three.csv", _csv_bytes(["review"], [[t] for t in REVIEWS[:3]]))
+    assert "refused" not in _offer(fits)["excel"]
+    assert len(_sheet(_download(app_client, fits, "excel"))[1]) == 3
+
+    job = app_client.label("four.csv", _csv_bytes(["review"], [[t] for t in REVIEWS[:4]]))
+    assert job["state"] == "done", job["message"]
+    why = _offer(job)["excel"]["refused"]
+    assert "\n" not in why and why.startswith("four.csv has 4 rows") and "4 rows, header included" in why
+    assert why.endswith("download four.labelled.csv or four.labelled.utf8.csv")  # its own format and the CSV
+    r = app_client.call("GET", f"/api/jobs/{job['id']}/download/excel")
+    assert r.status == 400 and r.json == {"error": why}
+    folder = app_client.store.get(job["id"]).upload.folder
+    assert not [p.name for p in folder.iterdir() if "xlsx" in p.name]  # nothing half-written left behind
+    assert _download(app_client, job, "csv").count(b"\n") == 5  # the other downloads are there
+
+
+def test_the_excel_writer_refuses_a_long_file_before_a_cut_one_exists(tmp_path, monkeypatch):
+    """The writer's own guard, for a file the app did not know to be too long: no workbook, no temporary file."""
+    from koelectra_kit.app import results
+
+    master = tmp_path / "labelled.csv"
+    _labelled_csv(master, 5)
+    monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 5)
+    with pytest.raises(InputError) as e:
+        results.convert(master, tmp_path / "labelled.excel.xlsx", "excel", None, ["confidence"], "big.csv")
+    assert str(e.value).startswith("big.csv has more than 4 rows") and "CSV UTF-8" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labelled.csv"]
+
+
+def test_without_openpyxl_the_excel_download_says_how_to_install_it(app_client, monkeypatch):
+    import sys
+
+    job = app_client.label("plain.csv", _csv_bytes(["review"], [[t] for t in REVIEWS]))
+    monkeypatch.setitem(sys.modules, "openpyxl", None)  # what `import openpyxl` meets without the package
+    job = app_client.call("GET", f"/api/jobs/{job['id']}").json
+    why = _offer(job)["excel"]["refused"]
+    assert why == "the Excel (.xlsx) download needs openpyxl: pip install 'koelectra-kit[xlsx]'"
+    assert app_client.call("GET", f"/api/jobs/{job['id']}/download/excel").json == {"error": why}
+
+
+def test_a_review_with_a_control_character_is_one_line_for_excel_and_kept_in_the_csv(app_client):
+    rows = [[REVIEWS[0]], ["탭은 되지만\x0b이건 안 됨"], [REVIEWS[1]]]
+    job = app_client.label("ctrl.csv", _csv_bytes(["review"], rows))
+    assert job["state"] == "done", job["message"]
+    r = app_client.call("GET", f"/api/jobs/{job['id']}/download/excel")
+    assert r.status == 400 and r.json["error"] == ("ctrl.csv: row 2 holds the control character U+000B, which an "
+                                                   "Excel worksheet can't store; download the CSV file instead")
+    assert "\x0b" in _download(app_client, job, "csv").decode("utf-8-sig")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # results.convert on its own: an upload and a labelled file that do not line up
 # ---------------------------------------------------------------------------------------------------------
 

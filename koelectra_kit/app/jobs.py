@@ -27,7 +27,8 @@ from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
 from ..io.tables import check_text_column
 from ..label.human import human_columns, log_labels
-from .results import MASTER_ENCODING, TYPED_KINDS, convert, review_rows, with_human_labels
+from .results import (EXCEL, MASTER_ENCODING, TYPED_KINDS, convert, excel_refusal, review_rows,
+                      with_human_labels)
 from .settings import AppSettings
 from .uploads import Upload
 
@@ -107,19 +108,32 @@ class Job:
         self.lock = threading.Lock()  # one conversion at a time per job
 
     def downloads(self) -> list[dict]:
-        """The labelled file as the input was (format and encoding), and as CSV UTF-8 with a BOM for Excel."""
+        """The labelled file as the input was (format and encoding), as CSV UTF-8 with a BOM, and as an Excel
+        workbook (``excel``), where every review is a text cell: Excel opening the CSV reads one that starts with
+        = + - @ (``-_- 별로``) as a formula. An .xlsx upload's own-format download is that workbook already (its
+        cells typed as the upload had them), so it gets no second one. An entry with ``refused`` is listed but not
+        served: the one line why (a file longer than a worksheet; openpyxl missing)."""
         if self.state != "done":
             return []
         up, stem = self.upload, Path(self.upload.name).stem
-        same = {"kind": "same", "filename": f"{stem}.labelled{Path(up.name).suffix.lower()}",
-                "label": f"{up.kind.upper()}" + (f" ({up.encoding}, like your file)" if up.kind in ("csv", "tsv")
-                                                 else " (like your file)")}
-        bom = {"kind": "csv", "filename": f"{stem}.labelled.csv", "label": "CSV UTF-8 with BOM (opens in Excel)"}
+        own = {"csv": f"CSV ({up.encoding}, like your file)", "tsv": f"TSV ({up.encoding}, like your file)",
+               "xlsx": "Excel (.xlsx, like your file)"}.get(up.kind, f"{up.kind.upper()} (like your file)")
+        same = {"kind": "same", "filename": f"{stem}.labelled{Path(up.name).suffix.lower()}", "label": own}
+        bom = {"kind": "csv", "filename": f"{stem}.labelled.csv", "label": "CSV UTF-8 with BOM"}
+        if up.kind == "xlsx":
+            return [same, bom]
+        excel = {"kind": EXCEL, "filename": f"{stem}.labelled.xlsx",
+                 "label": "Excel (.xlsx, every review kept as text)"}
         if (up.kind == "csv" and up.encoding == MASTER_ENCODING) or up.kind == "txt":  # a .txt has no room for
-            return [bom]  # the label columns: the CSV is its only download
-        if up.kind == "csv":
-            bom["filename"] = f"{stem}.labelled.utf8.csv"
-        return [same, bom]
+            offer = [bom, excel]  # the label columns: no download in its own format
+        else:
+            if up.kind == "csv":
+                bom["filename"] = f"{stem}.labelled.utf8.csv"
+            offer = [same, bom, excel]
+        refused = excel_refusal(up.name, self.rows_done, " or ".join(d["filename"] for d in offer[:-1]))
+        if refused:
+            excel["refused"] = refused
+        return offer
 
     def public(self) -> dict:
         s = self.summary
@@ -245,7 +259,7 @@ class JobStore:
                 return
             version = log.version
             got = with_human_labels(job.model_csv, job.master, job.text_column, job.names, log_labels(state)[0])
-            for old in job.upload.folder.glob("labelled.same*"):
+            for old in [*job.upload.folder.glob("labelled.same*"), *job.upload.folder.glob(f"labelled.{EXCEL}*")]:
                 old.unlink(missing_ok=True)  # made from the previous labels: made again on request
             job.human, job.human_version = got["human"], version
             if job.summary is not None:
@@ -256,17 +270,24 @@ class JobStore:
         job = self.get(job_id)
         if job.state == "done":
             self.apply_human_labels(job)
+        up = job.upload
+        if kind == EXCEL and up.kind == "xlsx":
+            kind = "same"  # a workbook's own-format download is its Excel one (``Job.downloads``)
         offer = {d["kind"]: d for d in job.downloads()}
         if kind not in offer:
             raise NotFound(f"no {kind!r} download for {job.upload.name}" +
                            ("" if job.state == "done" else ": it is not labelled yet"))
-        up = job.upload
-        if kind == "csv" or (up.kind == "csv" and up.encoding == MASTER_ENCODING):
-            return job.master, offer[kind]["filename"]
+        if offer[kind].get("refused"):
+            raise InputError(offer[kind]["refused"])
         numbers = [v for k, v in job.names.items() if k == "confidence" or k.startswith("prob_")]
-        dst = up.folder / f"labelled.same{up.original.suffix}"
+        if kind == EXCEL:
+            dst, fmt, encoding = up.folder / f"labelled.{EXCEL}.xlsx", EXCEL, None
+        elif kind == "csv" or (up.kind == "csv" and up.encoding == MASTER_ENCODING):
+            return job.master, offer[kind]["filename"]
+        else:
+            dst, fmt, encoding = up.folder / f"labelled.same{up.original.suffix}", up.kind, up.encoding
         with job.lock:
-            convert(job.master, dst, up.kind, up.encoding, numbers, up.name, up.original)
+            convert(job.master, dst, fmt, encoding, numbers, up.name, up.original)
         return dst, offer[kind]["filename"]
 
     def forget_input(self, job_id: str) -> None:

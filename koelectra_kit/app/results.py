@@ -12,6 +12,13 @@ as numbers, the rest text. The labeller writes exactly one row per record its re
 included), so the two line up; a row the labeller flagged malformed keeps what the CSV holds (its line whole in the
 text column), and files that do not line up are refused, never zipped askew.
 
+**Excel** (``EXCEL``, every upload but an .xlsx, whose own-format download already is a workbook): the
+labelled CSV as a workbook, each cell text as the CSV holds it but ``confidence`` and ``prob_*``, numbers. Why a
+workbook and not only the CSV with a BOM: Excel opening a CSV reads a cell that starts with ``=``, ``+``, ``-`` or
+``@`` as a formula, and Korean reviews often start so (``-_- 별로`` shows as ``#NAME?``; ``=HYPERLINK(...)`` becomes a
+live link); a workbook's text cell is text. A worksheet holds ``EXCEL_MAX_ROWS`` rows: a longer file gets no
+workbook (``excel_refusal``), never a cut one.
+
 **The analyst's labels win** (``with_human_labels``): with a labels file (teach mode, or ``--labels``), every row
 whose text the analyst answered or fixed carries that answer in ``label``; ``label_source`` says ``human`` or
 ``model`` (empty for a row not labelled: a flagged one), and ``model_label`` keeps the model's own. The model's
@@ -20,6 +27,7 @@ at that moment, so an answer or a fix saved after the file was labelled is in th
 from __future__ import annotations
 
 import csv
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -33,6 +41,22 @@ from ..label.human import apply_human_labels
 MASTER_ENCODING = "utf-8-sig"
 EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
 TYPED_KINDS = ("jsonl", "parquet", "xlsx")  # same-format downloads made from the upload itself (jobs keeps it)
+EXCEL = "excel"  # the labelled CSV as a workbook: every upload's download for Excel (an .xlsx upload's own is one)
+
+
+def excel_refusal(name: str, rows: int, instead: str = "the CSV UTF-8 file") -> str | None:
+    """Why the labelled ``name`` (``rows`` rows under its header) gets no Excel workbook, in one line naming what to
+    download ``instead``; None when it gets one."""
+    if importlib.util.find_spec("openpyxl") is None:  # in the app extra; a core install may lack it
+        return "the Excel (.xlsx) download needs openpyxl: pip install 'koelectra-kit[xlsx]'"
+    if rows + 1 > EXCEL_MAX_ROWS:
+        return _too_long_for_excel(name, f"{rows:,}", instead)
+    return None
+
+
+def _too_long_for_excel(name: str, rows: str, instead: str) -> str:
+    return (f"{name} has {rows} rows, more than an Excel worksheet holds ({EXCEL_MAX_ROWS:,} rows, header "
+            f"included), so it has no .xlsx download: download {instead}")
 
 
 def master_header(master: Path) -> list[str]:
@@ -125,8 +149,9 @@ def _num(v):
 
 def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_columns: list[str], name: str,
             original: Path | None = None) -> Path:
-    """Write ``dst`` (in ``kind``: csv tsv jsonl parquet xlsx) from the job's labelled CSV and, for ``TYPED_KINDS``,
-    the upload itself (``original``); written beside and renamed, so a download never sees half a file."""
+    """Write ``dst`` (in ``kind``: csv tsv jsonl parquet xlsx, or excel: the labelled CSV as a workbook) from the job's
+    labelled CSV and, for ``TYPED_KINDS``, the upload itself (``original``); written beside and renamed, so a download
+    never sees half a file."""
     if dst.exists():
         return dst
     with atomic_path(dst) as tmp:
@@ -148,6 +173,8 @@ def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_col
                                  "again, or download the CSV UTF-8 file")
             {"jsonl": _jsonl, "parquet": _parquet, "xlsx": _xlsx}[kind](master, original, tmp, encoding,
                                                                           number_columns, name)
+        elif kind == EXCEL:
+            _excel(master, tmp, number_columns, name)
         else:
             raise InputError(f"no download in format {kind!r}")
     return dst
@@ -194,12 +221,31 @@ def _xlsx(master: Path, original: Path, tmp: Path, encoding: str | None, numbers
         # a row wider or narrower than the header was a malformed line of that copy: its labelled row stands in
         records = (Record(list(r), i, None if len(r) == len(columns) else "malformed") for i, r in enumerate(rows, 2))
         header, typed = _labelled_rows(master, columns, records, numbers, name)
-        body = list(typed)
+        write_xlsx(tmp, header, _within_a_sheet(typed, name), name)
     finally:
         rows.close()
-    if len(body) >= EXCEL_MAX_ROWS:
-        raise InputError(f"{len(body):,} rows do not fit in an Excel worksheet; download the CSV UTF-8 file")
-    write_xlsx(tmp, header, body)
+
+
+def _excel(master: Path, tmp: Path, numbers: list[str], name: str) -> None:
+    # The input's columns as the labelled CSV holds them, text ("007" stays "007", "-_- 별로" a text cell), and the
+    # job's: ``numbers`` (confidence, prob_*) as numbers, as every typed download has them. A name in ``numbers`` is
+    # never one of the input's: ``label.output_columns`` prefixes the job's columns when the input has one of them.
+    # A blank cell is no cell, as Excel shows an empty field of a CSV.
+    header = master_header(master)
+    at_number = [c in numbers for c in header]
+    rows = ([_num(v) if num else (v if v != "" else None) for v, num in zip(row, at_number)]
+            for chunk in read_master(master, chunksize=50_000) for row in chunk.itertuples(index=False, name=None))
+    write_xlsx(tmp, header, _within_a_sheet(rows, name), name)
+
+
+def _within_a_sheet(rows, name: str):
+    """``rows``, refused (one ``InputError``) at the first that a worksheet can't hold, before it is written: the
+    caller writes to a temporary file, which goes with the error, so no download is ever a cut-off workbook. The app
+    refuses a file known to be too long before this (``excel_refusal``); this is the writer's own guard."""
+    for i, row in enumerate(rows, 2):  # row 1 is the header
+        if i > EXCEL_MAX_ROWS:
+            raise InputError(_too_long_for_excel(name, f"more than {EXCEL_MAX_ROWS - 1:,}", "the CSV UTF-8 file"))
+        yield row
 
 
 def _labelled_rows(master: Path, columns: list, records, numbers: list[str], name: str):

@@ -6,7 +6,7 @@
     POST /api/upload?name=FILE          the file's bytes as the body -> columns, first rows, guessed text column
     POST /api/jobs/ID/start {"text_column": ...}
     GET  /api/jobs/ID                   progress, then summary, rows to review, downloads (the page polls this)
-    GET  /api/jobs/ID/download/KIND     same | csv (the uploaded file is deleted after a download)
+    GET  /api/jobs/ID/download/KIND     same | csv | excel (the uploaded file is deleted after a download)
     DELETE /api/jobs/ID                 forget the upload and its results
     /api/teach..., /api/corrections     teach mode and label fixes (teach_routes.py), with --teach / --labels
 

@@ -1,5 +1,6 @@
 """Excel workbooks in: the first worksheet of an .xlsx as a UTF-8 CSV, which every reader here then streams (and its
-rows as typed values, ``sheet_rows``, which the web app's .xlsx download is made from).
+rows as typed values, ``sheet_rows``, which the web app's .xlsx download is made from); and out: ``write_xlsx``, the
+web app's .xlsx downloads.
 
 An .xlsx is a zip of XML that can't be read row by row as text, so it is converted once, up front (openpyxl in
 read-only mode: constant memory). Used by ``label`` and by the web app's uploads. Needs openpyxl (the ``xlsx``
@@ -7,6 +8,9 @@ or ``app`` extra)."""
 from __future__ import annotations
 
 import csv
+import io
+from contextlib import suppress
+from itertools import chain
 from pathlib import Path
 from typing import Iterator
 
@@ -52,12 +56,19 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
         rows.close()
 
 
-def write_xlsx(dst: Path, header: list, rows) -> None:
+def write_xlsx(dst: Path, header: list, rows, name: str = "the file") -> None:
     """A one-sheet workbook of ``header`` and ``rows`` (numbers, dates and booleans as such; openpyxl's write-only
-    mode). Text is written as text, never as a formula: a review such as ``=_= 별로`` (an emoticon) was written as a
-    formula, which Excel shows as an error, not the review."""
-    import openpyxl
+    mode: ``rows`` is streamed). Text is written as text, never as a formula: a review such as ``=_= 별로`` (an
+    emoticon) was written as a formula, which Excel shows as an error, not the review. Text holding a control
+    character a worksheet can't store (XML 1.0 has no place for U+0000-U+001F but tab and line breaks) is one
+    ``InputError`` naming its row (``name``'s, the first under the header is row 1), not openpyxl's exception."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise InputError("writing .xlsx needs openpyxl: pip install 'koelectra-kit[xlsx]'") from None
     from openpyxl.cell import WriteOnlyCell
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+    from openpyxl.utils.exceptions import IllegalCharacterError
 
     wb = openpyxl.Workbook(write_only=True)
     ws = wb.create_sheet()
@@ -69,8 +80,21 @@ def write_xlsx(dst: Path, header: list, rows) -> None:
         c.data_type = "s"  # openpyxl takes any str that starts with "=" for a formula
         return c
 
-    for row in (header, *rows):
-        ws.append([text(v) for v in row])
+    try:
+        for i, row in enumerate(chain([header], rows)):  # not (header, *rows): that holds every row in memory first
+            try:
+                ws.append([text(v) for v in row])
+            except IllegalCharacterError:  # openpyxl checks every string anyway; only a refused row is searched again
+                bad = next(m for v in row if isinstance(v, str) for m in [ILLEGAL_CHARACTERS_RE.search(v)] if m)
+                raise InputError(f"{name}: {f'row {i}' if i else 'the header'} holds the control character "
+                                 f"U+{ord(bad.group()):04X}, which an Excel worksheet can't store; download the CSV "
+                                 "file instead") from None
+    except BaseException:
+        # openpyxl streams the sheet to a temporary file of its own, removed by a save (else only when Python exits):
+        # a save to nowhere removes it, and ``dst`` is left as it was (no workbook cut short)
+        with suppress(Exception):
+            wb.save(io.BytesIO())
+        raise
     wb.save(dst)
 
 

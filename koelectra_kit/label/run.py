@@ -62,8 +62,12 @@ class FileLabeller:
             workbook = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
             self.in_fmt = "xlsx" if workbook else table_format(self.src, cfg.format)
         if self.dst.suffix.lower() in EXCEL_SUFFIXES:
+            # Excel opening a .csv reads a cell starting with = + - @ as a formula (a review "-_- 별로" shows as
+            # #NAME?); its CSV import (Data > From Text/CSV) reads values, and the web app has an .xlsx download
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a workbook can't be streamed and resumed); "
-                             "Excel opens the .csv this writes (UTF-8 with a BOM)")
+                             "in Excel open the .csv with Data > From Text/CSV (a review starting with = + - @ stays "
+                             "text), or label the file in `koelectra-kit app`, whose .xlsx download keeps every "
+                             "review as text")
         self.out_fmt = table_format(self.dst)
         if self.out_fmt == "txt":
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl (a .txt file holds one review per line: no "

@@ -193,10 +193,13 @@ function showResults(job) {
     ? `Flagged (kept, see the status column): ${flagged.map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}`
     : "No row flagged: every row was read and labelled.";
   $("malformed").replaceChildren(...s.malformed.slice(0, 5).map((m) => el("li", { text: m })));
-  $("downloads").replaceChildren(el("span", { text: "Download:" }), ...job.downloads.map((d, i) => el("a", {
-    id: `download-${d.kind}`, class: i === 0 ? "button primary" : "button",
-    href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
-  })));
+  // a refused download (a file longer than an Excel sheet) is its one line, not a link that would fail
+  $("downloads").replaceChildren(el("span", { text: "Download:" }), ...job.downloads.map((d, i) => d.refused
+    ? el("span", { id: `download-${d.kind}`, class: "note", text: `${d.label}: ${d.refused}` })
+    : el("a", {
+      id: `download-${d.kind}`, class: i === 0 ? "button primary" : "button",
+      href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
+    })));
   const ids = [...job.review, ...job.flagged].some((r) => r.id != null); // the file's own id column, when it has one
   const row = (r) => [r.row, ...(ids ? [r.id] : []), r.text, r.label, r.confidence,
     ...r.probs.map((p) => (p == null ? "" : p)), r.status];
