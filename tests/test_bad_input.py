@@ -255,8 +255,13 @@ def test_broken_or_written_workbook_is_one_line(label, tmp_path, good_csv):
     rc, _, err = label(src)
     assert_one_line_error(rc, err, "not a readable .xlsx workbook")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "reviews.xlsx"]  # no output, no sheet left
-    rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")
-    assert_one_line_error(rc, err, "write .csv, .tsv or .jsonl")
+    rc, _, err = label(good_csv, output=tmp_path / "out.xls")  # the old binary format: .xlsx is written
+    assert_one_line_error(rc, err, "write .xlsx for Excel", "old binary format")
+    rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")  # written now (tests/test_label_xlsx.py)
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.xlsx", "reviews.xlsx"]
+    rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")  # an existing one, as an existing .csv
+    assert_one_line_error(rc, err, "out.xlsx exists; pass --overwrite")
 
 def test_character_the_output_encoding_cannot_store_is_one_line(label, tmp_path):
     """cp949 has no emoji: the row is named, and no chunk is half-written (the output never appears)."""

@@ -34,12 +34,12 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
-from ..io.workbook import header_names, sheet_rows, write_xlsx
+from ..io.workbook import EXCEL_MAX_ROWS, csv_to_xlsx, header_names, number, sheet_rows, within_a_sheet, \
+    write_xlsx
 from ..label.run import json_line, write_chunk
 from ..label.human import apply_human_labels
 
 MASTER_ENCODING = "utf-8-sig"
-EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
 TYPED_KINDS = ("jsonl", "parquet", "xlsx")  # same-format downloads made from the upload itself (jobs keeps it)
 EXCEL = "excel"  # the labelled CSV as a workbook: every upload's download for Excel (an .xlsx upload's own is one)
 
@@ -135,16 +135,8 @@ def _row(i, r, names: dict, text_column: str, prob_cols: list, labels: list, ide
     return {"row": int(i), "id": r[ident] if ident else None,
             "text": text if len(text) <= 300 else text[:300] + "…", "full_text": text,
             "label": r[names["label"]],
-            "confidence": _num(r[names["confidence"]]), "status": r[names["status"]],
-            "probs": [_num(r[c]) for c in prob_cols], "labels": labels}
-
-
-def _num(v):
-    """A figure of the labelled CSV (``label`` writes them at 4 decimals) as a number; blank or not one: None."""
-    try:
-        return round(float(v), 4)
-    except (TypeError, ValueError):
-        return None
+            "confidence": number(r[names["confidence"]]), "status": r[names["status"]],
+            "probs": [number(r[c]) for c in prob_cols], "labels": labels}
 
 
 def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_columns: list[str], name: str,
@@ -207,7 +199,7 @@ def _parquet(master: Path, original: Path, tmp: Path, encoding: str | None, numb
     for j, col in enumerate(header[width:]):
         values = added.iloc[:, j].tolist()
         if col in numbers:
-            table = table.append_column(pa.field(col, pa.float64()), pa.array([_num(v) for v in values],
+            table = table.append_column(pa.field(col, pa.float64()), pa.array([number(v) for v in values],
                                                                                pa.float64()))
         else:
             table = table.append_column(pa.field(col, pa.string()), pa.array(values, pa.string()))
@@ -227,25 +219,18 @@ def _xlsx(master: Path, original: Path, tmp: Path, encoding: str | None, numbers
 
 
 def _excel(master: Path, tmp: Path, numbers: list[str], name: str) -> None:
-    # The input's columns as the labelled CSV holds them, text ("007" stays "007", "-_- 별로" a text cell), and the
-    # job's: ``numbers`` (confidence, prob_*) as numbers, as every typed download has them. A name in ``numbers`` is
-    # never one of the input's: ``label.output_columns`` prefixes the job's columns when the input has one of them.
-    # A blank cell is no cell, as Excel shows an empty field of a CSV.
-    header = master_header(master)
-    at_number = [c in numbers for c in header]
-    rows = ([_num(v) if num else (v if v != "" else None) for v, num in zip(row, at_number)]
-            for chunk in read_master(master, chunksize=50_000) for row in chunk.itertuples(index=False, name=None))
-    write_xlsx(tmp, header, _within_a_sheet(rows, name), name)
+    # EXCEL_MAX_ROWS as this module holds it when called (the tests make it small here)
+    csv_to_xlsx(master, tmp, numbers, name, _too_long(name), encoding=MASTER_ENCODING, limit=EXCEL_MAX_ROWS)
 
 
 def _within_a_sheet(rows, name: str):
-    """``rows``, refused (one ``InputError``) at the first that a worksheet can't hold, before it is written: the
-    caller writes to a temporary file, which goes with the error, so no download is ever a cut-off workbook. The app
-    refuses a file known to be too long before this (``excel_refusal``); this is the writer's own guard."""
-    for i, row in enumerate(rows, 2):  # row 1 is the header
-        if i > EXCEL_MAX_ROWS:
-            raise InputError(_too_long_for_excel(name, f"more than {EXCEL_MAX_ROWS - 1:,}", "the CSV UTF-8 file"))
-        yield row
+    """``rows``, refused at the first a worksheet can't hold (``io.workbook.within_a_sheet``); the app refuses a
+    file known to be too long before this (``excel_refusal``)."""
+    return within_a_sheet(rows, _too_long(name), EXCEL_MAX_ROWS)
+
+
+def _too_long(name: str) -> str:
+    return _too_long_for_excel(name, f"more than {EXCEL_MAX_ROWS - 1:,}", "the CSV UTF-8 file")
 
 
 def _labelled_rows(master: Path, columns: list, records, numbers: list[str], name: str):
@@ -266,7 +251,7 @@ def _labelled_rows(master: Path, columns: list, records, numbers: list[str], nam
                     raise _rows_differ(name, f"{n:,}", "more")
                 n += 1
                 own = labelled[:width] if rec.error else rec.fields
-                yield [*own, *(_num(v) if num else v for v, num in zip(labelled[width:], at_number))]
+                yield [*own, *(number(v) if num else v for v, num in zip(labelled[width:], at_number))]
         if next(records, None) is not None:
             raise _rows_differ(name, f"more than {n:,}", f"{n:,}")
 

@@ -36,7 +36,8 @@ FLAGS = {
     "--input": ("input", {"nargs": "+", "metavar": "FILE",
                           "help": "file(s) to label: .csv .tsv .jsonl .parquet .xlsx .txt (a review a line), a "
                                   "dataset; several, or a quoted glob 'd/*.csv'"}),
-    "--output": ("output", {"help": "labelled file to write: .csv .tsv .jsonl; with several inputs a folder"}),
+    "--output": ("output", {"help": "labelled file to write: .csv .tsv .jsonl .xlsx (Excel: made at the end from a "
+                            "resumable CSV); with several inputs a folder"}),
     "--output-suffix": ("output_suffix", {"metavar": "SUFFIX", "help": "write INPUT_STEM+SUFFIX beside each input "
                                                                        "(e.g. .labelled.csv) instead of --output"}),
     "--shard": ("shard", {"metavar": "K/N", "help": "label only the K-th of N equal row ranges, into "

@@ -1,6 +1,7 @@
 """Excel workbooks in: the first worksheet of an .xlsx as a UTF-8 CSV, which every reader here then streams (and its
 rows as typed values, ``sheet_rows``, which the web app's .xlsx download is made from); and out: ``write_xlsx``, the
-web app's .xlsx downloads.
+web app's .xlsx downloads, and ``csv_to_xlsx``, a labelled CSV as a workbook (the app's Excel download and
+``label --output FILE.xlsx``).
 
 An .xlsx is a zip of XML that can't be read row by row as text, so it is converted once, up front (openpyxl in
 read-only mode: constant memory). Used by ``label`` and by the web app's uploads. Needs openpyxl (the ``xlsx``
@@ -18,6 +19,7 @@ from ..errors import InputError
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # what openpyxl reads
 EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format, readable by none of ours
+EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
 
 
 def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
@@ -56,12 +58,14 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
         rows.close()
 
 
-def write_xlsx(dst: Path, header: list, rows, name: str = "the file") -> None:
+def write_xlsx(dst: Path, header: list, rows, name: str = "the file",
+               instead: str = "download the CSV file instead") -> None:
     """A one-sheet workbook of ``header`` and ``rows`` (numbers, dates and booleans as such; openpyxl's write-only
     mode: ``rows`` is streamed). Text is written as text, never as a formula: a review such as ``=_= 별로`` (an
     emoticon) was written as a formula, which Excel shows as an error, not the review. Text holding a control
     character a worksheet can't store (XML 1.0 has no place for U+0000-U+001F but tab and line breaks) is one
-    ``InputError`` naming its row (``name``'s, the first under the header is row 1), not openpyxl's exception."""
+    ``InputError`` naming its row (``name``'s, the first under the header is row 1) and ending in ``instead`` (what
+    the user has in its place), not openpyxl's exception."""
     try:
         import openpyxl
     except ImportError:
@@ -87,8 +91,7 @@ def write_xlsx(dst: Path, header: list, rows, name: str = "the file") -> None:
             except IllegalCharacterError:  # openpyxl checks every string anyway; only a refused row is searched again
                 bad = next(m for v in row if isinstance(v, str) for m in [ILLEGAL_CHARACTERS_RE.search(v)] if m)
                 raise InputError(f"{name}: {f'row {i}' if i else 'the header'} holds the control character "
-                                 f"U+{ord(bad.group()):04X}, which an Excel worksheet can't store; download the CSV "
-                                 "file instead") from None
+                                 f"U+{ord(bad.group()):04X}, which an Excel worksheet can't store; {instead}") from None
     except BaseException:
         # openpyxl streams the sheet to a temporary file of its own, removed by a save (else only when Python exits):
         # a save to nowhere removes it, and ``dst`` is left as it was (no workbook cut short)
@@ -96,6 +99,48 @@ def write_xlsx(dst: Path, header: list, rows, name: str = "the file") -> None:
             wb.save(io.BytesIO())
         raise
     wb.save(dst)
+
+
+def csv_to_xlsx(src: Path, dst: Path, numbers: list[str], name: str, too_long: str, *, encoding: str = "utf-8-sig",
+                limit: int | None = None, instead: str = "download the CSV file instead") -> None:
+    """Write the labelled CSV ``src`` as the workbook ``dst`` (``write_xlsx``; the caller writes ``dst`` beside and
+    renames it). Each cell is text as the CSV holds it ("007" stays "007", "-_- 별로" a text cell), but the columns
+    named in ``numbers`` (confidence, prob_*), which are numbers, as every typed download has them. A name in
+    ``numbers`` is never one of the input's: ``label.output_columns`` prefixes the added columns when the input has
+    one of them. A blank cell is no cell, as Excel shows an empty field of a CSV. A row past ``limit`` (default
+    ``EXCEL_MAX_ROWS``) is the ``InputError`` ``too_long`` before it is written (``within_a_sheet``)."""
+    import pandas as pd
+
+    with open(src, encoding=encoding, newline="") as f:  # the names verbatim: pandas renames a repeated one
+        header = next(csv.reader(f), [])
+    at_number = [c in numbers for c in header]
+    chunks = pd.read_csv(src, encoding=encoding, dtype=str, keep_default_na=False, chunksize=50_000)
+    rows = ([number(v) if num else (v if v != "" else None) for v, num in zip(row, at_number)]
+            for chunk in chunks for row in chunk.itertuples(index=False, name=None))
+    try:
+        write_xlsx(dst, header, within_a_sheet(rows, too_long, limit), name, instead)
+    finally:
+        chunks.close()
+
+
+def within_a_sheet(rows, too_long: str, limit: int | None = None):
+    """``rows``, refused (the ``InputError`` ``too_long``) at the first that a worksheet of ``limit`` rows (default
+    ``EXCEL_MAX_ROWS``, header included) can't hold, before it is written: the caller writes to a temporary file,
+    which goes with the error, so no workbook is ever cut off. Callers that know the row count refuse before this;
+    this is the writer's own guard."""
+    limit = limit or EXCEL_MAX_ROWS  # read when called, so a test can make it small
+    for i, row in enumerate(rows, 2):  # row 1 is the header
+        if i > limit:
+            raise InputError(too_long)
+        yield row
+
+
+def number(v):
+    """A figure of a labelled CSV (``label`` writes them at 4 decimals) as a number; blank or not one: None."""
+    try:
+        return round(float(v), 4)
+    except (TypeError, ValueError):
+        return None
 
 
 def header_names(header: tuple) -> list[str]:

@@ -10,7 +10,9 @@ from .dedupe import CACHE_ROWS
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "txt")  # txt: one review per line, no header
 BACKENDS = ("auto", "torch", "onnx")
-WRITABLE = (".csv", ".tsv", ".jsonl")
+WRITABLE = (".csv", ".tsv", ".jsonl")  # streamed as labelled (suggest writes these too)
+WORKBOOK = ".xlsx"  # labelled as a .csv beside it (OUTPUT.xlsx.partial), made a workbook when complete
+OUTPUTS = (*WRITABLE, WORKBOOK)  # what label writes
 MAX_BATCH = 4096  # texts per model call, at most (LabelConfig.validate says why)
 
 
@@ -21,10 +23,12 @@ class LabelConfig:
     model: str = ""  # fine-tuned classifier folder (output of finetune) or hub id
     # file(s) to label: .csv .tsv .jsonl .parquet; several paths or a glob ('data/*.csv') give one output each
     input: str | list[str] = ""
-    # labelled file to write: .csv .tsv .jsonl (written beside, renamed when complete); with several inputs, a
-    # folder that gets one file per input (named like the input; .parquet inputs give .csv)
+    # labelled file to write: .csv .tsv .jsonl (written beside, renamed when complete) or .xlsx (labelled into
+    # OUTPUT.xlsx.partial, a CSV, then converted; every review a text cell); with several inputs, a folder that gets
+    # one file per input (named like the input; .parquet and .xlsx inputs give .csv)
     output: str = ""
-    output_suffix: str | None = None  # instead of output: write INPUT_STEM + this beside each input (.labelled.csv)
+    # instead of output: write INPUT_STEM + this beside each input (.labelled.csv, or .labelled.xlsx)
+    output_suffix: str | None = None
     # "K/N": label only the K-th of N equal row ranges (1-based) into OUTPUT.shard-K-of-N.EXT, so a scheduler can
     # fan one file out; `koelectra-kit label-merge OUTPUT` joins the N shards into the unsharded output
     shard: str | None = None
@@ -71,13 +75,18 @@ class LabelConfig:
         if self.output and self.output_suffix:
             raise ConfigError("output and output_suffix contradict each other: give one (a file/folder, or a "
                               "suffix for a file beside each input)")
-        if self.output_suffix is not None and not self.output_suffix.lower().endswith(WRITABLE):
-            raise ConfigError(f"output_suffix={self.output_suffix!r} must end with {', '.join(WRITABLE)} (e.g. "
+        if self.output_suffix is not None and not self.output_suffix.lower().endswith(OUTPUTS):
+            raise ConfigError(f"output_suffix={self.output_suffix!r} must end with {', '.join(OUTPUTS)} (e.g. "
                               "'.labelled.csv')")
         if self.output_suffix is not None and ("/" in self.output_suffix or "\\" in self.output_suffix):
             raise ConfigError(f"output_suffix={self.output_suffix!r} must not hold a folder (use --output DIR/)")
         if self.shard is not None:
             self.shard_parts()
+            if str(self.output or self.output_suffix).lower().endswith(WORKBOOK):
+                # label-merge joins shards by their bytes (a header once, then each shard's rows): a zip can't be joined
+                raise ConfigError(f"shard={self.shard!r} with an .xlsx output: label-merge joins .csv, .tsv or "
+                                  ".jsonl shards; label the shards into .csv (open it in Excel with Data > From "
+                                  "Text/CSV), or label the file unsharded into .xlsx")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r}: use one of {', '.join(BACKENDS)}")
         if self.cache_rows < 0:
@@ -110,6 +119,9 @@ class LabelConfig:
                     raise ConfigError(f"{key}={value!r} is not an encoding (try utf-8, utf-8-sig, cp949)") from None
         if self.human_labels is not None and not str(self.human_labels).strip():
             raise ConfigError("human_labels is empty: name the labels file (LABELS.csv), or leave it out")
+        if self.output_encoding is not None and str(self.output or self.output_suffix).lower().endswith(WORKBOOK):
+            raise ConfigError(f"output_encoding={self.output_encoding!r} with an .xlsx output: a workbook stores "
+                              "every character as it is; leave --output-encoding out (it is for .csv, .tsv, .jsonl)")
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite contradict each other: pick one")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.hfdata import is_dataset_source
 from ..runtime import log
-from .config import WRITABLE, LabelConfig
+from .config import OUTPUTS, WRITABLE, LabelConfig
 from .dedupe import PredictionCache
 from .human import check_labels_file
 from .run import FileLabeller
@@ -49,13 +49,13 @@ def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
     if is_dataset_source(src):  # no file to name the output after, or to write beside
         if cfg.output_suffix or many or cfg.output.endswith(("/", os.sep)):
             raise InputError(f"{src} is a dataset: label it in a run of its own, into a file you name "
-                             "(--output FILE.csv, .tsv or .jsonl)")
+                             "(--output FILE.csv, .tsv, .jsonl or .xlsx)")
         return Path(cfg.output)
     if cfg.output_suffix:
         return src.with_name(src.stem + cfg.output_suffix)
     # an existing folder, with or without its slash, takes the file as `cp` would (it was "can't tell the format"),
     # unless it is named like a file (a folder out.csv is refused where the file is opened: "is a folder")
-    named = Path(cfg.output).is_dir() and Path(cfg.output).suffix.lower() not in WRITABLE
+    named = Path(cfg.output).is_dir() and Path(cfg.output).suffix.lower() not in OUTPUTS
     if many or cfg.output.endswith(("/", os.sep)) or named:
         folder = Path(cfg.output)
         if not folder.is_dir():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io.fileio import write_json_atomic
+from ..io.workbook import EXCEL_SUFFIXES
 from ..runtime import warn
 
 BOM = b"\xef\xbb\xbf"
@@ -150,6 +151,9 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     """Concatenate the complete shards of ``output`` into it, written beside and renamed. Returns (output,
     number of shards). The shards are kept (delete them once the merged file is checked)."""
     output = Path(output)
+    if output.suffix.lower() in EXCEL_SUFFIXES:  # shards are joined by their bytes; label --shard writes no .xlsx
+        raise InputError(f"{output}: label-merge joins .csv, .tsv or .jsonl shards into a file of their kind; give "
+                         "the --output the shards were labelled with")
     if output.is_dir():  # --overwrite would get as far as writing OUTPUT.merging, then fail on the rename
         raise InputError(f"{output} is a folder; give the --output file the shards were labelled with")
     if output.exists() and not overwrite:
