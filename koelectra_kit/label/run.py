@@ -18,13 +18,13 @@ from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
-from ..io import workbook
-from ..io.fileio import atomic_path, check_input_file
+from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
 from ..io.tables import (LINES_COLUMN, check_lines_file, check_text_column, column_hint, detect_encoding,
                          read_records, table_format)
-from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, csv_to_xlsx, xlsx_to_csv
+from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
+from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import WORKBOOK, LabelConfig
 from .dedupe import PredictionCache
@@ -63,7 +63,7 @@ class FileLabeller:
             sheet = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
             self.in_fmt = "xlsx" if sheet else table_format(self.src, cfg.format)
         # an .xlsx is a zip, written whole: the rows are labelled into OUTPUT.xlsx.partial as a CSV (streamed and
-        # resumable as any), which becomes the workbook once complete (``to_workbook``)
+        # resumable as any), which becomes the workbook once complete (``excel.to_workbook``)
         self.workbook = self.dst.suffix.lower() == WORKBOOK
         if self.dst.suffix.lower() in EXCEL_SUFFIXES and not self.workbook:
             raise InputError(f"{self.dst}: write .xlsx for Excel ({self.dst.suffix} is "
@@ -99,7 +99,9 @@ class FileLabeller:
             # converted once, beside the output (a folder checked writable); made again on a resume, deleted at the
             # end. The resume fingerprint stays the workbook's own.
             self.converted = self.dst.with_name(f".{self.dst.name}.sheet.csv")
-            self.check_fits(xlsx_to_csv(self.src, self.converted, str(self.src)))
+            rows = xlsx_to_csv(self.src, self.converted, str(self.src))
+            if self.workbook:
+                excel.check_fits(self.dst, self.src, rows)
             self.read_path, self.read_fmt, self.encoding = self.converted, "csv", "utf-8"
         elif self.in_fmt in ("parquet", "dataset"):
             self.encoding = "utf-8"
@@ -110,7 +112,8 @@ class FileLabeller:
         if self.in_fmt == "dataset":  # a table's load (cached by datasets for hf:...): its row count and files known
             self.rows = open_rows(self.src)
             self.columns, self.records = self.rows.columns, self.rows.records
-            self.check_fits(self.rows.num_rows)
+            if self.workbook:
+                excel.check_fits(self.dst, self.src, self.rows.num_rows)
         else:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                       errors=cfg.encoding_errors)
@@ -240,7 +243,8 @@ class FileLabeller:
             if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
                 write_job(self.dst, self.shard_job())
             if self.workbook:
-                self.to_workbook()
+                excel.to_workbook(self.partial, self.dst, self.state.rows_done, self.clf.labels, self.columns,
+                                  self.out_enc, self.cfg.progress)
                 self.state_path.unlink(missing_ok=True)
                 self.partial.unlink()
             else:
@@ -313,35 +317,6 @@ class FileLabeller:
         if self.after_chunk is not None and chunk:
             self.after_chunk(state.chunks_done)
         return len(chunk)
-
-    # -- an .xlsx output
-    def check_fits(self, rows: int) -> None:
-        """Before labelling, where the input's row count is known (a workbook, a dataset): one that a worksheet
-        can't hold is refused before hours of labelling, not after."""
-        if self.workbook and rows + 1 > workbook.EXCEL_MAX_ROWS:
-            raise InputError(f"{self.dst}: {self.src} has {rows:,} rows, more than an Excel worksheet holds "
-                             f"({workbook.EXCEL_MAX_ROWS:,} rows, header included); write .csv instead")
-
-    def to_workbook(self) -> None:
-        """The complete labelled CSV (``self.partial``) as the workbook ``self.dst``, written beside and renamed:
-        the input's columns as text, exactly as the CSV holds them; ``confidence`` and ``prob_*`` as numbers
-        (``io.workbook.csv_to_xlsx``, the web app's Excel download too). A file a worksheet can't hold (its row count
-        known only now, for a CSV input) or a control character a worksheet can't store is one error line, and the
-        CSV is kept, complete, where it says: the labelling is not lost, nor a workbook cut short."""
-        limit, rows = workbook.EXCEL_MAX_ROWS, self.state.rows_done
-        kept = (f"the complete labelled CSV is kept in {self.partial} (UTF-8: rename it to .csv, or open it in Excel "
-                "with Data > From Text/CSV)")
-        too_long = (f"{self.dst}: {rows:,} rows labelled, more than an Excel worksheet holds ({limit:,} rows, "
-                    f"header included), so no .xlsx is written; {kept}")
-        if rows + 1 > limit:
-            raise InputError(too_long)
-        names = output_columns(list(self.clf.labels), self.columns)
-        numbers = [names["confidence"], *(names[f"prob_{lab}"] for lab in self.clf.labels)]
-        if self.cfg.progress:
-            log(f"writing {self.dst} from {self.partial}")
-        with atomic_path(self.dst) as tmp:
-            csv_to_xlsx(self.partial, tmp, numbers, str(self.dst), too_long, encoding=self.out_enc, limit=limit,
-                        instead=kept)
 
     def added_columns(self) -> list[str]:
         """The columns this run adds after the input's (a file with no rows still gets the header)."""
