@@ -368,9 +368,9 @@ def test_browser_labels_a_review_and_a_cp949_file(browser_app, tmp_path, monkeyp
         assert appears(workbook), list(downloads.iterdir())
 
         # a file longer than a worksheet (the limit made small): one line in place of the .xlsx button, no link
-        from koelectra_kit.app import results
+        from koelectra_kit.io import workbook as sheets
 
-        monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 3)
+        monkeypatch.setattr(sheets, "EXCEL_MAX_ROWS", 3)
         browser.find_element(By.ID, "again-btn").click()
         short = tmp_path / "short.csv"
         short.write_text("review\n" + "".join(f"리뷰 {i} 좋아요\n" for i in range(5)), encoding="utf-8")

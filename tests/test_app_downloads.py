@@ -259,9 +259,9 @@ def test_the_excel_download_has_the_analysts_labels_as_the_csv_has_them(tiny_cla
 
 
 def test_a_file_longer_than_a_worksheet_has_no_excel_download_but_one_line_why(app_client, monkeypatch):
-    from koelectra_kit.app import results
+    from koelectra_kit.io import workbook
 
-    monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 4)  # a header and 3 rows, not a million
+    monkeypatch.setattr(workbook, "EXCEL_MAX_ROWS", 4)  # a header and 3 rows, not a million
     fits = app_client.label("three.csv", _csv_bytes(["review"], [[t] for t in REVIEWS[:3]]))
     assert "refused" not in _offer(fits)["excel"]
     assert len(_sheet(_download(app_client, fits, "excel"))[1]) == 3
@@ -281,10 +281,11 @@ def test_a_file_longer_than_a_worksheet_has_no_excel_download_but_one_line_why(a
 def test_the_excel_writer_refuses_a_long_file_before_a_cut_one_exists(tmp_path, monkeypatch):
     """The writer's own guard, for a file the app did not know to be too long: no workbook, no temporary file."""
     from koelectra_kit.app import results
+    from koelectra_kit.io import workbook
 
     master = tmp_path / "labelled.csv"
     _labelled_csv(master, 5)
-    monkeypatch.setattr(results, "EXCEL_MAX_ROWS", 5)
+    monkeypatch.setattr(workbook, "EXCEL_MAX_ROWS", 5)
     with pytest.raises(InputError) as e:
         results.convert(master, tmp_path / "labelled.excel.xlsx", "excel", None, ["confidence"], "big.csv")
     assert str(e.value).startswith("big.csv has more than 4 rows") and "CSV UTF-8" in str(e.value)

@@ -117,8 +117,7 @@ def test_compile_layers_compiles_one_layer_per_encoder_shape_and_trains_as_eager
         rng = torch.Generator().manual_seed(0)
         losses[scope] = [float(electra.train_step(model, opt, [batch(V, rng)], disc_weight=50.0, lr=1e-3,
                                                   rng=rng)[1]["loss"]) for _ in range(3)]
-        assert [n for n, _ in model.named_parameters()] == names
-        assert list(model.state_dict()) == [k for k in model.state_dict() if "_orig_mod" not in k]
+        assert [n for n, _ in model.named_parameters()] == names and "_orig_mod" not in "".join(model.state_dict())
     assert model.compiled_layers and counters["stats"]["unique_graphs"] == 2 and graphs == [False, False]
     assert losses["layers"] == pytest.approx(losses["eager"], rel=1e-5)
     torch._dynamo.reset()

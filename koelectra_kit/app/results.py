@@ -34,8 +34,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
-from ..io.workbook import EXCEL_MAX_ROWS, csv_to_xlsx, header_names, number, sheet_rows, within_a_sheet, \
-    write_xlsx
+from ..io import workbook
+from ..io.workbook import csv_to_xlsx, header_names, number, sheet_rows, within_a_sheet, write_xlsx
 from ..label.run import json_line, write_chunk
 from ..label.human import apply_human_labels
 
@@ -49,13 +49,13 @@ def excel_refusal(name: str, rows: int, instead: str = "the CSV UTF-8 file") -> 
     download ``instead``; None when it gets one."""
     if importlib.util.find_spec("openpyxl") is None:  # in the app extra; a core install may lack it
         return "the Excel (.xlsx) download needs openpyxl: pip install 'koelectra-kit[xlsx]'"
-    if rows + 1 > EXCEL_MAX_ROWS:
+    if rows + 1 > workbook.EXCEL_MAX_ROWS:
         return _too_long_for_excel(name, f"{rows:,}", instead)
     return None
 
 
 def _too_long_for_excel(name: str, rows: str, instead: str) -> str:
-    return (f"{name} has {rows} rows, more than an Excel worksheet holds ({EXCEL_MAX_ROWS:,} rows, header "
+    return (f"{name} has {rows} rows, more than an Excel worksheet holds ({workbook.EXCEL_MAX_ROWS:,} rows, header "
             f"included), so it has no .xlsx download: download {instead}")
 
 
@@ -213,24 +213,19 @@ def _xlsx(master: Path, original: Path, tmp: Path, encoding: str | None, numbers
         # a row wider or narrower than the header was a malformed line of that copy: its labelled row stands in
         records = (Record(list(r), i, None if len(r) == len(columns) else "malformed") for i, r in enumerate(rows, 2))
         header, typed = _labelled_rows(master, columns, records, numbers, name)
-        write_xlsx(tmp, header, _within_a_sheet(typed, name), name)
+        write_xlsx(tmp, header, within_a_sheet(typed, _too_long(name)), name)
     finally:
         rows.close()
 
 
 def _excel(master: Path, tmp: Path, numbers: list[str], name: str) -> None:
-    # EXCEL_MAX_ROWS as this module holds it when called (the tests make it small here)
-    csv_to_xlsx(master, tmp, numbers, name, _too_long(name), encoding=MASTER_ENCODING, limit=EXCEL_MAX_ROWS)
-
-
-def _within_a_sheet(rows, name: str):
-    """``rows``, refused at the first a worksheet can't hold (``io.workbook.within_a_sheet``); the app refuses a
-    file known to be too long before this (``excel_refusal``)."""
-    return within_a_sheet(rows, _too_long(name), EXCEL_MAX_ROWS)
+    csv_to_xlsx(master, tmp, numbers, name, _too_long(name), encoding=MASTER_ENCODING)
 
 
 def _too_long(name: str) -> str:
-    return _too_long_for_excel(name, f"more than {EXCEL_MAX_ROWS - 1:,}", "the CSV UTF-8 file")
+    """The writer's own refusal (``io.workbook.within_a_sheet``); the app refuses a file known to be too long before
+    it writes (``excel_refusal``)."""
+    return _too_long_for_excel(name, f"more than {workbook.EXCEL_MAX_ROWS - 1:,}", "the CSV UTF-8 file")
 
 
 def _labelled_rows(master: Path, columns: list, records, numbers: list[str], name: str):

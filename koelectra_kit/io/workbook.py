@@ -102,13 +102,13 @@ def write_xlsx(dst: Path, header: list, rows, name: str = "the file",
 
 
 def csv_to_xlsx(src: Path, dst: Path, numbers: list[str], name: str, too_long: str, *, encoding: str = "utf-8-sig",
-                limit: int | None = None, instead: str = "download the CSV file instead") -> None:
+                instead: str = "download the CSV file instead") -> None:
     """Write the labelled CSV ``src`` as the workbook ``dst`` (``write_xlsx``; the caller writes ``dst`` beside and
     renames it). Each cell is text as the CSV holds it ("007" stays "007", "-_- 별로" a text cell), but the columns
     named in ``numbers`` (confidence, prob_*), which are numbers, as every typed download has them. A name in
     ``numbers`` is never one of the input's: ``label.output_columns`` prefixes the added columns when the input has
-    one of them. A blank cell is no cell, as Excel shows an empty field of a CSV. A row past ``limit`` (default
-    ``EXCEL_MAX_ROWS``) is the ``InputError`` ``too_long`` before it is written (``within_a_sheet``)."""
+    one of them. A blank cell is no cell, as Excel shows an empty field of a CSV. A row past a worksheet's
+    ``EXCEL_MAX_ROWS`` is the ``InputError`` ``too_long`` before it is written (``within_a_sheet``)."""
     import pandas as pd
 
     with open(src, encoding=encoding, newline="") as f:  # the names verbatim: pandas renames a repeated one
@@ -118,17 +118,17 @@ def csv_to_xlsx(src: Path, dst: Path, numbers: list[str], name: str, too_long: s
     rows = ([number(v) if num else (v if v != "" else None) for v, num in zip(row, at_number)]
             for chunk in chunks for row in chunk.itertuples(index=False, name=None))
     try:
-        write_xlsx(dst, header, within_a_sheet(rows, too_long, limit), name, instead)
+        write_xlsx(dst, header, within_a_sheet(rows, too_long), name, instead)
     finally:
         chunks.close()
 
 
-def within_a_sheet(rows, too_long: str, limit: int | None = None):
-    """``rows``, refused (the ``InputError`` ``too_long``) at the first that a worksheet of ``limit`` rows (default
-    ``EXCEL_MAX_ROWS``, header included) can't hold, before it is written: the caller writes to a temporary file,
-    which goes with the error, so no workbook is ever cut off. Callers that know the row count refuse before this;
-    this is the writer's own guard."""
-    limit = limit or EXCEL_MAX_ROWS  # read when called, so a test can make it small
+def within_a_sheet(rows, too_long: str):
+    """``rows``, refused (the ``InputError`` ``too_long``) at the first that a worksheet (``EXCEL_MAX_ROWS`` rows,
+    header included) can't hold, before it is written: the caller writes to a temporary file, which goes with the
+    error, so no workbook is ever cut off. Callers that know the row count refuse before this; this is the writer's
+    own guard."""
+    limit = EXCEL_MAX_ROWS  # read when called: the one place the limit lives (a test makes it small here)
     for i, row in enumerate(rows, 2):  # row 1 is the header
         if i > limit:
             raise InputError(too_long)

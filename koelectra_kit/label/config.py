@@ -66,6 +66,11 @@ class LabelConfig:
     # own in model_label (label/human.py)
     human_labels: str | None = None
 
+    @property
+    def writes_workbook(self) -> bool:
+        """Whether the output (or each output beside its input) is an .xlsx."""
+        return str(self.output or self.output_suffix).lower().endswith(WORKBOOK)
+
     def validate(self) -> None:
         for key in ("model", "input"):
             if not getattr(self, key):
@@ -82,7 +87,7 @@ class LabelConfig:
             raise ConfigError(f"output_suffix={self.output_suffix!r} must not hold a folder (use --output DIR/)")
         if self.shard is not None:
             self.shard_parts()
-            if str(self.output or self.output_suffix).lower().endswith(WORKBOOK):
+            if self.writes_workbook:
                 # label-merge joins shards by their bytes (a header once, then each shard's rows): a zip can't be joined
                 raise ConfigError(f"shard={self.shard!r} with an .xlsx output: label-merge joins .csv, .tsv or "
                                   ".jsonl shards; label the shards into .csv (open it in Excel with Data > From "
@@ -119,7 +124,7 @@ class LabelConfig:
                     raise ConfigError(f"{key}={value!r} is not an encoding (try utf-8, utf-8-sig, cp949)") from None
         if self.human_labels is not None and not str(self.human_labels).strip():
             raise ConfigError("human_labels is empty: name the labels file (LABELS.csv), or leave it out")
-        if self.output_encoding is not None and str(self.output or self.output_suffix).lower().endswith(WORKBOOK):
+        if self.output_encoding is not None and self.writes_workbook:
             raise ConfigError(f"output_encoding={self.output_encoding!r} with an .xlsx output: a workbook stores "
                               "every character as it is; leave --output-encoding out (it is for .csv, .tsv, .jsonl)")
         if self.resume and self.overwrite:

@@ -40,4 +40,4 @@ def to_workbook(partial: Path, dst: Path, rows: int, labels: list[str], columns:
     if progress:
         log(f"writing {dst} from {partial}")
     with atomic_path(dst) as tmp:
-        workbook.csv_to_xlsx(partial, tmp, numbers, str(dst), too_long, encoding=encoding, limit=limit, instead=kept)
+        workbook.csv_to_xlsx(partial, tmp, numbers, str(dst), too_long, encoding=encoding, instead=kept)
