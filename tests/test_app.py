@@ -387,6 +387,54 @@ def test_browser_labels_a_review_and_a_cp949_file(browser_app, tmp_path, monkeyp
         pd.read_csv(target, encoding="utf-8-sig", dtype=str, keep_default_na=False)["label"].tolist()
 
 
+def test_browser_shows_a_download_the_server_refuses_in_one_line_and_saves_nothing(app_client, tmp_path,
+                                                                                   monkeypatch):
+    """A download refused only while it is made (a control character a worksheet can't store) is the server's one
+    line beside its button, no file saved and the upload kept; the next download still saves its file."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    src = tmp_path / "제어문자.csv"  # a Korean name: the saved file takes the server's (RFC 5987) name
+    src.write_text("review\n좋아요 ㅋㅋ\n탭은 되지만\x0b이건 안 됨\n별로에요\n", encoding="utf-8")
+    browser = _chromium(downloads)
+    try:
+        wait = WebDriverWait(browser, 20)
+        browser.get(app_client.url)
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#examples .example"))
+        browser.find_element(By.ID, "file-input").send_keys(str(src))
+        wait.until(ec.element_to_be_clickable((By.ID, "start-btn"))).click()
+        wait.until(ec.visibility_of_element_located((By.ID, "results")))
+        excel = browser.find_element(By.ID, "download-excel")
+        job_id = excel.get_attribute("href").split("/")[-3]
+        upload = app_client.store.get(job_id).upload
+        refused = app_client.call("GET", f"/api/jobs/{job_id}/download/excel")
+        assert refused.status == 400
+        line = refused.json["error"]
+        assert line.startswith("제어문자.csv: row 2 holds the control character U+000B") and "\n" not in line
+
+        excel.click()
+        wait.until(ec.visibility_of_element_located((By.ID, "download-error-excel")))
+        assert browser.find_element(By.ID, "download-error-excel").text == line
+        time.sleep(1)  # what a failed download would have left: a file, or a .crdownload
+        assert list(downloads.iterdir()) == []
+        assert upload.original.exists()  # a refused download is not a downloaded result: the upload stays
+
+        browser.find_element(By.ID, "download-csv").click()
+        saved = downloads / "제어문자.labelled.utf8.csv"
+        assert appears(saved), list(downloads.iterdir())
+        assert browser.find_element(By.ID, "download-excel").is_displayed()  # still a button to try again
+    finally:
+        browser.quit()
+    body = saved.read_bytes()
+    assert body == app_client.call("GET", f"/api/jobs/{job_id}/download/csv").body
+    assert body.startswith(b"\xef\xbb\xbf") and "\x0b이건 안 됨" in body.decode("utf-8-sig")
+    assert _eventually(lambda: not upload.original.exists())  # a download that answers forgets the upload, as before
+
+
 def test_a_chosen_column_of_dates_is_refused_before_labelling(app_client):
     """Issue 41: the column picked in the dropdown is checked at start, in one line naming the file's columns."""
     data = "review,date\n" + "".join(f"리뷰 {i} 좋아요,2024-01-{i + 1:02d}\n" for i in range(10))

@@ -7,17 +7,25 @@ let info = { labels: [], max_upload_bytes: 0 };
 let upload = null; // the current upload (server's answer)
 let pollTimer = null;
 
-async function api(path, options = {}) {
+// the server's answer; one that is not 2xx thrown as its one line ({"error": ...}, else the status)
+async function answer(path, options = {}) {
   let response;
   try {
     response = await fetch(path, options);
   } catch (e) {
     throw new Error("the app is not answering (was it stopped?)");
   }
-  let body = {};
-  try { body = await response.json(); } catch (e) { /* not JSON: fall through to the status */ }
-  if (!response.ok) throw new Error(body.error || `the server answered ${response.status}`);
-  return body;
+  if (!response.ok) {
+    let body = {};
+    try { body = await response.json(); } catch (e) { /* not JSON: fall through to the status */ }
+    throw new Error(body.error || `the server answered ${response.status}`);
+  }
+  return response;
+}
+
+async function api(path, options = {}) {
+  const response = await answer(path, options);
+  try { return await response.json(); } catch (e) { return {}; }
 }
 
 function el(tag, props = {}, children = []) {
@@ -193,13 +201,10 @@ function showResults(job) {
     ? `Flagged (kept, see the status column): ${flagged.map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}`
     : "No row flagged: every row was read and labelled.";
   $("malformed").replaceChildren(...s.malformed.slice(0, 5).map((m) => el("li", { text: m })));
-  // a refused download (a file longer than an Excel sheet) is its one line, not a link that would fail
-  $("downloads").replaceChildren(el("span", { text: "Download:" }), ...job.downloads.map((d, i) => d.refused
-    ? el("span", { id: `download-${d.kind}`, class: "note", text: `${d.label}: ${d.refused}` })
-    : el("a", {
-      id: `download-${d.kind}`, class: i === 0 ? "button primary" : "button",
-      href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
-    })));
+  // a download refused before it is asked for (a file longer than an Excel sheet) is its one line, not a link
+  $("downloads").replaceChildren(el("span", { text: "Download:" }), ...job.downloads.flatMap((d, i) => d.refused
+    ? [el("span", { id: `download-${d.kind}`, class: "note", text: `${d.label}: ${d.refused}` })]
+    : downloadLink(job, d, i === 0)));
   const ids = [...job.review, ...job.flagged].some((r) => r.id != null); // the file's own id column, when it has one
   const row = (r) => [r.row, ...(ids ? [r.id] : []), r.text, r.label, r.confidence,
     ...r.probs.map((p) => (p == null ? "" : p)), r.status];
@@ -210,6 +215,55 @@ function showResults(job) {
   drawTable($("flagged-table"), header, job.flagged.map(row), ids ? 2 : 1);
   $("flagged-title").hidden = $("flagged-table").parentElement.hidden = !job.flagged.length;
   $("results").hidden = false;
+}
+
+// A download is a link (Save link as, a middle or modified click, as links work) that a plain click fetches: some
+// files are refused only while the server makes them (a character cp949 can't store, a control character a
+// worksheet can't, an upload no longer here), and a plain <a download> would show that as a failed download with
+// the server's one line lost. Fetched, the line shows beside the button, and a good answer is saved as the link is.
+function downloadLink(job, d, primary) {
+  const link = el("a", {
+    id: `download-${d.kind}`, class: primary ? "button primary" : "button",
+    href: `/api/jobs/${job.id}/download/${d.kind}`, download: d.filename, text: `${d.filename} · ${d.label}`,
+  });
+  const error = el("span", { id: `download-error-${d.kind}`, class: "error", hidden: "" });
+  link.addEventListener("click", async (e) => {
+    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return; // the browser's own: new tab, save
+    e.preventDefault();
+    if (link.getAttribute("aria-busy")) return; // one fetch at a time: a second click is not a second file
+    showError(error.id, "");
+    link.setAttribute("aria-busy", "true");
+    try {
+      const response = await answer(link.href);
+      const name = attachmentName(response.headers.get("Content-Disposition")) || link.download;
+      saveBlob(await response.blob(), name);
+    } catch (err) {
+      showError(error.id, err.message);
+    } finally {
+      link.removeAttribute("aria-busy");
+    }
+  });
+  return [link, error];
+}
+
+// the file name in Content-Disposition: filename*=utf-8''%EA%B3%A0... (a Korean name, RFC 5987), else filename="..."
+function attachmentName(header) {
+  const encoded = /filename\*=utf-8''([^;\s]+)/i.exec(header || "");
+  if (encoded) {
+    try { return decodeURIComponent(encoded[1]); } catch (e) { /* not percent-encoding: try the plain name */ }
+  }
+  const plain = /filename="([^"]*)"/i.exec(header || "");
+  return plain ? plain[1] : "";
+}
+
+function saveBlob(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { href: url, download: filename });
+  document.body.append(a); // Firefox clicks only a link in the document
+  a.click();
+  a.remove();
+  // the browser reads the blob after click() returns: released once it has had time to, as FileSaver.js does
+  setTimeout(() => URL.revokeObjectURL(url), 40_000);
 }
 
 // corrections (--labels): a label picker per reviewed row; a fix is appended to the labels file, ready for a retrain
