@@ -21,6 +21,18 @@ def get_logger() -> logging.Logger:
     return logger
 
 
+def world_size() -> int:
+    """How many processes torchrun started for this job (``WORLD_SIZE``); 1 outside torchrun."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+# The commands that run as several processes under torchrun: pretrain (DDP), label (a shard a rank, joined).
+TORCHRUN_COMMANDS = ("pretrain", "label")
+
+
 def setup_logging(verbose: bool = False, rank: int | None = None) -> None:
     """Plain message lines on stderr; ranks other than 0 (``RANK``) print warnings only, so a torchrun job
     logs once."""

@@ -93,6 +93,18 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         out.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def _one_process_unless_it_scales(command: str) -> None:
+    """Under torchrun every rank runs the command line it was given: for a command that is one process's work
+    (finetune: N copies of one fine-tune, all on GPU 0, racing to write one folder) that is N times the work for one
+    output, so it is refused before any of it."""
+    from ..runtime import TORCHRUN_COMMANDS, world_size
+
+    if command not in TORCHRUN_COMMANDS and world_size() > 1:
+        raise KitError(f"{command} runs as one process, and torchrun started {world_size()} (WORLD_SIZE): each "
+                       f"would do the same work into the same output; run it without torchrun ("
+                       f"{' and '.join(TORCHRUN_COMMANDS)} are the commands that use several processes)")
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
 
@@ -106,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
+        _one_process_unless_it_scales(args.command)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from . import add_config_args, config_from_args
@@ -19,6 +20,8 @@ examples:
   koelectra-kit label --model runs/sentiment --input reviews.csv --output out.csv --human-labels LABELS.csv
   koelectra-kit label --model runs/sentiment --input big.csv --output out.csv --shard 3/8   # -> out.shard-3-of-8.csv
   koelectra-kit label-merge out.csv                                 # shards 1..8 -> out.csv, as one run writes it
+  torchrun --nproc_per_node=8 -m koelectra_kit label --model runs/sentiment --input big.csv --output out.csv
+                                          # a shard per GPU, joined into out.csv by rank 0
 
 Output: the input's columns unchanged and in order, then label, confidence, prob_<label> per class and status
 (ok | empty | truncated | error: malformed line N ...): exactly the input's rows in the input's order. When the
@@ -127,11 +130,20 @@ def label_config(args):
 
 def run(args) -> int:
     from ..label import FilesLabeller, format_summary
+    from ..label.torchrun import Launch
 
     cfg = label_config(args)
-    labeller = FilesLabeller(cfg)
+    launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
+    if launch is not None:
+        plot, cfg = cfg.plot, launch.rank_config(cfg)
+    labeller = FilesLabeller(cfg, keep_complete=launch is not None)
     try:
         summaries = labeller.run()
+        if launch is not None:
+            summaries = launch.join(summaries)
+            if not launch.is_main:
+                return 0
+            cfg = replace(cfg, plot=plot)
     except KeyboardInterrupt:
         current = labeller.current
         partial = Path(current.cfg.output + ".partial") if current else None
@@ -144,6 +156,8 @@ def run(args) -> int:
         print(format_summary(summary))
     if len(summaries) > 1:
         print(f"{len(summaries)} files, {sum(s.rows for s in summaries):,} rows in all")
+    if launch is not None:
+        print(f"  by {launch.world} processes side by side (torchrun), each labelling a shard; the shards joined")
     if cfg.plot:
         print(f"  label distribution: {cfg.plot}")
     return 0

@@ -106,16 +106,18 @@ class FilesLabeller:
     """Runs the planned jobs in order. ``current`` is the job running (the CLI names its partial file when
     interrupted)."""
 
-    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None):
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, keep_complete: bool = False):
         self.jobs, self.many = plan_jobs(cfg)
+        self.keep_complete = keep_complete or self.many  # with --resume, a complete output is skipped, not refused
         self.clf, self.after_chunk = classifier, after_chunk
         self.cache = PredictionCache(cfg.cache_rows) if cfg.dedupe else None
         self.current: FileLabeller | None = None
 
     def _already_done(self, job: LabelConfig) -> bool:
-        # resuming a many-file run: a file finished before the interruption is skipped, not refused
+        # resuming a many-file run (or a torchrun job's shard): a file finished before the interruption is
+        # skipped, not refused
         out = Path(job.output)
-        return self.many and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
+        return self.keep_complete and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
 
     def run(self) -> list[LabelSummary]:
         todo = []

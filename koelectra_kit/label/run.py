@@ -184,12 +184,17 @@ class FileLabeller:
         return "utf-8-sig" if self.out_fmt == "csv" else "utf-8"
 
     def shard_job(self) -> dict:
-        """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows."""
+        """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows and
+        counts."""
         st = self.state
         return {"input": st.input, "input_content": self._input_fingerprint(mtime=False), "rows": self.total_rows,
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
-                "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None}
+                "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None,
+                # the shard's counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
+                "counts": {"rows": st.rows_done, "per_label": st.per_label, "status": st.status,
+                           "malformed": st.malformed, "reused": st.reused, "human": st.human,
+                           "flattened": st.flattened, "human_conflicts": self.human.conflicts if self.human else 0}}
 
     def _input_name(self) -> str:
         return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())

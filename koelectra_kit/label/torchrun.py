@@ -1,0 +1,148 @@
+"""``torchrun --nproc_per_node=N -m koelectra_kit label ...``: one labelling job over N processes (one a GPU), into
+the one output an unsharded run writes.
+
+Each process (torchrun's ``RANK`` R of ``WORLD_SIZE`` N) labels shard R+1 of N of every input, exactly as ``--shard
+R+1/N`` does (into ``OUTPUT.shard-K-of-N.EXT``, resumable as any shard): on GPU ``LOCAL_RANK`` where the device is a
+GPU, and on the CPU with the cores split between the machine's ranks (two processes that each start a thread per core
+slow each other far more than 2x). Then the ranks meet (gloo: a rendezvous on the host, no GPU memory), and rank 0
+joins each input's shards with ``label-merge``'s checks, removes them once the output is in place, and prints one
+summary of the whole file (the counts each shard's job record keeps) and draws ``--plot`` from it.
+
+A rank that fails ends the job (torchrun stops the others): finished chunks stay in the shards' partial files and
+the same command with ``--resume`` goes on; a rank whose shard is already complete skips it. Rank 0 joins the
+shards from its own disk: across machines they must be on a shared file system (``label-merge`` otherwise names
+the shard it cannot find).
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import ConfigError, InputError
+from ..runtime import world_size
+from .config import LabelConfig
+from .shard import job_path, merge_shards, read_job, shard_path
+from .summary import LabelSummary, plot_distribution
+
+# Ranks wait for the slowest one's shard; with --resume one rank may have finished days ago. torchrun ends the job
+# when a rank fails, so the wait is for work, not for a process that is gone.
+MEET_TIMEOUT = datetime.timedelta(days=7)
+
+
+@dataclass
+class Launch:
+    """This process's place in a torchrun job, and the job's unsharded outputs (set by ``rank_config``)."""
+
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    outputs: tuple[Path, ...] = ()
+    plot: str | None = None
+
+    @classmethod
+    def from_env(cls) -> "Launch | None":
+        """None unless torchrun started this process as one of several."""
+        world = world_size()
+        if world < 2:
+            return None
+        env = os.environ
+        return cls(rank=int(env.get("RANK", "0")), world=world, local_rank=int(env.get("LOCAL_RANK", "0")),
+                   local_world=int(env.get("LOCAL_WORLD_SIZE", str(world))))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def rank_config(self, cfg: LabelConfig) -> LabelConfig:
+        """``cfg`` as this rank runs it: its shard, its GPU or its share of the cores, progress on rank 0 only, the
+        plot left to the end. Refuses what a torchrun job can't be, before any rank labels a row."""
+        from .files import plan_jobs
+
+        if cfg.shard is not None:
+            raise ConfigError(f"shard={cfg.shard!r} under torchrun: each of its {self.world} processes labels its own "
+                              "shard of the file and rank 0 joins them; leave --shard out (or start the shards "
+                              "yourself without torchrun)")
+        if cfg.writes_workbook:
+            raise ConfigError(f"{cfg.output}: under torchrun the ranks' shards are joined by their bytes, which a "
+                              "workbook can't be; label into .csv under torchrun (or into .xlsx in one process)")
+        jobs, _ = plan_jobs(cfg)
+        self.outputs = tuple(Path(job.output) for job in jobs)
+        for out in self.outputs:  # before any labelling: the join at the end would refuse it after hours of work
+            if out.exists() and not cfg.overwrite:
+                state = "is complete" if cfg.resume else "exists"
+                raise InputError(f"{out} {state}; pass --overwrite to label it again")
+        self.plot, device, threads = cfg.plot, cfg.device, cfg.threads
+        gpus = _gpus() if device in ("auto", "cuda") else 0
+        if gpus:
+            device = f"cuda:{self.local_rank % gpus}"
+        elif threads is None and not device.startswith("cuda"):
+            threads = max(1, (os.cpu_count() or 1) // self.local_world)
+        return replace(cfg, shard=f"{self.rank + 1}/{self.world}", device=device, threads=threads, plot=None,
+                       progress=cfg.progress and self.is_main)
+
+    def join(self, summaries: list[LabelSummary]) -> list[LabelSummary]:
+        """Wait for every rank; on rank 0, each output joined from its shards (which are then removed) and its
+        summary: the counts from the shards' job records (a rank that skipped its complete shard counts too), the
+        rows this run labelled and the slowest rank's time from every rank. Other ranks get []."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", timeout=MEET_TIMEOUT)
+        try:
+            ran = {job_key(s.output): (s.new_rows, s.seconds) for s in summaries}
+            gathered = [None] * self.world if self.is_main else None
+            dist.gather_object(ran, gathered, dst=0)  # plain numbers, between this job's own processes
+            if not self.is_main:
+                return []
+            joined = []
+            for out in self.outputs:
+                shards = [shard_path(out, k, self.world) for k in range(1, self.world + 1)]
+                records = [read_job(s) or {} for s in shards]
+                merge_shards(out, overwrite=True)  # rank_config refused an existing output without --overwrite
+                for shard in shards:
+                    shard.unlink(missing_ok=True)
+                    job_path(shard).unlink(missing_ok=True)
+                summary = combine(records, str(out))
+                runs = [rank[str(out)] for rank in gathered if str(out) in rank]  # the ranks that labelled rows
+                summary.new_rows = sum(n for n, _ in runs)
+                summary.seconds = max((t for _, t in runs), default=0.0)  # side by side: the slowest rank's
+                joined.append(summary)
+            if self.plot and len(joined) == 1:
+                plot_distribution(joined[0], self.plot)
+            return joined
+        finally:
+            dist.destroy_process_group()
+
+
+def job_key(shard_output: str) -> str:
+    """The unsharded output a shard belongs to (``out.shard-2-of-4.csv`` -> ``out.csv``)."""
+    p = Path(shard_output)
+    stem, _, _ = p.stem.rpartition(".shard-")
+    return str(p.with_name(stem + p.suffix))
+
+
+def combine(records: list[dict], output: str) -> LabelSummary:
+    """One file's summary from its shards' job records (their ``counts``: ``FileLabeller.shard_job``)."""
+    out = LabelSummary(output=output)
+    for record in records:
+        c = record.get("counts") or {}  # none in a record an older version wrote: its rows go uncounted
+        out.rows += c.get("rows", 0)
+        out.reused += c.get("reused", 0)
+        out.human += c.get("human", 0)
+        out.flattened += c.get("flattened", 0)
+        for into, key in ((out.per_label, "per_label"), (out.status, "status")):
+            for name, n in c.get(key, {}).items():
+                into[name] = into.get(name, 0) + n
+        out.malformed += c.get("malformed", [])
+        out.human_labels = out.human_labels or record.get("human_labels_file")
+        out.human_conflicts = max(out.human_conflicts, c.get("human_conflicts", 0))  # the labels file's: any shard's
+    return out
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
