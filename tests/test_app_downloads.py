@@ -309,7 +309,7 @@ def test_a_review_with_a_control_character_is_one_line_for_excel_and_kept_in_the
     assert job["state"] == "done", job["message"]
     r = app_client.call("GET", f"/api/jobs/{job['id']}/download/excel")
     assert r.status == 400 and r.json["error"] == ("ctrl.csv: row 2 holds the control character U+000B, which an "
-                                                   "Excel worksheet can't store; download the CSV file instead")
+                                                   "Excel worksheet can't store; download the CSV UTF-8 file instead")
     assert "\x0b" in _download(app_client, job, "csv").decode("utf-8-sig")
 
 
@@ -348,3 +348,18 @@ def test_an_upload_and_a_labelled_file_that_differ_in_rows_are_refused_in_one_li
     message = str(e.value)
     assert "\n" not in message and "line up" in message and message.startswith(f"reviews.{kind} has ")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["labelled.csv", original.name])  # nothing half-made
+
+
+@pytest.mark.parametrize("kind", ["csv", "tsv"])
+def test_a_character_the_uploads_encoding_cannot_store_is_one_line_in_either_text_download(tmp_path, kind):
+    """A cp949 download of text cp949 has no code for (an emoji label, say): one line naming the character, as the
+    CSV always said; the TSV's was an uncaught UnicodeEncodeError (a 500). No half-written file is left."""
+    from koelectra_kit.app.results import convert
+
+    master = tmp_path / "labelled.csv"
+    _labelled_csv(master, 2)
+    master.write_text(master.read_text(encoding="utf-8-sig").replace("positive", "좋음😀"), encoding="utf-8-sig")
+    with pytest.raises(InputError) as e:
+        convert(master, tmp_path / f"labelled.same.{kind}", kind, "cp949", ["confidence"], f"reviews.{kind}")
+    assert str(e.value).startswith(f"the labelled reviews.{kind} holds characters that cp949 can't store ('😀')")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labelled.csv"]

@@ -147,18 +147,8 @@ def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_col
     if dst.exists():
         return dst
     with atomic_path(dst) as tmp:
-        if kind == "csv":  # same bytes, other encoding: a streamed re-encode
-            try:
-                with open(master, encoding=MASTER_ENCODING, newline="") as src, \
-                        open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            except UnicodeEncodeError as e:
-                raise InputError(f"the labelled {name} holds characters that {encoding} can't store "
-                                 f"({e.object[e.start:e.end]!r}); download the CSV UTF-8 file instead") from None
-        elif kind == "tsv":  # text in, text out: the labelled CSV holds the input's cells as they were
-            with open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
-                for i, chunk in enumerate(read_master(master, chunksize=50_000)):
-                    write_chunk(out, chunk, kind, header=i == 0)
+        if kind in ("csv", "tsv"):
+            _text_download(master, tmp, kind, encoding, name)
         elif kind in TYPED_KINDS:
             if original is None or not original.exists():
                 raise InputError(f"{name} is no longer here, and its {kind} download is made from it: upload it "
@@ -170,6 +160,23 @@ def convert(master: Path, dst: Path, kind: str, encoding: str | None, number_col
         else:
             raise InputError(f"no download in format {kind!r}")
     return dst
+
+
+def _text_download(master: Path, tmp: Path, kind: str, encoding: str | None, name: str) -> None:
+    """The CSV (the same rows re-encoded, streamed) or TSV (text in, text out: the labelled CSV holds the input's cells
+    as they were) in the upload's encoding. A character that encoding can't store (a cp949 upload read with its
+    undecodable bytes replaced by U+FFFD, say) is one line, not a 500."""
+    try:
+        with open(tmp, "w", encoding=encoding or "utf-8", newline="") as out:
+            if kind == "csv":
+                with open(master, encoding=MASTER_ENCODING, newline="") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+            else:
+                for i, chunk in enumerate(read_master(master, chunksize=50_000)):
+                    write_chunk(out, chunk, kind, header=i == 0)
+    except UnicodeEncodeError as e:
+        raise InputError(f"the labelled {name} holds characters that {encoding} can't store "
+                         f"({e.object[e.start:e.end]!r}); download the CSV UTF-8 file instead") from None
 
 
 def _jsonl(master: Path, original: Path, tmp: Path, encoding: str | None, numbers: list[str], name: str) -> None:

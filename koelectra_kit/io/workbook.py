@@ -59,7 +59,7 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
 
 
 def write_xlsx(dst: Path, header: list, rows, name: str = "the file",
-               instead: str = "download the CSV file instead") -> None:
+               instead: str = "download the CSV UTF-8 file instead") -> None:
     """A one-sheet workbook of ``header`` and ``rows`` (numbers, dates and booleans as such; openpyxl's write-only
     mode: ``rows`` is streamed). Text is written as text, never as a formula: a review such as ``=_= 별로`` (an
     emoticon) was written as a formula, which Excel shows as an error, not the review. Text holding a control
@@ -102,7 +102,7 @@ def write_xlsx(dst: Path, header: list, rows, name: str = "the file",
 
 
 def csv_to_xlsx(src: Path, dst: Path, numbers: list[str], name: str, too_long: str, *, encoding: str = "utf-8-sig",
-                instead: str = "download the CSV file instead") -> None:
+                instead: str = "download the CSV UTF-8 file instead") -> None:
     """Write the labelled CSV ``src`` as the workbook ``dst`` (``write_xlsx``; the caller writes ``dst`` beside and
     renames it). Each cell is text as the CSV holds it ("007" stays "007", "-_- 별로" a text cell), but the columns
     named in ``numbers`` (confidence, prob_*), which are numbers, as every typed download has them. A name in
