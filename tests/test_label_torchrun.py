@@ -106,8 +106,11 @@ def test_each_rank_takes_its_shard_its_gpu_or_its_share_of_the_cores(monkeypatch
                       plot=str(tmp_path / "d.png"))
     rank1 = tr.Launch(rank=3, world=4, local_rank=1, local_world=2)
     monkeypatch.setattr(tr, "_gpus", lambda: 2)
+    current = []
+    monkeypatch.setattr(tr, "_use_gpu", current.append)
     got = rank1.rank_config(cfg)
     assert (got.shard, got.device, got.threads, got.plot, got.progress) == ("4/4", "cuda:1", None, None, False)
+    assert current == [1]  # also torch's current GPU
     assert rank1.plot == cfg.plot and rank1.outputs == (tmp_path / "o.csv",)
     monkeypatch.setattr(tr, "_gpus", lambda: 0)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)

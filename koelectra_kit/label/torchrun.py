@@ -78,6 +78,7 @@ class Launch:
         gpus = _gpus() if device in ("auto", "cuda") else 0
         if gpus:
             device = f"cuda:{self.local_rank % gpus}"
+            _use_gpu(self.local_rank % gpus)
         elif threads is None and not device.startswith("cuda"):
             threads = max(1, (os.cpu_count() or 1) // self.local_world)
         return replace(cfg, shard=f"{self.rank + 1}/{self.world}", device=device, threads=threads, plot=None,
@@ -140,6 +141,14 @@ def combine(records: list[dict], output: str) -> LabelSummary:
         out.human_labels = out.human_labels or record.get("human_labels_file")
         out.human_conflicts = max(out.human_conflicts, c.get("human_conflicts", 0))  # the labels file's: any shard's
     return out
+
+
+def _use_gpu(index: int) -> None:
+    """This rank's GPU as torch's current one: what is made on "the" GPU without naming it (the CUDA context pinned
+    memory opens, say) then lands there, not as N contexts on GPU 0."""
+    import torch
+
+    torch.cuda.set_device(index)
 
 
 def _gpus() -> int:
