@@ -1,7 +1,7 @@
 """LABELS.csv's last line torn mid-write (a power loss or a kill during an append): the app sets it aside in
 LABELS.csv.torn and goes on, the commands that only read the file (label --human-labels, finetune train=, suggest
 labelled=) read without it and leave the file alone, and everything else reads as before (a short hand-typed answer
-is an answer, a wrong label on a complete line is a problem)."""
+is an answer, a wrong label on a complete line is a problem). Every reader names a line as an editor numbers it."""
 from __future__ import annotations
 
 import codecs
@@ -143,3 +143,52 @@ def test_the_readers_read_the_file_itself_where_no_line_is_torn(tmp_path, data, 
             with without_torn_tail(path, "L.csv", LABELS, logs_only=logs_only):
                 raise InputError("nope")
     assert path.read_bytes() == data
+
+
+# Above the row at fault, a review with a line end in it (quoted: lines 2-3) and a blank line (4): an editor shows
+# that row on line 6. Counted as records the messages said line 5, counted as pandas' rows (no blank line) line 4.
+ABOVE = (",".join(COLUMNS) + "\n"
+         '"배송 빨라요\n포장도 좋고",positive,answer,4,teach,a1,,2025-01-02T10:11:12\n'
+         "\n"
+         "별로,,skip,7,teach,a2,,2025-01-02T10:11:15\n").encode()
+
+
+def _refusal(reader: str, path) -> str:
+    """What the app (the problem it shows), ``finetune train=`` or ``label --human-labels`` says of the file."""
+    from koelectra_kit.io.labelled import read_labelled
+    from koelectra_kit.label.human import read_human_labels
+
+    if reader == "app":
+        return LabelLog(path, LABELS).problem
+    with pytest.raises(InputError) as said:
+        (read_labelled if reader == "finetune" else read_human_labels)(path, LABELS)
+    return str(said.value)
+
+
+@pytest.mark.parametrize("reader", ["app", "finetune", "label"])
+@pytest.mark.parametrize("end", ["\n", "\r\n"], ids=["LF", "CRLF"])
+def test_a_bad_row_is_named_by_the_line_an_editor_shows(tmp_path, reader, end):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(ABOVE.replace(b"\n", end.encode()) + f"좋아요,posi{end}".encode())
+    said = _refusal(reader, path)
+    assert "line 6: label 'posi': not one of the labels negative, neutral, positive; fix the file" in said, said
+
+
+def test_a_torn_last_line_is_named_by_the_line_an_editor_shows(tmp_path, app_log):
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(ABOVE + "좋아요,posi".encode())
+    assert LabelLog(path, LABELS).problem is None
+    assert (tmp_path / "LABELS.csv.torn").read_bytes() == "좋아요,posi\n".encode()
+    assert len(app_log) == 1 and "LABELS.csv: line 6 was cut off mid-write" in app_log[0]
+
+
+@pytest.mark.parametrize("reader", ["finetune", "label"])
+@pytest.mark.parametrize("row, message", [
+    ("배송 빨라요, 포장도 좋고,positive,answer,9,teach,a3,,2025-01-02T10:11:20\n", "Expected 8 fields in line 6, saw 9"),
+    ('"배송 빨라요,positive\n', "EOF inside string starting at line 6"),  # a quote never closed
+], ids=["wider than the header", "open quote"])
+def test_what_pandas_refuses_is_named_by_the_line_an_editor_shows(tmp_path, reader, row, message):
+    """pandas' own messages (``read_table``) counted records too: "line 5", "row 4"."""
+    path = tmp_path / "LABELS.csv"
+    path.write_bytes(ABOVE + row.encode())
+    assert message in _refusal(reader, path)

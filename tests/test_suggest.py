@@ -12,6 +12,7 @@ import pytest
 
 from koelectra_kit.cli import main
 from koelectra_kit.classify.predictions import Predictions
+from koelectra_kit.errors import InputError
 from koelectra_kit.suggest.rows import NearDuplicates, jaccard, shingles, suggest_rows
 from tests.test_bad_input import assert_one_line_error, run_cli
 
@@ -305,11 +306,11 @@ def test_cli_labelled_app_log_torn_mid_write_is_read_without_its_last_line_and_l
                                                                                        "pool.csv"]
 
 
-@pytest.mark.parametrize("label", ["positive", "posi"])
+@pytest.mark.parametrize("label", ["positive", "긍정"])
 def test_cli_labelled_app_log_whose_complete_last_line_lacks_a_line_end_reads_as_before(capsys, tmp_path, tfidf_dir,
                                                                                      pool_texts, label):
-    """Every field there, no final newline (typed by hand, or saved so): an answer, as ever, whatever its label
-    (suggest asks which texts were answered, not what: only a torn line is told by the model's labels)."""
+    """Every field there, no final newline (typed by hand, or saved so): an answer, as ever (a label outside the
+    model's on such a line is the file's error: the test below)."""
     pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
     log = _app_log(tmp_path / "LABELS.csv", pool_texts,
                    _line(pool_texts[5], label, "answer", "6", "teach", "a3", "", "2025-01-02T10:11:20"))
@@ -322,8 +323,57 @@ def test_cli_labelled_app_log_whose_complete_last_line_lacks_a_line_end_reads_as
     assert "already labelled 3" in stdout
 
 
+@pytest.mark.parametrize("typo", [
+    _line("좋아요", "posi") + "\n",  # typed by hand under the app's header
+    _line("좋아요", "posi", "answer", "6", "teach", "a3", "", "2025-01-02T10:11:20"),  # every field, no line end
+], ids=["hand-typed", "complete, no line end"])
+def test_cli_labelled_app_log_with_a_typo_label_is_the_error_line_label_and_finetune_give(capsys, tmp_path, tfidf_dir,
+                                                                                         tfidf, pool_texts, typo):
+    """A label outside the model's (``posi``) is a file the app, ``label --human-labels`` and ``finetune train=``
+    refuse, naming the line and the label. Suggest counted that text as answered, exit 0: the analyst learned of the
+    typo only after labelling the next batch. Now the same line, before anything is written."""
+    from koelectra_kit.app.labelstore import LabelLog
+    from koelectra_kit.io.labelled import read_labelled
+    from koelectra_kit.label.human import read_human_labels
+
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = _app_log(tmp_path / "LABELS.csv", pool_texts, typo)
+    data = log.read_bytes()
+    out = tmp_path / "next.csv"
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", f"labelled={log}")
+    said = "line 4: label 'posi': not one of the labels negative, neutral, positive; fix the file"
+    assert_one_line_error(rc, err, f"error: {log}: {said}")
+    assert err.strip() == f"error: {log}: {said}" and not out.exists()
+    with pytest.raises(InputError) as label:
+        read_human_labels(log, list(tfidf.labels))
+    with pytest.raises(InputError) as finetune:
+        read_labelled(log, list(tfidf.labels))
+    assert str(label.value) == f"human_labels {log}: {said}"
+    assert str(finetune.value) == f"{log}: {said}, or map them with label_map="
+    assert LabelLog(log, list(tfidf.labels)).problem.startswith(f"LABELS.csv: {said} (the app has not changed it")
+    assert log.read_bytes() == data
+
+
+def test_cli_labelled_app_log_error_names_the_line_an_editor_shows(capsys, tmp_path, tfidf_dir, pool_texts):
+    """A review with a line end in it (lines 3-4) and a blank line (5) above a mistyped action on line 7: counted as
+    pandas' rows, which know neither, the message said line 5, where the analyst's editor shows another answer."""
+    from koelectra_kit.io.labellog import COLUMNS
+
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    log = tmp_path / "LABELS.csv"
+    log.write_text("\n".join([_line(*COLUMNS), _line(pool_texts[0], "positive", "answer", "1", "teach", "a1", "", ""),
+                              '"배송 빨라요\n포장도 좋고",positive,answer,,,,,', "",
+                              _line(pool_texts[1], "", "skip", "2", "teach", "s1", "", ""),
+                              _line(pool_texts[5], "positive", "answr", "6", "teach", "a3", "", "")]) + "\n",
+                   encoding="utf-8")
+    out = tmp_path / "next.csv"
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", f"labelled={log}")
+    assert_one_line_error(rc, err, f"{log}: line 7: action 'answr' (answer, skip or undo); fix the file")
+    assert not out.exists()
+
+
 def test_cli_labelled_app_log_with_a_bad_action_is_one_error_line(capsys, tmp_path, tfidf_dir, pool_texts):
-    """Its labels unchecked, the error had no label set to name: it was a traceback (TypeError)."""
+    """A mistyped action alone names no label set (read with its labels unchecked, it was a traceback, TypeError)."""
     pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
     log = _app_log(tmp_path / "LABELS.csv", pool_texts,
                    _line(pool_texts[5], "positive", "answr", "6", "teach", "a3", "", "") + "\n")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
-from .labellog import is_label_log, table_labels, without_torn_tail
+from .labellog import is_label_log, log_records, table_labels, without_torn_tail
 from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column, read_table, table_format
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
@@ -189,7 +189,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     that maps to no label is an error with counts and examples, or dropped and reported with
     ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
     if is_dataset_source(path):  # hf:..., a save_to_disk or Parquet folder: no format or encoding to apply
-        df, fmt, used_encoding = read_dataframe(path), "dataset", None
+        df, fmt, used_encoding, records = read_dataframe(path), "dataset", None, None
     else:
         # the app's LABELS.csv with its last line torn mid-write (the app killed during an append) reads without that
         # line, with one warning, as `label human_labels=` reads it; read row by row (a rating), it is any table
@@ -200,6 +200,8 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
             df = read_table(readable, fmt=fmt, encoding=encoding)  # TSV unquoted: NSMC texts hold stray '"'
             fmt = table_format(path, fmt)
             used_encoding = None if fmt == "parquet" else detect_encoding(readable, encoding, hints=CONFIG_HINTS)
+            # a CSV log's records with their lines, read while ``readable`` (maybe a copy without a torn line) is there
+            records = log_records(readable, df, used_encoding, fmt) if as_log else None
     log = None
     if is_label_log(df.columns) and not (rating_map or rating_column):
         # the app's LABELS.csv: the latest answer per text that no undo retracts (row by row, an undone or
@@ -207,7 +209,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         import pandas as pd
 
         events = len(df)
-        got = table_labels(df, str(path), labels, "fix the file, or map them with label_map=", label_map)
+        got = table_labels(df, str(path), labels, "fix the file, or map them with label_map=", label_map, records)
         if not got.labels:
             raise InputError(f"{path}: the app's label log holds no answer ({events} lines: skips, undone answers)")
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)

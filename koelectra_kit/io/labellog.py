@@ -13,6 +13,9 @@ rewritten). ``row``: the file's row, 1-based (the first row under the header is 
 skip). A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A last line cut off
 mid-write (``torn_tail``) is never read as an answer or a skip: the app sets it aside; ``label human_labels=``,
 ``finetune train=`` and ``suggest labelled=`` read without it (``without_torn_tail``) and leave the file as it is.
+Each of them checks every answer's label against the model's (``events_of``), with the same one-line message. A line
+in a message is where its record starts in the file, as an editor numbers lines (``records.csv_records``): a review
+with a line end in it, or a blank line, does not shift the lines after it.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from .records import csv_records
 
 COLUMNS = ["text", "label", "action", "row", "source", "answer_id", "undoes", "time"]
 ACTIONS = ("answer", "skip", "undo")
@@ -67,14 +71,39 @@ def is_label_log(columns) -> bool:
     return {"text", "label", "action"} <= names
 
 
-def table_labels(df, name: str, labels: list[str] | None, fix: str = "fix the file",
-                 label_map: dict | None = None) -> Effective:
+def table_labels(df, name: str, labels: list[str], fix: str = "fix the file", label_map: dict | None = None,
+                 records: list[tuple[int, list[str]]] | None = None) -> Effective:
     """The effective labels of a LABELS.csv read as a table of strings (``df``; any format it was saved in; a row
     shorter than the header, typed by hand, has its missing cells empty); ``fix``: what a label outside ``labels`` is
-    told to do (``labels`` None: unchecked, as ``events_of``); ``label_map``: file value -> label, as a training
-    file's."""
-    header = [str(c) for c in df.columns]
-    return effective(events_of([header, *df.fillna("").astype(str).values.tolist()], name, labels, fix, label_map))
+    told to do; ``label_map``: file value -> label, as a training file's. ``records``: the CSV file's own records
+    that ``df`` was read from (``log_records``), read instead of its rows so that a message names the line an editor
+    shows; without them (a workbook's sheet, JSONL, Parquet, a dataset) row i under the header is line i + 2."""
+    if records is None:
+        records = list(enumerate([[str(c) for c in df.columns], *df.fillna("").astype(str).values.tolist()], 1))
+    return effective(events_of(records, name, labels, fix, label_map))
+
+
+def log_records(path, df, encoding: str | None = None, fmt: str | None = None) -> list[tuple[int, list[str]]] | None:
+    """The records of ``path``, a CSV file read as ``df`` (in ``encoding``; None: detected as ``read_table``
+    detects it), each with the line it starts on, where ``df`` is the app's log (``is_label_log``); else None.
+    pandas' rows know no lines: a quoted review with line ends in it, or a blank line it drops, would shift every
+    line after it. The csv module reads the file as ``parse`` reads the app's bytes, and the records it gives are
+    pandas' rows plus the blank lines ``events_of`` passes over (a row too wide for the header was ``read_table``'s
+    error before this)."""
+    from .tables import CONFIG_HINTS, detect_encoding, table_format
+
+    if not is_label_log(df.columns) or table_format(path, fmt) != "csv":
+        return None
+    try:
+        with open(path, encoding=encoding or detect_encoding(path, hints=CONFIG_HINTS), newline="") as f:
+            found = list(csv_records(f))
+    except (OSError, UnicodeDecodeError) as e:  # it read well a moment ago, as ``df``
+        raise InputError(f"{path} changed while it was read ({e}); run it again") from None
+    while found and not any(v.strip() for v in found[0][1]):
+        found.pop(0)  # blank lines above the header, which pandas reads past too
+    if found:
+        found[0] = (found[0][0], [found[0][1][0].removeprefix("\ufeff"), *found[0][1][1:]])  # a BOM read as text
+    return found
 
 
 def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
@@ -87,7 +116,7 @@ def parse(data: bytes, name: str, labels: list[str], fix: str = APP_FIX,
         text = data[:torn.at if torn else len(data)].decode("utf-8-sig")
     except UnicodeDecodeError:
         raise LabelFileProblem(f"{name} is not UTF-8 (saved as cp949 by Excel?): save it as 'CSV UTF-8'") from None
-    events = events_of(list(csv.reader(io.StringIO(text, newline=""))), name, labels, fix, label_map)
+    events = events_of(list(csv_records(io.StringIO(text, newline=""))), name, labels, fix, label_map)
     if torn is not None:  # after the lines above it: a bad one there is the analyst's to fix first
         raise LabelFileProblem(f"{torn.describe(name)}: delete that line (the page sends again an answer it did not "
                                "hear back about)")
@@ -101,7 +130,7 @@ class TornTail:
 
     at: int  # where it starts in the file's bytes: the bytes before it end with a line end
     data: bytes  # its bytes, to the end of the file
-    line: int  # its line, counted as ``events_of``'s messages count
+    line: int  # the line it starts on, as ``events_of``'s messages number lines (``records.csv_records``)
     fields: int  # fields it has
     columns: int  # fields the header has
     why: str  # what can't be read as is: "label 'posi'", "an open quote", "a character cut in two"
@@ -111,7 +140,7 @@ class TornTail:
                 f"fields, {self.why})")
 
 
-def torn_tail(data: bytes, labels: list[str] | None, label_map: dict | None = None) -> TornTail | None:
+def torn_tail(data: bytes, labels: list[str], label_map: dict | None = None) -> TornTail | None:
     """The file's torn last line, or None. Only the last record, only when the bytes end without a line end, and only
     when it has fewer fields than the header and can't be read as is (a label or action ``events_of`` refuses, a
     quote left open, a character cut in two): a short last row that reads well (``좋아요,positive`` typed without a
@@ -127,16 +156,11 @@ def torn_tail(data: bytes, labels: list[str] | None, label_map: dict | None = No
             return None  # not UTF-8 (parse says so), not a write cut short
         text, why = data[bom:bom + e.start].decode("utf-8"), "a character cut in two"
     lines = io.StringIO(text, newline="").readlines()
-    reader, records = csv.reader(lines), []
-    while True:
-        first = reader.line_num  # the reader takes lines only as a record needs them: this one's first line
-        fields = next(reader, None)
-        if fields is None:
-            break
-        records.append((first, fields))
+    records = list(csv_records(lines))
     if len(records) < 2:
         return None  # the header alone is never a torn answer
-    header, (first, fields) = records[0][1], records[-1]
+    header, (line, fields) = records[0][1], records[-1]
+    first = line - 1  # its first line's index in ``lines``
     if len(fields) >= len(header):
         return None
     try:
@@ -155,11 +179,11 @@ def torn_tail(data: bytes, labels: list[str] | None, label_map: dict | None = No
     if why is None:
         return None
     at = bom + len("".join(lines[:first]).encode("utf-8"))
-    return TornTail(at, data[at:], len(records), len(fields), len(header), why)
+    return TornTail(at, data[at:], line, len(fields), len(header), why)
 
 
 @contextlib.contextmanager
-def without_torn_tail(path, name: str, labels: list[str] | None, label_map: dict | None = None, fmt: str | None = None,
+def without_torn_tail(path, name: str, labels: list[str], label_map: dict | None = None, fmt: str | None = None,
                       logs_only: bool = False):
     """The file a command that only reads a LABELS.csv reads it from: ``path`` itself, or, where its last line was torn
     mid-write (``torn_tail``), a temporary copy without that line, said in one warning. The file is left as it is:
@@ -219,25 +243,28 @@ def _open_quote(record: str) -> bool:
     return first(record + "\n") != first(record)
 
 
-def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: str = APP_FIX,
+def events_of(records: list[tuple[int, list[str]]], name: str, labels: list[str], fix: str = APP_FIX,
               label_map: dict | None = None) -> list[Event]:
-    """The events of a LABELS.csv's rows (the header first), read as ``parse`` reads its bytes. ``labels`` None:
-    labels are kept as written, unchecked (for which texts are answered, not what they were answered)."""
-    if not rows:
+    """The events of a LABELS.csv's records, (line, fields) with the header first, read as ``parse`` reads its bytes:
+    the one check of every reader of the log (the app, ``label human_labels=``, ``finetune train=``, ``suggest
+    labelled=``), so a file one of them refuses, each refuses in the same line, naming the line where each bad
+    record starts."""
+    if not records:
         return []
-    rows_of = _Rows(rows[0], name, labels, label_map)
+    rows_of = _Rows(records[0][1], name, labels, label_map)
     events, bad = [], []
-    for n, fields in enumerate(rows[1:], start=2):
+    for line, fields in records[1:]:
         if not any(f.strip() for f in fields):
             continue
         event, wrong = rows_of.event(fields)
         if wrong:
-            bad.append(f"line {n}: {wrong}")
+            bad.append(f"line {line}: {wrong}")
         events.append(event)
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        # labels None (``suggest``'s reading) checks only the actions: there is no label set to name
-        which = f": not one of the labels {', '.join(labels)}" if labels is not None else ""
+        # the label set only where a label is wrong: after a mistyped action alone it would send the analyst looking
+        # at the wrong cell
+        which = f": not one of the labels {', '.join(labels)}" if any(": label " in b for b in bad) else ""
         raise LabelFileProblem(f"{name}: {'; '.join(bad[:3])}{more}{which}; {fix}")
     return events
 
@@ -245,7 +272,7 @@ def events_of(rows: list[list[str]], name: str, labels: list[str] | None, fix: s
 class _Rows:
     """How the rows under one header read (``events_of``; ``torn_tail`` asks the same of a last line)."""
 
-    def __init__(self, header: list[str], name: str, labels: list[str] | None, label_map: dict | None):
+    def __init__(self, header: list[str], name: str, labels: list[str], label_map: dict | None):
         header = [h.strip() for h in header]
         missing = [c for c in ("text", "label") if c not in header]
         if missing:
@@ -256,7 +283,7 @@ class _Rows:
         # apply where the model has one label of that meaning); the event keeps the model's own name
         from .labelled import label_resolver
 
-        self.resolve = label_resolver(labels, label_map) if labels is not None else (lambda value: value or None)
+        self.resolve = label_resolver(labels, label_map)
 
     def event(self, fields: list[str]) -> tuple[Event, str | None]:
         """The row's event, and what is wrong with it ("label 'posi'") or None."""

@@ -7,7 +7,7 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ..errors import InputError
 
@@ -84,6 +84,20 @@ def _csv_records(lines: Iterator[str], sep: str, header_len: int, start_line: in
                          raw=bad.rstrip("\r\n"))
             again.extendleft(reversed(rest))
             pending, quotes = [], 0
+
+
+def csv_records(lines: Iterable[str], **dialect) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of each record the csv module reads from ``lines`` (a file opened with ``newline=""``, or its
+    lines): ``line`` is where the record starts, 1-based as an editor numbers lines (the header is line 1). A quoted
+    field with line ends in it spans several lines and a blank line is a record of no fields, so counting records
+    would name a later line wrongly in an editor. ``dialect``: the reader's (``delimiter``, ``quoting``)."""
+    reader = csv.reader(lines, **dialect)
+    while True:
+        line = reader.line_num + 1  # the reader takes lines only as a record needs them: the next one starts here
+        fields = next(reader, None)
+        if fields is None:
+            return
+        yield line, fields
 
 
 def fit_fields(row: list, n: int) -> list:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import codecs
 import csv
 import re
+from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
 from .fileio import check_input_file
-from .records import LINES_COLUMN, Record, check_lines_file, fit_fields, read_records  # noqa: F401 - the readers
+from .records import (LINES_COLUMN, Record, check_lines_file, csv_records, fit_fields,  # noqa: F401 - the readers
+                      read_records)
 from .workbook import EXCEL_SUFFIXES
 
 # Column names tried, in order, when no text column is given (every stage uses this one list).
@@ -181,9 +183,37 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
     except InputError:
         raise
     except (pd.errors.ParserError, ValueError) as e:
-        raise InputError(f"{path}: could not parse as {fmt}: {str(e).strip().splitlines()[-1]}") from None
+        why = str(e).strip().splitlines()[-1]
+        if fmt in ("csv", "tsv"):
+            why = _at_its_line(why, path, enc, dict(delimiter=sep, quoting=quoting))
+        raise InputError(f"{path}: could not parse as {fmt}: {why}") from None
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: no columns found (empty table)") from None
+
+
+def _at_its_line(why: str, path: Path, encoding: str, dialect: dict) -> str:
+    """pandas' parse error ``why`` naming the line an editor shows. pandas names a record by its count (a quoted
+    review with line ends in it is one record, so is a blank line), which in a file of such reviews (a LABELS.csv)
+    names a line far above the one to fix: the record it names is read again with the csv module
+    (``records.csv_records``) for the line it starts on, where it is what pandas says (wider than the header, or the
+    last, its quote left open); ``why`` as pandas wrote it for any other error or where the two readers differ."""
+    wide = re.search(r"(Expected (\d+) fields in line )(\d+)", why)
+    eof = re.search(r"(EOF inside string starting at )row (\d+)", why)
+    if not (wide or eof):
+        return why
+    k = int(wide[3]) if wide else int(eof[2]) + 1  # the record, 1-based, blank lines counted (rows count from 0)
+    try:
+        with open(path, encoding=encoding, newline="") as f:
+            records = csv_records(f, **dialect)
+            line, fields = next(islice(records, k - 1, None), (None, []))
+            last = next(records, None) is None
+    except (OSError, UnicodeDecodeError):
+        return why  # changed since pandas read it
+    if wide and len(fields) > int(wide[2]):
+        return f"{why[:wide.end(1)]}{line}{why[wide.end(3):]}"
+    if eof and line is not None and last:
+        return f"{why[:eof.end(1)]}line {line}{why[eof.end(2):]}"
+    return why
 
 
 def column_hint(name: str, columns) -> str:

@@ -111,10 +111,10 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
 
     src = check_labels_file(path)
     name = f"human_labels {src}"
-    df = _read(src, name, labels)
+    df, records = _read(src, name, labels)
     columns = [str(c) for c in df.columns]
     if is_label_log(columns):  # the app's log: undo and skip mean what they mean there (also saved from Excel)
-        found, conflicts = log_labels(table_labels(df, name, labels))
+        found, conflicts = log_labels(table_labels(df, name, labels, records=records))
         return HumanLabels(found, str(src), conflicts)
     text_col = pick_column(df.columns, None, TEXT_COLUMNS)
     label_col, sources = pick_column(df.columns, None, LABEL_COLUMNS), [""] * len(df)
@@ -146,12 +146,13 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
 
 
 def _read(src: Path, name: str, labels: list[str]):
-    """The labels file as a table of strings: any format ``finetune`` reads, and an Excel workbook's first sheet
-    (where analysts keep hand labels). A CSV whose last line was torn mid-write (``io.labellog.torn_tail``) is read
-    without it, with one warning: this command only reads the file (``io.labellog.without_torn_tail``)."""
+    """(the labels file as a table of strings, a CSV log's records with their lines or None: ``io.labellog.
+    log_records``): any format ``finetune`` reads, and an Excel workbook's first sheet (where analysts keep hand
+    labels). A CSV whose last line was torn mid-write (``io.labellog.torn_tail``) is read without it, with one
+    warning: this command only reads the file (``io.labellog.without_torn_tail``)."""
     import tempfile
 
-    from ..io.labellog import without_torn_tail
+    from ..io.labellog import log_records, without_torn_tail
     from ..io.tables import read_table
     from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 
@@ -159,9 +160,10 @@ def _read(src: Path, name: str, labels: list[str]):
         if src.suffix.lower() in WORKBOOK_SUFFIXES:
             with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
                 xlsx_to_csv(src, Path(tmp) / "sheet.csv", name)
-                return read_table(Path(tmp) / "sheet.csv", encoding="utf-8")
+                return read_table(Path(tmp) / "sheet.csv", encoding="utf-8"), None  # a sheet's rows: no lines
         with without_torn_tail(src, name, labels) as readable:
-            return read_table(readable)
+            df = read_table(readable)
+            return df, log_records(readable, df)
     except InputError as e:
         if "not UTF-8 or cp949" in str(e):  # the reader's hint names the input's encoding= option, not this one
             raise InputError(f"{name}: not UTF-8 or cp949 text; save it as 'CSV UTF-8'") from None

@@ -33,7 +33,8 @@ class SuggestConfig:
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
     # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (for
     # the app's LABELS.csv: a text whose latest answer or skip stands, a row typed by hand with only text and label
-    # included; an undone answer is asked again; a last line torn mid-write is left out, with a warning)
+    # included; an undone answer is asked again; a label outside the model's is the file's one error line, as
+    # `label --human-labels` says it; a last line torn mid-write is left out, with a warning)
     labelled: list[str] = field(default_factory=list)
     labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
     # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
@@ -100,8 +101,8 @@ class SuggestSummary:
 def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
     """Read the pool, load the model (or use ``classifier``), read the labelled files, pick, write ``cfg.out``. The
     pool is checked before the model loads, and that the labelled files are there; their contents are read after it,
-    since a LABELS.csv's last line torn mid-write (a label cut short) is told by the model's labels, as ``label
-    human_labels=`` tells it. Nothing is written unless all of it succeeds."""
+    since a LABELS.csv's labels are checked against the model's and its last line torn mid-write (a label cut short)
+    is told by them, as ``label human_labels=`` does both. Nothing is written unless all of it succeeds."""
     from ..io.fileio import check_input_file
     from ..io.hfdata import is_dataset_source
     from ..io.labellog import without_torn_tail
@@ -126,7 +127,8 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
             # only read: a torn last line is left out with one warning, the file left as it is
             with without_torn_tail(path, path, list(classifier.labels), logs_only=True) as readable, \
                     _opened(str(readable), None, None) as again:
-                exclude += labelled_texts(again, cfg.labelled_text_column, path, prefer=column)
+                exclude += labelled_texts(again, cfg.labelled_text_column, path, list(classifier.labels),
+                                          prefer=column)
         picked = suggest_rows(classifier, texts, cfg.n, cfg.strategy, exclude=exclude,
                               threshold=cfg.dedupe_threshold, seed=cfg.seed, batch_size=cfg.batch_size)
         rows = _picked_rows(reopen, picked.indices)
@@ -157,17 +159,19 @@ def _check_out(cfg: SuggestConfig) -> Path:
 def _opened(path: str, fmt: str | None, encoding: str | None):
     """A table to read more than once (the texts, then the picked rows): yields ``reopen() -> (columns, records)``
     with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
-    ``hfdata``) and its one-line errors; ``reopen(whole=True)``: the table whole as a DataFrame of strings, as
-    ``label human_labels=`` and ``finetune train=`` read one (``tables.read_table``, ``hfdata.read_dataframe``)."""
+    ``hfdata``) and its one-line errors; ``reopen(whole=True) -> (table, records)``: the table whole as a DataFrame
+    of strings, as ``label human_labels=`` and ``finetune train=`` read one (``tables.read_table``,
+    ``hfdata.read_dataframe``), and a CSV log's records with their lines (``labellog.log_records``) or None."""
     from ..io.fileio import check_input_file
     from ..io.hfdata import is_dataset_source, open_rows, read_dataframe
+    from ..io.labellog import log_records
     from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, read_table, table_format
     from ..io.workbook import WORKBOOK_SUFFIXES, xlsx_to_csv
 
     if is_dataset_source(path):
         def rows(whole: bool = False):
             if whole:
-                return read_dataframe(path)
+                return read_dataframe(path), None
             opened = open_rows(path)
             return opened.columns, opened.records
         yield rows
@@ -177,12 +181,18 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
         with tempfile.TemporaryDirectory(prefix="koelectra-suggest-") as tmp:
             sheet = Path(tmp) / "sheet.csv"
             xlsx_to_csv(src, sheet, str(src))
-            yield lambda whole=False: (read_table(sheet, "csv", "utf-8") if whole else
+            yield lambda whole=False: ((read_table(sheet, "csv", "utf-8"), None) if whole else  # a sheet: no lines
                                        read_records(sheet, "csv", "utf-8", None))
         return
     kind = table_format(src, fmt)
     enc = "utf-8" if kind == "parquet" else detect_encoding(src, encoding, hints=CONFIG_HINTS)
-    yield lambda whole=False: read_table(src, kind, enc) if whole else read_records(src, kind, enc, None)
+
+    def rows(whole: bool = False):
+        if whole:
+            df = read_table(src, kind, enc)
+            return df, log_records(src, df, enc, kind)
+        return read_records(src, kind, enc, None)
+    yield rows
 
 
 def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
@@ -224,10 +234,11 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
     return columns, column, texts, malformed
 
 
-def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = None) -> list:
+def labelled_texts(reopen, given: str | None, path: str, labels: list[str], prefer: str | None = None) -> list:
     """The texts a ``labelled`` table has labelled: every row's text, or for the app's LABELS.csv (its ``text``,
     ``label`` and ``action`` columns) the texts whose latest answer or skip no undo retracts, as teach mode's queue
-    counts them (an undone answer is asked again), a row typed by hand with only ``text`` and ``label`` included."""
+    counts them (an undone answer is asked again), a row typed by hand with only ``text`` and ``label`` included.
+    ``labels``: the model's, which every answer in the log must be one of."""
     from ..io.labellog import is_label_log, table_labels
 
     columns, records = reopen()
@@ -237,9 +248,13 @@ def labelled_texts(reopen, given: str | None, path: str, prefer: str | None = No
     # the log read whole, as `label human_labels=` and `finetune train=` read it (read_table, then labellog's
     # table_labels): a row typed by hand with fewer fields than the header (좋아요,positive) is an answer, its other
     # fields empty; row by row it was a malformed line, dropped, and the text suggested again. A row with more fields
-    # than the header is that reader's one error line. Labels None: which texts were answered, not what (unchecked,
-    # as before; a torn last line is told by the model's labels before this, in without_torn_tail)
-    state = table_labels(reopen(whole=True), path, None, fix="fix the file")
+    # than the header is that reader's one error line. Labels are checked as those readers check them, against the
+    # model's labels (the only label set suggest has: the one `label --human-labels` checks with this model, and the
+    # one a torn last line was told by) in the spellings `finetune` takes (긍정/부정/중립, pos/neg, any case).
+    # Suggest only asks which texts were answered, but a typo such as `posi` is a file the app, `label` and
+    # `finetune` each refuse: counted as answered, the analyst would find that out after labelling the next batch.
+    df, records = reopen(whole=True)
+    state = table_labels(df, path, labels, fix="fix the file", records=records)
     return [*state.labels, *state.skipped]
 
 
