@@ -61,3 +61,22 @@ def test_require_columns_lists_present(tmp_path):
     _write(p, "utf-8")
     with pytest.raises(InputError, match="no column 'text'; columns present: review, label"):
         require_columns(read_table(p), ["text"], p)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("first.csv", "review,label\n좋아요, 정말,positive\n별로,negative\n그냥,neutral\n"),
+    ("first.tsv", "review\tlabel\n좋아요\t정말\tpositive\n별로\tnegative\n"),
+    ("after_a_multiline_text.csv", 'review,label\n"여러 줄\n리뷰",neutral\n좋아요, 정말,positive\n별로,negative\n'),
+])
+def test_a_row_wider_than_the_header_is_an_error_naming_its_line(tmp_path, name, text):
+    """Where the first row was the wide one, pandas took the first column as the index and moved every column one
+    to the left (the labels read as the texts) without a word; a later wide row was already pandas' error."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    line = 4 if name.startswith("after") else 2
+    fix = "a TSV has no quoting" if name.endswith(".tsv") else "a text holding ',' must be quoted"
+    with pytest.raises(InputError) as e:
+        read_table(tmp_path / name)
+    assert str(e.value).startswith(f"{tmp_path / name}: could not parse as {name[-3:]}: ")
+    assert (f"line {line} has 3 fields and the header 2" in str(e.value) or f"in line {line}, saw 3" in str(e.value))
+    if line == 2:
+        assert fix in str(e.value)

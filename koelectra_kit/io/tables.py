@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import csv
 import re
+import warnings
 from itertools import islice
 from pathlib import Path
 
@@ -179,9 +180,18 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         # in the text: read with CSV quoting, 413 of nsmc3's 150,000 training rows silently merge into
         # their neighbours.
         quoting = csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL
-        return pd.read_csv(path, sep=sep, encoding=enc, dtype=str, keep_default_na=False, quoting=quoting)
+        with warnings.catch_warnings():
+            # A first row wider than the header (a review with an unquoted comma) made pandas take the first column
+            # as the index: every column moved one to the left, without a word. index_col=False stops that, and
+            # the warning it gives instead (the row's extra fields dropped) is made the error it is.
+            warnings.filterwarnings("error", message="Length of header or names does not match",
+                                    category=pd.errors.ParserWarning)
+            return pd.read_csv(path, sep=sep, encoding=enc, dtype=str, keep_default_na=False, quoting=quoting,
+                               index_col=False)
     except InputError:
         raise
+    except pd.errors.ParserWarning:
+        raise InputError(f"{path}: could not parse as {fmt}: {_wider_than_header(path, enc, sep, quoting)}") from None
     except (pd.errors.ParserError, ValueError) as e:
         why = str(e).strip().splitlines()[-1]
         if fmt in ("csv", "tsv"):
@@ -214,6 +224,18 @@ def _at_its_line(why: str, path: Path, encoding: str, dialect: dict) -> str:
     if eof and line is not None and last:
         return f"{why[:eof.end(1)]}line {line}{why[eof.end(2):]}"
     return why
+
+
+def _wider_than_header(path: Path, encoding: str, sep: str, quoting: int) -> str:
+    """Which line holds more fields than the header (the first that does, as an editor numbers lines)."""
+    with open(path, encoding=encoding, newline="") as f:
+        records = csv_records(f, delimiter=sep, quoting=quoting)
+        _, header = next(records, (1, []))
+        for line, fields in records:
+            if len(fields) > len(header):
+                why = "a TSV has no quoting: a tab inside a text" if sep == "\t" else f"a text holding '{sep}' must be quoted"
+                return f"line {line} has {len(fields)} fields and the header {len(header)} ({why})"
+    return "a row has more fields than the header"
 
 
 def column_hint(name: str, columns) -> str:
