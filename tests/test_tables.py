@@ -80,3 +80,36 @@ def test_a_row_wider_than_the_header_is_an_error_naming_its_line(tmp_path, name,
     assert (f"line {line} has 3 fields and the header 2" in str(e.value) or f"in line {line}, saw 3" in str(e.value))
     if line == 2:
         assert fix in str(e.value)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_bom_encoding_given_for_a_file_without_its_bom_is_an_error(tmp_path, encoding):
+    """encoding=utf-16 on a UTF-8 file (Excel's "Unicode Text" guessed wrong): the codec raised a UnicodeError that is
+    no decode error, and read_table's handler then failed on its own unset variable: a traceback."""
+    p = tmp_path / "r.csv"
+    _write(p, "utf-8")
+    with pytest.raises(InputError, match=f"line 1 is not valid {encoding}"):
+        read_table(p, encoding=encoding)
+
+
+def test_jsonl_and_parquet_integers_with_a_missing_value_read_as_written(tmp_path):
+    """pandas made an integer column with a missing value float (labels 1/0 read as '1.0'/'0.0', which labels=[0,1]
+    no longer matched), and a Parquet Int64 column with a missing value failed with a TypeError (a traceback)."""
+    (tmp_path / "r.jsonl").write_text('{"review": "좋아요", "label": 1}\n{"review": "별로"}\n'
+                                      '{"review": "그냥", "label": 0}\n', encoding="utf-8")
+    pd.DataFrame({"review": ["좋아요", "별로", "그냥"], "label": pd.array([1, None, 0], dtype="Int64")}).to_parquet(
+        tmp_path / "r.parquet")
+    for name in ("r.jsonl", "r.parquet"):
+        df = read_table(tmp_path / name)
+        assert [str(v) for v in df["label"]] == ["1", "", "0"], name
+        assert list(df["review"]) == ["좋아요", "별로", "그냥"]
+
+
+def test_a_malformed_jsonl_line_is_an_error_naming_it(tmp_path):
+    (tmp_path / "r.jsonl").write_text('{"review": "좋아요", "label": 1}\n{"review": "별로", "label": 0\n',
+                                      encoding="utf-8")
+    with pytest.raises(InputError, match="r.jsonl: could not parse as jsonl: malformed line 2"):
+        read_table(tmp_path / "r.jsonl")
+    (tmp_path / "a.json").write_text('[{"review": "좋아요", "label": 1}]\n', encoding="utf-8")  # a JSON array, not lines
+    with pytest.raises(InputError, match="line 1 is a JSON list, not an object"):
+        read_table(tmp_path / "a.json")

@@ -141,6 +141,10 @@ def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:
             decoder.decode(b"", final=True)
     except UnicodeDecodeError as e:
         return max(0, offset + e.start - len(getattr(decoder, "buffer", b"") or b""))
+    except UnicodeError:
+        # encoding=utf-16 (or utf-32) given for a file without that BOM: the codec refuses the stream before
+        # decoding a byte ("does not start with BOM"), a UnicodeError that is no UnicodeDecodeError
+        return 0
     return None
 
 
@@ -166,12 +170,10 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
     fmt = table_format(path, fmt)
     try:
         if fmt == "parquet":
-            df = pd.read_parquet(path)
-            return df.astype({c: "string" for c in df.columns if df[c].dtype == object}).fillna("")
+            return _values_table(path, fmt, None)
         enc = detect_encoding(path, encoding, hints=CONFIG_HINTS)
         if fmt == "jsonl":
-            df = pd.read_json(path, lines=True, encoding=enc, dtype=False)
-            return df
+            return _values_table(path, fmt, enc)
         if fmt == "txt":  # one review per line, no header: the first line is a review, not a column name
             with open(path, encoding=enc, newline="") as f:
                 return pd.DataFrame({LINES_COLUMN: [line.rstrip("\r\n") for line in f]}, dtype=str)
@@ -199,6 +201,23 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         raise InputError(f"{path}: could not parse as {fmt}: {why}") from None
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: no columns found (empty table)") from None
+
+
+def _values_table(path: Path, fmt: str, encoding: str | None):
+    """A Parquet or JSONL table whole, each value as written ('' for a missing one), read as ``label`` streams it
+    (``read_records``). pandas' own readers make an integer column with a missing value float: a label 1 read as
+    '1.0', which labels=[0,1] or label_map={1: ...} no longer match, and a Parquet Int64/boolean column with a
+    missing value was a traceback. A malformed JSONL line is an error naming it (pandas named a byte position)."""
+    import pandas as pd
+
+    columns, records = read_records(path, fmt, encoding, None)
+    rows = []
+    for rec in records:
+        if rec.error:
+            records.close()
+            raise InputError(f"{path}: could not parse as {fmt}: {rec.error}")
+        rows.append(["" if v is None else v for v in rec.fields])
+    return pd.DataFrame(rows, columns=columns, dtype=object)
 
 
 def _at_its_line(why: str, path: Path, encoding: str, dialect: dict) -> str:
