@@ -58,6 +58,16 @@ def test_unknown_column_lists_columns_present(tmp_path):
         read_labelled(g, L3)
 
 
+def test_the_text_column_can_not_be_the_label_column(tmp_path):
+    """text_column=label (meant: label_column=) read each label as its own review: a model learns to read it back
+    and scores 1.0 on dev, exit 0."""
+    f = write(tmp_path / "a.csv", "review,label,stars\n좋아요,positive,5\n별로,negative,1\n그냥,neutral,3\n")
+    with pytest.raises(InputError, match="column 'label' is both the text and the label column"):
+        read_labelled(f, L3, text_column="label")
+    with pytest.raises(InputError, match="column 'stars' is both the text and the rating column"):
+        read_labelled(f, L3, text_column="stars", rating_map="stars5")
+
+
 def test_empty_texts_dropped_counted_and_reported(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n,negative\n   ,neutral\n별로,negative\n")
     d = read_labelled(f, L3)

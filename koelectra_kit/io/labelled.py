@@ -136,6 +136,11 @@ def _pick_columns(df, path, text_column, label_column, rating_column, rating_map
     if source_col is None:
         raise InputError(f"{path}: no {kind} column found (tried {', '.join(candidates)}); "
                          f"set {kind}_column= (or rating_column= with rating_map=); columns present: {present}")
+    if text_col == source_col:
+        # text_column=label (meant: label_column=): each label was read as its own review, and a model that learns
+        # to read its label back scored 1.0 on dev, exit 0
+        raise InputError(f"{path}: column {text_col!r} is both the text and the {kind} column; name the other one "
+                         f"(text_column=, {kind}_column=); columns present: {present}")
     return text_col, source_col, kind
 
 
