@@ -68,6 +68,18 @@ def test_the_text_column_can_not_be_the_label_column(tmp_path):
         read_labelled(f, L3, text_column="stars", rating_map="stars5")
 
 
+def test_a_column_name_the_header_repeats_is_not_picked(tmp_path):
+    """pandas renames a repeated name ('label', 'label' -> 'label', 'label.1'): the first of two label columns (an old
+    and a corrected one) was trained on without a word, and of two 'review' columns the first, empty one made
+    "no usable rows". A repeat of a column nobody reads, and a name like 'label.1' written so, are fine."""
+    for header, name in (("review,label,label", "label"), ("review,review,label", "review")):
+        f = write(tmp_path / "a.csv", f"{header}\n좋아요,positive,negative\n별로,negative,negative\n")
+        with pytest.raises(InputError, match=f"the header names 2 columns '{name}'"):
+            read_labelled(f, L3)
+    ok = write(tmp_path / "b.tsv", "review\tmemo\tmemo\tlabel.1\tlabel\n좋아요\ta\tb\tnegative\tpositive\n")
+    assert read_labelled(ok, L3).y.tolist() == [2]
+
+
 def test_empty_texts_dropped_counted_and_reported(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n,negative\n   ,neutral\n별로,negative\n")
     d = read_labelled(f, L3)

@@ -20,7 +20,8 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
 from .labellog import is_label_log, log_records, table_labels, without_torn_tail
-from .tables import CONFIG_HINTS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column, read_table, table_format
+from .tables import (CONFIG_HINTS, REPEATED_COLUMNS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column,
+                     read_table, table_format)
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
 RATING_PRESETS = {
@@ -144,6 +145,17 @@ def _pick_columns(df, path, text_column, label_column, rating_column, rating_map
     return text_col, source_col, kind
 
 
+def _check_not_repeated(df, path, *picked) -> None:
+    """A picked column whose name the header repeats (two 'label' columns: an old and a corrected one) is an error:
+    pandas calls the second 'label.1', and reading 'label' took the first without a word."""
+    repeated = df.attrs.get(REPEATED_COLUMNS) or {}
+    for col in picked:
+        if str(col) in repeated:
+            name = repeated[str(col)]
+            raise InputError(f"{path}: the header names {list(repeated.values()).count(name)} columns {name!r}; which "
+                             "one to read is a guess: give each column its own name")
+
+
 def _map_labels(raw: list[str], kind: str, source_col: str, labels: list[str], label_map: dict | None,
                 rating_map: str | None, report: dict) -> list[str | None]:
     """The label of each row (None: maps to no label), from the rating bands or the label column's names."""
@@ -220,6 +232,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         df = pd.DataFrame({"text": list(got.labels), "label": list(got.labels.values())}, dtype=object)
         log = {"events": events, "labels": len(got.labels), "skipped": len(got.skipped)}
     text_col, source_col, kind = _pick_columns(df, path, text_column, label_column, rating_column, rating_map)
+    _check_not_repeated(df, path, text_col, source_col)
     written = dict(label_sets(df.columns)).get(str(source_col), False)  # the picked column is one `label` added
     if kind == "label" and written is not False:
         import warnings

@@ -188,8 +188,10 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
             # the warning it gives instead (the row's extra fields dropped) is made the error it is.
             warnings.filterwarnings("error", message="Length of header or names does not match",
                                     category=pd.errors.ParserWarning)
-            return pd.read_csv(path, sep=sep, encoding=enc, dtype=str, keep_default_na=False, quoting=quoting,
-                               index_col=False)
+            df = pd.read_csv(path, sep=sep, encoding=enc, dtype=str, keep_default_na=False, quoting=quoting,
+                             index_col=False)
+        df.attrs[REPEATED_COLUMNS] = _repeated_names(path, enc, sep, quoting, df.columns)
+        return df
     except InputError:
         raise
     except pd.errors.ParserWarning:
@@ -201,6 +203,22 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         raise InputError(f"{path}: could not parse as {fmt}: {why}") from None
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: no columns found (empty table)") from None
+
+
+# df.attrs key of read_table's CSV/TSV tables: {pandas' column name: the header's} of each column whose name the
+# header repeats. pandas renames a repeat ('label', 'label' -> 'label', 'label.1'), so picking a column by its
+# name took the first of two without a word (read_labelled refuses to pick one).
+REPEATED_COLUMNS = "repeated_columns"
+
+
+def _repeated_names(path: Path, encoding: str, sep: str, quoting: int, columns) -> dict[str, str]:
+    if not any(re.search(r"\.\d+$", str(c)) for c in columns):  # no name pandas renamed: no header read again
+        return {}
+    with open(path, encoding=encoding, newline="") as f:
+        _, header = next(csv_records(f, delimiter=sep, quoting=quoting), (1, []))
+    if len(header) != len(columns):
+        return {}
+    return {str(c): h for c, h in zip(columns, header) if header.count(h) > 1}
 
 
 def _values_table(path: Path, fmt: str, encoding: str | None):
