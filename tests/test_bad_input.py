@@ -603,6 +603,18 @@ def test_tokenizer_train_bad_numbers(capsys, tmp_path, sample_dir, override, nee
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize("argv", [["tokenizer", "train", "input="], ["pretrain", "--config", str(TINY_PRE), "corpus="],
+                                  ["prepare", "--config", str(TINY_PRE), "corpus="]])
+def test_an_empty_corpus_path_is_not_the_working_folder(capsys, tmp_path, monkeypatch, argv):
+    """input= / corpus= with nothing after it (an unset shell variable) was Path(""), the working folder: the
+    Parquet files there were read as a dataset and trained on, without a word."""
+    pd.DataFrame({"text": ["다른 사람의 데이터", "이걸로 학습하면 안 돼요"] * 50}).to_parquet(tmp_path / "other.parquet")
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, *argv, "out=o", "progress=false")
+    assert_one_line_error(rc, err, "input path is empty")
+    assert not (tmp_path / "o").exists()
+
+
 def test_tokenizer_train_into_a_model_folder_is_refused(capsys, tmp_path, sample_dir, tiny_classifier_dir):
     model = tmp_path / "clf"
     shutil.copytree(tiny_classifier_dir, model)

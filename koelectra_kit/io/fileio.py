@@ -25,6 +25,11 @@ def cache_dir(override: str | Path | None = None) -> Path:
 
 def check_input_file(path: str | Path) -> Path:
     """An input file that exists, is a file and is not empty, or a one-line error saying which it is not."""
+    if not str(path).strip():
+        # Path("") is ".", the working folder: a key given with nothing after it (corpus=$FILE with $FILE unset)
+        # was read as that folder, and a folder of Parquet files there as the dataset to train on
+        raise InputError("an input path is empty (a key given as KEY= with nothing after it, or an unset shell "
+                         "variable?); give a file")
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")

@@ -93,8 +93,8 @@ def is_dataset_source(value) -> bool:
     """Whether ``value`` names a dataset (``hf:...``, a folder, FOLDER:SPLIT) rather than a file."""
     if isinstance(value, DatasetSource):
         return True
-    if value is None or not isinstance(value, (str, Path)):
-        return False
+    if value is None or not isinstance(value, (str, Path)) or not str(value).strip():
+        return False  # "" is no dataset, though Path("") is the working folder (check_input_file says so)
     return str(value).startswith(PREFIX) or _local_split(str(value)) is not None
 
 
