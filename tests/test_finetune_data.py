@@ -212,6 +212,18 @@ def test_label_names_map_onto_the_label_set(tmp_path):
         read_labelled(h, ["negative", "positive"], label_map={"1": "good"})
 
 
+def test_label_map_values_read_as_numbers_map_onto_a_numeric_label_set(tmp_path):
+    """YAML reads label_map={pos: 1} with an int 1: labels=[0,1] (strings) was refused with "'1' is not in labels
+    ['0', '1']"; {0:negative} (no space) is one key with no label, shown as "-> 'None'"."""
+    f = write(tmp_path / "a.csv", "review,label\n좋아요,pos\n별로,neg\n")
+    cfg = cfg_for(train=f, labels="[0,1]", label_map="{pos: 1, neg: 0}")
+    assert read_labelled(f, cfg.labels, label_map=cfg.label_map).y.tolist() == [1, 0]
+    with pytest.raises(ConfigError, match=r"'0:negative' maps to no label.*label_map=\{0: negative\}"):
+        cfg_for(train=f, labels="[negative,positive]", label_map="{0:negative}")
+    with pytest.raises(ConfigError, match="'0:negative' maps to no label"):
+        read_labelled(f, ["negative", "positive"], label_map={"0:negative": None})
+
+
 def test_class_with_no_examples_is_an_error(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n" + "좋아요,positive\n别로,negative\n" * 5)
     with pytest.raises(InputError, match="no examples of 'neutral'.*negative 5, neutral 0, positive 5"):

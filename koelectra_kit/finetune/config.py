@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from ..classify.references import BaselineConfig
 from ..errors import ConfigError
 from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS,  # noqa: F401 - re-exported
-                          RATING_PRESETS, parse_rating_map)
+                          RATING_PRESETS, checked_label_map, parse_rating_map)
 from ..io.trackers import report_to_names
 
 DEFAULT_LABELS = ["negative", "neutral", "positive"]
@@ -126,9 +126,7 @@ class FinetuneConfig:
             raise ConfigError(f"labels: need at least 2 labels, got {self.labels}")
         if len(set(self.labels)) != len(self.labels) or any(not str(x).strip() for x in self.labels):
             raise ConfigError(f"labels: must be distinct non-empty names, got {self.labels}")
-        for src, dst in self.label_map.items():
-            if dst not in self.labels:
-                raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not in labels {self.labels}")
+        checked_label_map(self.label_map, self.labels)
         if self.rating_map is not None:
             parse_rating_map(self.rating_map)  # raises ConfigError if malformed
         if not 0 < self.dev_fraction <= 0.5:

@@ -111,6 +111,23 @@ def label_resolver(labels: list[str], label_map: dict | None = None):
     return resolve
 
 
+def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, str]:
+    """``label_map`` as file value -> label, both strings, each label one of ``labels``. YAML reads
+    ``label_map={pos: 1}`` with an int 1, which ``labels=[0,1]`` (strings) did not hold: the error said "'1' is not
+    one of the labels ['0', '1']"; and ``{0:negative}`` (no space after the colon) is one key '0:negative' with no
+    label, which the error showed as 'None'."""
+    checked = {}
+    for src, dst in (label_map or {}).items():
+        if dst is None:
+            fix = (f" (YAML reads '{src}' as one value: write a space after the colon, "
+                   f"label_map={{{str(src).replace(':', ': ', 1)}}})") if ":" in str(src) else ""
+            raise ConfigError(f"label_map: '{src}' maps to no label{fix}")
+        if str(dst) not in labels:
+            raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
+        checked[str(src)] = str(dst)
+    return checked
+
+
 def _examples(rows, texts, values=None, n: int = 3) -> list[str]:
     out = []
     for i in range(min(n, len(rows))):
@@ -205,6 +222,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     """Read one labelled table. Empty texts are dropped (counted, with examples); a label or rating
     that maps to no label is an error with counts and examples, or dropped and reported with
     ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
+    label_map = checked_label_map(label_map, labels)
     if is_dataset_source(path):  # hf:..., a save_to_disk or Parquet folder: no format or encoding to apply
         df, fmt, used_encoding, records = read_dataframe(path), "dataset", None, None
     else:
@@ -240,9 +258,6 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         human = f"; its {written} column says which rows are the analyst's" if written else ""
         warnings.warn(f"{path} is a file `koelectra-kit label` wrote: its label column is a model's predictions"
                       f"{human} (training on them teaches that model's guesses back)", stacklevel=2)
-    for src, dst in (label_map or {}).items():
-        if dst not in labels:
-            raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
     texts = _column_as_str(df, text_col)
     check_text_column(texts, text_col, df.columns, path)
     raw = [v.strip() for v in _column_as_str(df, source_col)]
