@@ -595,6 +595,7 @@ TINY_PRE = Path(__file__).resolve().parent.parent / "configs" / "pretrain" / "ti
     ("limit_alphabet=0", "limit_alphabet"),  # was a vocabulary of fallback pieces only
     ("max_lines=-1", "max_lines"),  # was a vocabulary trained on one text
     ("num_workers=0", "num_workers"),
+    ("vocab_size=1e9", "vocab_size"),  # was a Rust allocation abort (exit 134) with tokenizers' backtrace
 ])
 def test_tokenizer_train_bad_numbers(capsys, tmp_path, sample_dir, override, needle):
     rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={tmp_path / 't'}",
@@ -672,6 +673,7 @@ def test_tokenizer_with_a_damaged_settings_file(capsys, tmp_path, sample_tokeniz
     ("min_lr_ratio=2", "min_lr_ratio"),
     ("keep_checkpoints=-1", "keep_checkpoints"),
     ("num_workers=0", "num_workers"),
+    ("vocab_size=1e9", "vocab_size"),  # was accepted, then tokenizers' Rust aborted on it after the first log line
 ])
 def test_pretrain_bad_numbers(capsys, override, needle):
     rc, _, err = run_cli(capsys, "pretrain", "--config", TINY_PRE, "corpus=a.txt", "out=o", override, "--print-config")

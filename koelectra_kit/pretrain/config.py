@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 
 from ..errors import ConfigError
 from ..io.trackers import report_to_names
+from ..tokenizer.config import check_vocab_size
 
 
 @dataclass
@@ -204,6 +205,7 @@ class PretrainConfig:
                         ("model.embedding_size", m.embedding_size), ("vocab_size", self.vocab_size)):
             if v < 1:
                 raise ConfigError(f"{name} must be at least 1, got {v}")
+        check_vocab_size(self.vocab_size)  # the tokenizer trained here: before any Kiwi work, not in tokenizers' Rust
         if m.initializer_range <= 0:
             raise ConfigError(f"model.initializer_range must be positive (the std of the initial weights), got "
                               f"{m.initializer_range}")

@@ -19,6 +19,16 @@ WORD_CACHE = 200_000  # default words the kiwi_word cache keeps per process (~17
 # ... and per process of a corpus pre-split (~175 MB each): a corpus keeps meeting new words, and a 200,000-word LRU
 # thrashes there (30% of a 1 GB comment corpus's words missed it, against 12.5% with a million; docs/RESULTS.md §6).
 CORPUS_WORD_CACHE = 1_000_000
+# The largest vocabulary trained: the published tokenizers stop near 256k, and the trainers size their tables by
+# vocab_size before reading the corpus (a typo of 1e9 aborted the process in tokenizers' Rust with its backtrace).
+MAX_VOCAB_SIZE = 1_000_000
+
+
+def check_vocab_size(vocab_size: int) -> None:
+    """A ``ConfigError`` when ``vocab_size`` is more than any vocabulary this toolkit trains."""
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ConfigError(f"vocab_size {vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} a vocabulary may have "
+                          "(Korean tokenizers have 30k-130k)")
 
 
 @dataclass
@@ -62,6 +72,7 @@ class TokenizerConfig:
             raise ConfigError("out is not set: pass out=DIR")
         if self.vocab_size < len(SPECIAL_TOKENS) + 50:
             raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
+        check_vocab_size(self.vocab_size)
         if self.min_frequency < 0:
             raise ConfigError(f"min_frequency must be >= 0 (pairs seen fewer times are not merged), got {self.min_frequency}")
         if self.limit_alphabet < 1:
