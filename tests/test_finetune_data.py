@@ -285,6 +285,25 @@ def test_rating_fitting_no_band_is_an_error(tmp_path):
         read_labelled(f, L3, rating_column="rating")
 
 
+def test_a_rating_in_a_band_whose_label_is_not_in_the_set_is_said_so(tmp_path):
+    """stars5 with labels=[negative,positive]: the 3s are in the band '3:neutral', and the error said they "fit no
+    band", sending the analyst to bands that were right."""
+    f = write(tmp_path / "a.csv", "review,stars\n최악,1\n그냥,3\n음,3\n최고,5\n")
+    with pytest.raises(InputError, match=r"2 rows' ratings fall in a band of rating_map 'stars5' whose label is not in "
+                                         r"the label set \['negative', 'positive'\] \('neutral': 2 rows\)"):
+        read_labelled(f, ["negative", "positive"], rating_map="stars5")
+    assert read_labelled(f, ["negative", "positive"], rating_map="stars5", drop_unknown_labels=True).y.tolist() == [0, 1]
+
+
+def test_unknown_label_values_are_cut_short_in_the_error(tmp_path):
+    """label_column= naming a review column printed six whole reviews (20,000 characters each) in the one line."""
+    long = "정말 " * 5000
+    f = write(tmp_path / "a.csv", f"title,review\n좋아,{long}\n별로,{long}x\n")
+    with pytest.raises(InputError) as e:
+        read_labelled(f, L3, text_column="title", label_column="review")
+    assert len(str(e.value)) < 1000 and "2 rows' labels are not in the label set" in str(e.value)
+
+
 # --- formats and encodings -------------------------------------------------------------------------
 
 def test_formats_and_encodings(tmp_path):

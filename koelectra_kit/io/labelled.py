@@ -128,11 +128,14 @@ def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, st
     return checked
 
 
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
 def _examples(rows, texts, values=None, n: int = 3) -> list[str]:
     out = []
     for i in range(min(n, len(rows))):
-        t = texts[i] if len(texts[i]) <= 40 else texts[i][:40] + "…"
-        out.append(f"row {rows[i]}: {t!r}" + (f" ({values[i]!r})" if values is not None else ""))
+        out.append(f"row {rows[i]}: {_short(texts[i])!r}" + (f" ({_short(values[i])!r})" if values is not None else ""))
     return out
 
 
@@ -203,15 +206,38 @@ def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, dr
         values[raw[i]] = values.get(raw[i], 0) + 1
     top = sorted(values.items(), key=lambda kv: -kv[1])
     if not drop:
-        shown = ", ".join(f"{v!r} ({c} rows)" for v, c in top[:6]) + (" ..." if len(top) > 6 else "")
+        # values cut as the examples' texts are: a text column taken for the labels (label_column=review) printed
+        # six whole reviews, 20,000 characters each, in the one error line
+        shown = ", ".join(f"{_short(v)!r} ({c} rows)" for v, c in top[:6]) + (" ..." if len(top) > 6 else "")
         examples = "; ".join(_examples(rows[idx], [texts[i] for i in idx], [raw[i] for i in idx]))
-        what = ("ratings fit no band of rating_map " + repr(rating_map)) if kind == "rating" else \
+        what = _rating_misses(values, labels, rating_map) if kind == "rating" else \
             f"labels are not in the label set {labels}"
-        hint = ("fix the bands in rating_map=" if kind == "rating" else
+        hint = ("fix the bands in rating_map= (or the labels=)" if kind == "rating" else
                 "map them with label_map={value: label}, change labels=")
         raise InputError(f"{path}: {len(idx)} rows' {what}: {shown}; e.g. {examples}; "
                          f"{hint}, or pass drop_unknown_labels=true to drop these rows")
     return {"count": int(len(idx)), "values": dict(top[:20]), "rows": rows[idx][:10].tolist()}
+
+
+def _rating_misses(values: dict[str, int], labels: list[str], rating_map: str) -> str:
+    """What the ratings that map to no label are: ones that fit no band, or ones in a band whose label is not in the
+    set (stars5 with labels=[negative,positive]: the 3s are in the band '3:neutral'; "fit no band" sent the analyst
+    to bands that were right)."""
+    bands, resolve = parse_rating_map(rating_map), label_resolver(labels)
+    outside: dict[str, int] = {}
+    for value, count in values.items():
+        try:
+            x = float(value)
+        except ValueError:
+            continue
+        band = next((lab for lo, hi, lab in bands if lo <= x <= hi), None)
+        if band is not None and resolve(band) is None:
+            outside[band] = outside.get(band, 0) + count
+    if not outside:
+        return f"ratings fit no band of rating_map {rating_map!r}"
+    some = "fit no band or " if sum(outside.values()) < sum(values.values()) else ""
+    return (f"ratings {some}fall in a band of rating_map {rating_map!r} whose label is not in the label set {labels} ("
+            + ", ".join(f"{lab!r}: {c} rows" for lab, c in outside.items()) + ")")
 
 
 def read_labelled(path: str | Path, labels: list[str], *, text_column: str | None = None,
