@@ -244,6 +244,18 @@ def test_bad_ensembles_are_one_error_line(case, ensemble_dir, tfidf_dir, split, 
     assert not (tmp_path / "e").exists() and not (tmp_path / "o.csv").exists()
 
 
+def test_an_ensemble_dev_set_without_a_class_is_refused(tiny_classifier_dir, tfidf_dir, split, tmp_path, capsys):
+    """As fine-tuning's dev file: weights chosen on a dev set with no neutral row (or one row) were written, exit 0,
+    blind to that class."""
+    dev = tmp_path / "dev.csv"
+    pd.read_csv(split[1]).query("label != 'neutral'").to_csv(dev, index=False)
+    assert main(["ensemble", f"members=[{tiny_classifier_dir},{tfidf_dir}]", f"dev={dev}", f"out={tmp_path / 'e'}",
+                 "precision=fp32"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1 and "no examples of 'neutral'" in err
+    assert not (tmp_path / "e").exists()
+
+
 def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir, split, tmp_path, capsys):
     from koelectra_kit.classify.classifier import Classifier
 

@@ -258,7 +258,7 @@ def run_ensemble(cfg) -> dict:
     ``cfg.out`` (the members copied into ``members/``, classifier.json, eval.json, README.md); returns eval.json."""
     from .classifier import Classifier
     from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
-    from ..io.labelled import format_file_report, read_labelled
+    from ..io.labelled import format_file_report, read_labelled, require_every_class
     from ..io.output import check_not_input, check_out_dir
     from .metrics import format_report, format_side_by_side
     from ..runtime import log
@@ -276,6 +276,9 @@ def run_ensemble(cfg) -> dict:
                          rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
                          drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
     print(format_file_report(rows.report))
+    # as fine-tuning's dev: weights chosen on a dev set without a class (or of one row) were written, exit 0, blind
+    # to that class (its F1 0 at every grid point)
+    require_every_class(rows, labels, str(cfg.dev), "the members' labels are fixed: give a dev set with rows of each")
     probs, reports = score_members(members, names, rows.texts, rows.y, labels, cfg.batch_size)
     weights, grid, report = choose_weights(probs, rows.y, labels, cfg.grid_step)
     result = {"model": "ensemble", "members": {n: {"source": str(s), "weight": round(float(w), 6)}

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io.labelled import Labelled, class_counts, format_file_report, label_resolver, read_labelled  # noqa: F401 - re-exported
+from ..io.labelled import (Labelled, class_counts, format_file_report, label_resolver, read_labelled,  # noqa: F401 - re-exported
+                           require_every_class)
 from .config import FinetuneConfig
 
 
@@ -50,15 +51,6 @@ class Splits:
     report: dict
 
 
-def _require_every_class(data: Labelled, labels: list[str], where: str) -> None:
-    counts = np.bincount(data.y, minlength=len(labels))
-    empty = [lab for lab, c in zip(labels, counts) if c == 0]
-    if empty:
-        have = ", ".join(f"{lab} {c}" for lab, c in zip(labels, counts))
-        raise InputError(f"{where}: no examples of {', '.join(repr(e) for e in empty)} (counts: {have}); "
-                         f"add examples or remove the label from labels=")
-
-
 def read_configured(cfg: FinetuneConfig, path) -> Labelled:
     """The labelled table ``path`` read with ``cfg``'s columns, label map and format (train and dev alike; teach
     mode rereads a TF-IDF start's training file this way)."""
@@ -75,12 +67,12 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
                           "hf:OWNER/NAME:SPLIT)")
     train = read_configured(cfg, cfg.train)
     report: dict = {"labels": list(cfg.labels), "train_file": train.report}
-    _require_every_class(train, cfg.labels, f"{cfg.train}")
+    require_every_class(train, cfg.labels, f"{cfg.train}")
     if cfg.dev:
         dev = read_configured(cfg, cfg.dev)
         report["dev_file"] = dev.report
         report["dev_source"] = f"file {cfg.dev}"
-        _require_every_class(dev, cfg.labels, f"{cfg.dev}")
+        require_every_class(dev, cfg.labels, f"{cfg.dev}")
     else:
         counts = np.bincount(train.y, minlength=len(cfg.labels))
         single = [lab for lab, c in zip(cfg.labels, counts) if c < 2]

@@ -356,6 +356,18 @@ def written_by_label(columns) -> tuple[str, str | None] | None:
     return next((s for s in reversed(sets) if s[1]), sets[-1]) if sets else None
 
 
+def require_every_class(data: Labelled, labels: list[str], where: str,
+                        fix: str = "add examples or remove the label from labels=") -> None:
+    """A table that weighs or scores a model for choosing (fine-tuning's train and dev, an ensemble's dev) must hold
+    every label: a class with no rows can not be learnt, and a dev set without it picks a checkpoint or weights
+    blind to it."""
+    counts = np.bincount(data.y, minlength=len(labels))
+    empty = [lab for lab, c in zip(labels, counts) if c == 0]
+    if empty:
+        have = ", ".join(f"{lab} {c}" for lab, c in zip(labels, counts))
+        raise InputError(f"{where}: no examples of {', '.join(repr(e) for e in empty)} (counts: {have}); {fix}")
+
+
 def class_counts(y, labels) -> dict:
     return {lab: int(c) for lab, c in zip(labels, np.bincount(y, minlength=len(labels)))}
 
