@@ -616,6 +616,20 @@ def test_an_empty_corpus_path_is_not_the_working_folder(capsys, tmp_path, monkey
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("argv", [["tokenizer", "train", "input=[{a},{b}]"],
+                                  ["pretrain", "--config", str(TINY_PRE), "corpus=[{a},{b}]"],
+                                  ["prepare", "--config", str(TINY_PRE), "corpus=[{a},{b}]"]])
+def test_a_corpus_file_given_twice(capsys, tmp_path, sample_dir, monkeypatch, argv):
+    """The same file twice (here as comments.txt and ./comments.txt) was read twice: every text counted double in
+    the vocabulary's pair counts and packed twice for pretraining, without a word."""
+    shutil.copy(sample_dir / "comments.txt", tmp_path / "comments.txt")
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(a="comments.txt", b="./comments.txt") for a in argv]
+    rc, _, err = run_cli(capsys, *argv, "out=o", "progress=false")
+    assert_one_line_error(rc, err, "twice", "comments.txt and ./comments.txt")
+    assert not (tmp_path / "o").exists()
+
+
 def test_tokenizer_train_into_a_model_folder_is_refused(capsys, tmp_path, sample_dir, tiny_classifier_dir):
     model = tmp_path / "clf"
     shutil.copytree(tiny_classifier_dir, model)

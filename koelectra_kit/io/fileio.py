@@ -40,6 +40,19 @@ def check_input_file(path: str | Path) -> Path:
     return path
 
 
+def check_distinct_inputs(values, key: str) -> None:
+    """Each corpus input given once: a file listed twice (or as a.txt and ./a.txt, or through a link) was read twice,
+    every text of it counted double in the vocabulary and packed twice for pretraining, without a word."""
+    seen: dict[str, str] = {}
+    for value in values:
+        text = str(value)
+        where = text if text.startswith("hf:") else os.path.realpath(text)
+        if where in seen:
+            also = "" if seen[where] == text else f" (as {seen[where]} and {text})"
+            raise InputError(f"{key} lists {text} twice{also}: its texts would count double; give each file once")
+        seen[where] = text
+
+
 def check_output_parent(path: str | Path) -> Path:
     """The folder an output goes into must exist (or be creatable) and be writable: say so before any work."""
     path = Path(path)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
+from ..io.fileio import check_distinct_inputs
 from ..io.trackers import report_to_names
 from ..tokenizer.config import check_vocab_size
 
@@ -172,6 +173,7 @@ class PretrainConfig:
         check_repo_id(self.push_to_hub)
         if not self.corpus and not self.prepared:
             raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv]), or prepared=DIR")
+        check_distinct_inputs(self.corpus, "corpus")
         if self.prepared and self.corpus:
             raise ConfigError(f"prepared={self.prepared} already holds the corpus as ids: drop corpus= (or drop "
                               "prepared= to pack the corpus here)")

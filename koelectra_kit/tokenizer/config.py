@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
+from ..io.fileio import check_distinct_inputs
 from .normalize import NormalizeConfig
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
@@ -70,6 +71,7 @@ class TokenizerConfig:
             raise ConfigError("input is empty: pass input=FILE (or a list: input=[a.txt,b.txt])")
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR")
+        check_distinct_inputs(self.input, "input")
         if self.vocab_size < len(SPECIAL_TOKENS) + 50:
             raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
         check_vocab_size(self.vocab_size)
