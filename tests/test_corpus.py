@@ -93,6 +93,55 @@ def test_mostly_broken_bytes_is_a_wrong_encoding(tmp_path):
         list(iter_texts(p))
 
 
+def test_wrong_encoding_names_no_key_the_corpus_commands_lack(tmp_path):
+    """The hint was "pass the file's encoding (e.g. encoding=cp949)": tokenizer train, prepare and pretrain have no
+    such key (an unknown-key error when tried); the readable encodings are detected, anything else is converted."""
+    p = tmp_path / "utf16-no-bom.txt"
+    p.write_bytes("리뷰 하나\n".encode("utf-16-le") * 40)
+    with pytest.raises(InputError, match="not valid utf-8") as e:
+        list(iter_texts(p))
+    assert "encoding=" not in str(e.value) and "convert it to UTF-8" in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zip", "bzip2", "xz"])
+def test_compressed_corpus_is_refused_with_how_to_decompress(tmp_path, kind):
+    """A .gz was "not valid utf-8; pass encoding=..."; a stored .zip was trained on, its headers as text, with a
+    warning about two broken lines. Both, and a cached pre-split of one, are refused naming the archive."""
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    from koelectra_kit.tokenizer.cache import presplit_file
+    from koelectra_kit.tokenizer.normalize import NormalizeConfig
+
+    text = "압축된 코퍼스 한 줄\n".encode() * 50
+    p = tmp_path / f"corpus.{kind}"
+    if kind == "zip":
+        with zipfile.ZipFile(p, "w") as z:  # stored: the text readable inside
+            z.writestr("corpus.txt", text)
+    else:
+        p.write_bytes({"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}[kind](text))
+    with pytest.raises(InputError, match=f"is a {kind} archive, not text: decompress it first"):
+        list(iter_texts(p))
+    with pytest.raises(InputError, match=f"is a {kind} archive"):
+        presplit_file(p, text_column=None, normalize=NormalizeConfig(), presplit="none", cache_dir=tmp_path / "c")
+    looks_like = tmp_path / "bzh.txt"  # text that starts like bzip2's magic is text
+    looks_like.write_text("BZh9 로 시작하는 줄\n", encoding="utf-8")
+    assert list(iter_texts(looks_like)) == ["BZh9 로 시작하는 줄"]
+
+
+def test_carriage_returns_inside_lines_are_reported(tmp_path, warnings_logged):
+    """Lines split at newlines only (by design): a file with classic Mac line ends (CR only) was one text, and a
+    pretraining run said "1 texts" and nothing else."""
+    p = tmp_path / "mac.txt"
+    p.write_bytes("첫 댓글\r둘째 댓글\r셋째 댓글\r".encode())
+    assert list(iter_texts(p)) == ["첫 댓글\r둘째 댓글\r셋째 댓글"]
+    assert len(warnings_logged) == 1 and "1 line(s) hold carriage returns (first: line 1)" in warnings_logged[0]
+    p.write_bytes("첫 댓글\r\n둘째 댓글\r\n".encode())  # CRLF ends are line ends: nothing to say
+    assert list(iter_texts(p)) == ["첫 댓글", "둘째 댓글"] and len(warnings_logged) == 1
+
+
 def test_parquet_through_the_one_table_reader(tmp_path):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")

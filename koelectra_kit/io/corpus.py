@@ -15,6 +15,7 @@ path)`` reads a local copy (downloads cannot happen on machines without internet
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -65,13 +66,33 @@ CORPORA: dict[str, dict] = {
 }
 
 
+# Leading bytes of the compressed files a corpus comes in: read as text, one is a few lines of U+FFFD (an error that
+# blamed the encoding), or for a stored zip its members' text with the archive's headers trained on as text.
+# (bzip2's "BZh9" is text: its block or end-of-stream mark after it tells it from a line that starts so)
+ARCHIVES = ((rb"\x1f\x8b", "gzip", "gunzip -k"), (rb"PK\x03\x04", "zip", "unzip"),
+            (rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)", "bzip2", "bunzip2 -k"), (rb"\xfd7zXZ\x00", "xz", "unxz -k"),
+            (rb"\x28\xb5\x2f\xfd", "zstd", "unzstd"), (rb"7z\xbc\xaf\x27\x1c", "7z", "7z x"))
+
+
 def _new_stats() -> dict:
-    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None}
+    return {"bad": 0, "first_bad": None, "malformed": 0, "first_malformed": None, "cr": 0, "first_cr": None}
 
 
 def _wrong_encoding(path: Path, encoding: str, bad: int, lines: int) -> InputError:
-    return InputError(f"{path}: {bad} of the first {lines} lines are not valid {encoding}; "
-                      f"pass the file's encoding (e.g. encoding=cp949) or convert it to UTF-8")
+    # (no encoding= hint: no command that reads a corpus has that key; the readable encodings are detected)
+    return InputError(f"{path}: {bad} of the first {lines} lines are not valid {encoding}; a corpus is read as "
+                      "UTF-8, cp949/EUC-KR or UTF-16/32 with a BOM: convert it to UTF-8 (e.g. iconv -f ENCODING "
+                      "-t UTF-8)")
+
+
+def refuse_archive(path: Path) -> None:
+    """A compressed file is not read through: a one-line error saying how to decompress it."""
+    with open(path, "rb") as f:
+        head = f.read(16)
+    for magic, kind, tool in ARCHIVES:
+        if re.match(magic, head):
+            raise InputError(f"{path} is a {kind} archive, not text: decompress it first ({tool} {path.name}) and "
+                             "give the file(s) inside")
 
 
 def _decoded_lines(path: Path, encoding: str, stats: dict) -> Iterator[str]:
@@ -120,6 +141,7 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")
     refuse_workbook(path)
+    refuse_archive(path)
     fmt = TABLE_FORMATS.get(path.suffix.lower())
     if fmt is not None:
         yield from _read_table(path, fmt, encoding, text_column)
@@ -127,10 +149,13 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     enc, _ = _file_encoding(path, encoding)
     stats = _new_stats()
     lines = _decoded_lines(path, "utf-8" if enc == "utf-8-sig" else enc, stats)
-    first = next(lines, None)
-    if first is not None:
-        yield first.lstrip("\ufeff")  # (utf-8-sig is read as utf-8 line by line: drop the BOM here)
-        yield from lines
+    for lineno, line in enumerate(lines, 1):
+        if "\r" in line:
+            # Lines are split at newlines only (a CR inside a text is whitespace to the normalizer): a file with
+            # classic Mac line ends (CR only) is one text, and the user is told so (_report).
+            stats["cr"] += 1
+            stats["first_cr"] = stats["first_cr"] or lineno
+        yield line.lstrip("\ufeff") if lineno == 1 else line  # (utf-8-sig is read as utf-8 line by line: drop the BOM)
     _report(path, enc, stats)
 
 
@@ -169,6 +194,10 @@ def _report(path: Path, enc: str | None, stats: dict) -> None:
     if stats["bad"]:
         notes.append(f"{stats['bad']} line(s) had bytes invalid in {enc} (first: line {stats['first_bad']}); "
                      "decoded with U+FFFD replacement characters")
+    if stats["cr"]:
+        notes.append(f"{stats['cr']} line(s) hold carriage returns (first: line {stats['first_cr']}): texts are split "
+                     "at newlines (\\n) only, so CR line ends (classic Mac) leave several texts on one line; convert "
+                     "them (e.g. tr '\\r' '\\n') if they end texts")
     if stats["malformed"]:
         notes.append(f"{stats['malformed']} malformed record(s) skipped (first: line {stats['first_malformed']})")
     if notes:

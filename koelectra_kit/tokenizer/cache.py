@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 
 from .. import runtime
 from ..config import to_dict
-from ..io.corpus import iter_texts
+from ..io.corpus import iter_texts, refuse_archive
 from ..errors import InputError
 from ..io.fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
 from .normalize import NormalizeConfig, Normalizer
@@ -58,6 +58,7 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     when this file and these settings were seen before. Built in pieces (see the module docstring) by
     ``num_workers`` processes (None: all cores); the cache appears only once complete."""
     path = Path(path)
+    refuse_archive(path)  # here, not only in the reader: a cache made before archives were refused is not served
     key_src = json.dumps({"file": file_digest(path), "column": text_column, "normalize": to_dict(normalize),
                           "presplit": presplit, "kiwi": kiwi.kiwi_versions() if presplit in KIWI_PRESPLITS else None,
                           "max_lines": max_lines, "format": FORMAT, "reader": READER}, sort_keys=True)
