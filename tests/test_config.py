@@ -114,3 +114,16 @@ def test_a_seed_numpy_cannot_take_is_one_error_line(capsys, command, seed):
     assert main([command, f"seed={seed}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: seed={seed}: a seed is a whole number"), err
+
+
+def test_overrides_on_both_sides_of_a_flag_all_count_in_order(capsys):
+    """argparse gives the positional overrides one run of values: `evaluate --model M references=false --data d.csv
+    text_column=x` was "unrecognized arguments: text_column=x". A leftover that is no key=value stays that error."""
+    from koelectra_kit.cli import main
+
+    # the override after --config is applied, and after the one before it (the later seed wins: its error is said)
+    assert main(["finetune", "seed=1", "--config", "tiny", "seed=-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: seed=-1: a seed is a whole number"), err
+    assert main(["finetune", "seed=1", "--config", "tiny", "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 
@@ -93,6 +94,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         out.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")  # a key=value override, as add_config_args takes them
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parse_args``, except that ``key=value`` overrides may stand on both sides of a flag: argparse gives a
+    positional list one run of values, so in ``evaluate --model M references=false --data d.csv text_column=x`` the
+    second run was "unrecognized arguments" (argparse's intermixed parsing does not support subcommands). They
+    join the overrides in the order given; anything else left over is the usage error it was."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all(OVERRIDE.match(a) for a in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _one_process_unless_it_scales(command: str) -> None:
     """Under torchrun every rank runs the command line it was given: for a command that is one process's work
     (finetune: N copies of one fine-tune, all on GPU 0, racing to write one folder) that is N times the work for one
@@ -110,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as e:  # --help, --version or a usage error: a status, also when called in-process
         return e.code if isinstance(e.code, int) else 2
     setup_logging(verbose=bool(getattr(args, "verbose", False)))
