@@ -80,6 +80,18 @@ def test_a_column_name_the_header_repeats_is_not_picked(tmp_path):
     assert read_labelled(ok, L3).y.tolist() == [2]
 
 
+def test_two_columns_that_match_a_name_but_for_case_or_spaces_are_an_error_naming_both(tmp_path):
+    """'Label' and 'label ' both match 'label' ignoring case and surrounding spaces: the last was trained on without
+    a word. A column spelled exactly as the name still wins over one that differs in case or spaces."""
+    f = write(tmp_path / "a.csv", "review,Label,label \n좋아요,positive,negative\n별로,negative,positive\n")
+    with pytest.raises(InputError, match="columns 'Label', 'label ' both read as 'label'"):
+        read_labelled(f, L3)
+    ok = write(tmp_path / "b.csv", "review,Label,label\n좋아요,negative,positive\n별로,positive,negative\n")
+    assert read_labelled(ok, L3).y.tolist() == [2, 0]
+    one = write(tmp_path / "c.csv", "Review ,LABEL\n좋아요,positive\n")
+    assert read_labelled(one, L3).texts == ["좋아요"]
+
+
 def test_empty_texts_dropped_counted_and_reported(tmp_path):
     f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n,negative\n   ,neutral\n별로,negative\n")
     d = read_labelled(f, L3)

@@ -344,17 +344,25 @@ check_not_numbers = check_text_column  # its name before it refused dates, ids a
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:
     """``given`` (which must be present), else the first of ``candidates`` present (ignoring case and
-    surrounding spaces), else None."""
+    surrounding spaces; a column spelled exactly as the candidate wins over others that differ in case or spaces),
+    else None. Two columns that match a candidate only so ('Label' and 'label ') are an error naming both: the
+    last of them was taken without a word, which of an old and a corrected label column was a guess."""
     columns = list(columns)
     if given:
         if given not in columns:
             raise InputError(f"{path}: no column {given!r}; columns present: {', '.join(map(str, columns))}"
                              f"{column_hint(given, columns)}")
         return given
-    lower = {str(c).strip().casefold(): c for c in columns}
     for name in candidates:
-        if name.casefold() in lower:
-            return lower[name.casefold()]
+        near = [c for c in columns if str(c).strip().casefold() == name.casefold()]
+        exact = [c for c in near if str(c) == name]
+        if len(near) > 1 and len(exact) != 1:
+            raise InputError(f"{path}: columns {', '.join(repr(str(c)) for c in near)} "
+                             f"{'both' if len(near) == 2 else 'all'} read as {name!r} (case and "
+                             "surrounding spaces aside); which one to read is a guess: rename the others, or name "
+                             "the column to read")
+        if near:
+            return exact[0] if exact else near[0]
     return None
 
 

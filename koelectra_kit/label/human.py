@@ -116,8 +116,8 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     if is_label_log(columns):  # the app's log: undo and skip mean what they mean there (also saved from Excel)
         found, conflicts = log_labels(table_labels(df, name, labels, records=records))
         return HumanLabels(found, str(src), conflicts)
-    text_col = pick_column(df.columns, None, TEXT_COLUMNS)
-    label_col, sources = pick_column(df.columns, None, LABEL_COLUMNS), [""] * len(df)
+    text_col = pick_column(df.columns, None, TEXT_COLUMNS, name)
+    label_col, sources = pick_column(df.columns, None, LABEL_COLUMNS, name), [""] * len(df)
     written = written_by_label(columns)
     if written is not None:  # `label`'s output: its model's labels are not the analyst's
         label_col, source_col = written
