@@ -640,6 +640,22 @@ def test_tokenizer_train_into_a_model_folder_is_refused(capsys, tmp_path, sample
     assert (model / "tokenizer.json").read_bytes() == before
 
 
+def test_tokenizer_train_into_a_folder_of_other_files_is_refused(capsys, tmp_path, sample_dir, sample_tokenizer_dir):
+    """out=. or a documents folder got tokenizer.json, vocab.txt and three more files written among its own."""
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={out}",
+                         "vocab_size=500", "progress=false")
+    assert_one_line_error(rc, err, str(out), "not a tokenizer folder")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    mine = tmp_path / "tok"  # an earlier tokenizer's folder is replaced, as before
+    shutil.copytree(sample_tokenizer_dir, mine)
+    rc, _, err = run_cli(capsys, "tokenizer", "train", f"input={sample_dir / 'comments.txt'}", f"out={mine}",
+                         "vocab_size=500", "progress=false")
+    assert rc == 0, err
+
+
 def test_tokenizer_encode_cp949_stdin_and_argv(capsys, monkeypatch, sample_tokenizer_dir):
     import io
     import sys

@@ -231,7 +231,7 @@ def test_retraining_a_subword_vocabulary_keeps_the_same_alphabet(sample_dir, tmp
 
     def alphabet(name):
         tok = train_tokenizer(TokenizerConfig(input=[str(corpus)], out=str(tmp_path / name), vocab_size=3000,
-                                              presplit=presplit, progress=False, cache_dir=str(tmp_path / "c")))
+                                              presplit=presplit, progress=False, cache_dir=str(tmp_path / "cache")))
         return tok, {t for t in tok.backend.get_vocab() if len(t) == 1}
 
     tok, first = alphabet("a")
@@ -336,7 +336,7 @@ def test_retraining_gives_the_same_ids(sample_dir, tmp_path):
     def vocab(name):
         return train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / name),
                                                model="characters", progress=False,
-                                               cache_dir=str(tmp_path / "c"))).backend.get_vocab()
+                                               cache_dir=str(tmp_path / "cache"))).backend.get_vocab()
 
     first = vocab("a")
     assert all(vocab(name) == first for name in ("b", "c"))

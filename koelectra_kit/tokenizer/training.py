@@ -14,9 +14,10 @@ from pathlib import Path
 from .. import runtime
 from ..errors import InputError
 from ..io.fileio import check_input_file
+from ..io.output import check_out_dir
 from .normalize import PLACEHOLDERS
 from .cache import presplit_file
-from .config import KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, TokenizerConfig
+from .config import KIWI_PRESPLITS, SETTINGS_FILE, SPECIAL_TOKENS, WORD_CACHE, TokenizerConfig
 from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
@@ -54,14 +55,19 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     return tok
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", SETTINGS_FILE)  # a folder with one is a tokenizer's, to replace
+
+
 def _check_out(out: Path) -> None:
-    """Before any Kiwi work: ``out`` must be a folder (or not exist yet), and not a model's folder, whose token ids
-    the new vocabulary would silently replace."""
+    """Before any Kiwi work: ``out`` must be a folder (or not exist yet), not a model's folder, whose token ids
+    the new vocabulary would silently replace, and new, empty or a tokenizer's."""
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a folder for the tokenizer")
     if (out / "config.json").is_file():
         raise InputError(f"out={out} holds a model (config.json): a new vocabulary there would replace the tokenizer "
                          "its weights were trained with; choose another folder")
+    # a folder of other files (out=. or a documents folder) got five tokenizer files written among them
+    check_out_dir(out, TOKENIZER_FILES, "a tokenizer folder (no tokenizer.json, vocab.txt or koelectra_tokenizer.json)")
 
 
 def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
