@@ -227,6 +227,18 @@ def test_encoding_advice_names_the_commands_own_options(capsys, tmp_path, tiny_c
     assert_one_line_error(rc, err, "--encoding-errors replace")
 
 
+def test_a_wrong_encoding_given_for_a_utf8_file_says_it_reads_as_utf8(capsys, tmp_path, tiny_classifier_dir):
+    """encoding=cp949 given for a UTF-8 file: the hint was "pass the file's encoding (e.g. encoding=cp949)", the very
+    value given; the detection can tell the file is UTF-8, and the error says so."""
+    good = tmp_path / "u.csv"
+    good.write_text("review,label\n좋아요,positive\n별로예요,negative\n", encoding="utf-8")
+    for argv in (["baseline", "--train", good, "encoding=cp949"],
+                 ["evaluate", "--model", tiny_classifier_dir, "--data", good, "encoding=cp949"]):
+        rc, _, err = run_cli(capsys, *argv)
+        assert_one_line_error(rc, err, "line 2 is not valid cp949", "reads as UTF-8", "leave the encoding out")
+        assert "e.g. encoding=cp949" not in err, (argv, err)
+
+
 def test_quickstart_refuses_an_undecodable_unlabelled_file_before_the_first_step(capsys, tmp_path):
     bad = tmp_path / "to_label.csv"
     bad.write_bytes(b"review\n\xff\xfe\xfd\n")

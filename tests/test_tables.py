@@ -113,3 +113,17 @@ def test_a_malformed_jsonl_line_is_an_error_naming_it(tmp_path):
     (tmp_path / "a.json").write_text('[{"review": "좋아요", "label": 1}]\n', encoding="utf-8")  # a JSON array, not lines
     with pytest.raises(InputError, match="line 1 is a JSON list, not an object"):
         read_table(tmp_path / "a.json")
+
+
+def test_an_encoding_given_that_does_not_read_the_file_names_the_one_that_does(tmp_path):
+    """The hint for encoding=cp949 on a UTF-8 file was "pass the file's encoding (e.g. encoding=cp949)"."""
+    _write(tmp_path / "u.csv", "utf-8")
+    with pytest.raises(InputError, match="not valid cp949.*but the file reads as UTF-8: leave the encoding out") as e:
+        read_table(tmp_path / "u.csv", encoding="cp949")
+    assert "e.g. encoding=cp949" not in str(e.value)
+    _write(tmp_path / "k.csv", "cp949")
+    with pytest.raises(InputError, match="not valid utf-8.*reads as cp949/EUC-KR: .* or give cp949"):
+        read_table(tmp_path / "k.csv", encoding="utf-8")
+    (tmp_path / "bin.csv").write_bytes(b"review\n\xff\xfe\xfa\xfb\x80\x81\n")  # no encoding reads it: the old hint
+    with pytest.raises(InputError, match=r"not valid utf-8 \(byte 7\); pass the file's encoding"):
+        read_table(tmp_path / "bin.csv", encoding="utf-8")

@@ -89,8 +89,14 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
             raise InputError(f"unknown encoding '{encoding}' (try utf-8, utf-8-sig, cp949)") from None
         bad = _first_bad_byte(path, encoding, chunk)
         if bad is not None:
-            raise InputError(f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad}); pass "
-                             f"{option}" + (f", or {rest}" if rest else ""))
+            where = f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad})"
+            found = _detected(path, chunk)
+            if found:
+                # encoding=cp949 given for a UTF-8 file: the hint was "pass the file's encoding (e.g. encoding=cp949)",
+                # the one just passed; the detection names the encoding that reads it
+                raise InputError(f"{where}, but the file reads as {ENCODING_NAMES.get(found, found)}: leave the "
+                                 f"encoding out (it is detected) or give {found}")
+            raise InputError(f"{where}; pass {option}" + (f", or {rest}" if rest else ""))
         return encoding
     with open(path, "rb") as f:
         head = f.read(4)
@@ -118,6 +124,18 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
         failures.append(f"{enc} fails on line {_line_of(path, bad)}")
     raise InputError(f"{path}: not UTF-8 or cp949/EUC-KR text ({'; '.join(failures)}); convert it to UTF-8 or pass "
                      f"{option}" + (f", or {rest}" if rest else ""))
+
+
+ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8 (with a BOM)", "cp949": "cp949/EUC-KR", "utf-16": "UTF-16",
+                  "utf-32": "UTF-32"}  # detect_encoding's results, as an error names them
+
+
+def _detected(path: Path, chunk: int) -> str | None:
+    """The encoding ``detect_encoding`` finds for the file, or None where none reads it."""
+    try:
+        return detect_encoding(path, None, chunk)
+    except InputError:
+        return None
 
 
 def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
