@@ -656,6 +656,14 @@ def test_tokenizer_train_into_a_folder_of_other_files_is_refused(capsys, tmp_pat
     assert rc == 0, err
 
 
+def test_tokenizer_given_as_the_run_folder_that_holds_it(capsys, tmp_path, sample_tokenizer_dir):
+    """tokenizer=runs/x (or a prepared folder) for runs/x/tokenizer said only "no tokenizer in runs/x"."""
+    run = tmp_path / "run"
+    shutil.copytree(sample_tokenizer_dir, run / "tokenizer")
+    rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", run, "좋아요")
+    assert_one_line_error(rc, err, f"no tokenizer in {run}", f"its tokenizer is in {run / 'tokenizer'}")
+
+
 def test_tokenizer_encode_cp949_stdin_and_argv(capsys, monkeypatch, sample_tokenizer_dir):
     import io
     import sys

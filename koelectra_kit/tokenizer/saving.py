@@ -172,8 +172,12 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
                 "saved_kiwi": saved_kiwi, "source": str(d)}
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
             and not (d / "tokenizer_config.json").exists():
+        # a run or prepared folder (tokenizer=runs/x for runs/x/tokenizer) holds its tokenizer one level down: say so
+        inside = next((str(d / sub) for sub in ("tokenizer", "discriminator") if (d / sub / SETTINGS_FILE).is_file()),
+                      None)
         raise InputError(f"no tokenizer in {d}: expected {SETTINGS_FILE} + tokenizer.json (saved by "
-                         "koelectra-kit) or a Hugging Face tokenizer")
+                         "koelectra-kit) or a Hugging Face tokenizer" + (f"; its tokenizer is in {inside}" if inside
+                                                                           else ""))
     if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
         raise InputError(f"tokenizer directory not found: {name_or_dir}")
     from ..hub.repo import koelectra_snapshot
