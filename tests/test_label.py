@@ -77,6 +77,22 @@ def test_missing_column_lists_present_ones(tmp_path, tiny_classifier, sample_dir
     assert "no column 'text'" in err and "'review'" in err and not out.exists()
 
 
+@pytest.mark.parametrize("sep, fix", [(";", "pass --sep ';'"), ("|", "pass --sep '|'"), ("\t", "pass --format tsv")])
+def test_a_file_separated_by_another_character_says_so(tmp_path, tiny_classifier, capsys, sep, fix):
+    """A semicolon-separated .csv read with commas is one column 'review;label': the error was "no column 'review';
+    columns present: ['review;label']"."""
+    src = tmp_path / "in.csv"
+    src.write_text(f"id{sep}review\n1{sep}좋아요, 정말\n2{sep}별로\n", encoding="utf-8")
+    out = tmp_path / "o.csv"
+    rc = main(["label", "--model", "unused", "--input", str(src), "--output", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and not out.exists(), err
+    assert "the header is one column" in err and f"not commas as csv is read; {fix}" in err
+    if sep != "\t":
+        s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, sep=sep)
+        assert s.rows == 2 and _read(out)["review"].tolist() == ["좋아요, 정말", "별로"]
+
+
 def test_resume_after_kill_every_row_once(tmp_path, tiny_classifier, sample_dir):
     src = sample_dir / "reviews_unlabelled.csv"
     out = tmp_path / "o.csv"

@@ -127,3 +127,20 @@ def test_an_encoding_given_that_does_not_read_the_file_names_the_one_that_does(t
     (tmp_path / "bin.csv").write_bytes(b"review\n\xff\xfe\xfa\xfb\x80\x81\n")  # no encoding reads it: the old hint
     with pytest.raises(InputError, match=r"not valid utf-8 \(byte 7\); pass the file's encoding"):
         read_table(tmp_path / "bin.csv", encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, text, needle", [
+    ("semi.csv", "review;label\n좋아요;positive\n그냥, 뭐;neutral\n", "holding semicolons: the fields are separated "
+     "by semicolons, not commas as csv is read; save it with commas"),
+    ("pipe.csv", "review|label\n좋아요|positive\n", "holding pipes"),
+    ("tab.csv", "review\tlabel\n좋아요\tpositive\n", "holding tabs: .* read it as TSV: format=tsv"),
+    ("comma.tsv", "review,label\n좋아요,positive\n", "not tabs as tsv is read; read it as CSV: format=csv"),
+])
+def test_a_header_of_one_column_holding_another_separator_says_so(tmp_path, name, text, needle):
+    """The error was pandas' "Expected 1 fields in line 3, saw 2" (a text with a comma), or a one-column table whose
+    column 'review;label' no text column matched."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=f"{name}: the header is one column, .*{needle}"):
+        read_table(tmp_path / name)
+    (tmp_path / "one.csv").write_text("review\n좋아요; 정말\n", encoding="utf-8")  # one column, a ';' in a text: fine
+    assert read_table(tmp_path / "one.csv")["review"].tolist() == ["좋아요; 정말"]

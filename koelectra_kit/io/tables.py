@@ -200,6 +200,7 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
         # in the text: read with CSV quoting, 413 of nsmc3's 150,000 training rows silently merge into
         # their neighbours.
         quoting = csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL
+        refuse_other_separator(path, fmt, _header(path, enc, sep, quoting), sep)
         with warnings.catch_warnings():
             # A first row wider than the header (a review with an unquoted comma) made pandas take the first column
             # as the index: every column moved one to the left, without a word. index_col=False stops that, and
@@ -229,11 +230,16 @@ def read_table(path: str | Path, fmt: str | None = None, encoding: str | None = 
 REPEATED_COLUMNS = "repeated_columns"
 
 
+def _header(path: Path, encoding: str, sep: str, quoting: int) -> list[str]:
+    """The header's fields, as the csv module reads them."""
+    with open(path, encoding=encoding, newline="") as f:
+        return next(csv_records(f, delimiter=sep, quoting=quoting), (1, []))[1]
+
+
 def _repeated_names(path: Path, encoding: str, sep: str, quoting: int, columns) -> dict[str, str]:
     if not any(re.search(r"\.\d+$", str(c)) for c in columns):  # no name pandas renamed: no header read again
         return {}
-    with open(path, encoding=encoding, newline="") as f:
-        _, header = next(csv_records(f, delimiter=sep, quoting=quoting), (1, []))
+    header = _header(path, encoding, sep, quoting)
     if len(header) != len(columns):
         return {}
     return {str(c): h for c, h in zip(columns, header) if header.count(h) > 1}
@@ -279,6 +285,36 @@ def _at_its_line(why: str, path: Path, encoding: str, dialect: dict) -> str:
     if eof and line is not None and last:
         return f"{why[:eof.end(1)]}line {line}{why[eof.end(2):]}"
     return why
+
+
+SEPARATORS = {",": "commas", "\t": "tabs", ";": "semicolons", "|": "pipes"}  # what a table's fields come between
+
+
+def other_separator(header: list[str], sep: str) -> str | None:
+    """The separator a header read as one column holds ('review;label' read with commas: ';'), or None. Such a file
+    was read as one column: pandas' "Expected 1 fields in line 6, saw 2" (a text with a comma) or "no column
+    'review'; columns present: review;label", neither saying what is wrong."""
+    if len(header) != 1:
+        return None
+    return next((c for c in SEPARATORS if c != sep and sum(bool(p.strip()) for p in str(header[0]).split(c)) > 1),
+                None)
+
+
+def table_separator_fix(other: str) -> str:
+    """How a command that reads tables whole (no sep key: finetune, evaluate, baseline, ...) gets past ``other``."""
+    return {"\t": "read it as TSV: format=tsv, or name the file .tsv",
+            ",": "read it as CSV: format=csv, or name the file .csv"}.get(
+        other, "save it with commas (Excel: 'CSV UTF-8') or with tabs as a .tsv")
+
+
+def refuse_other_separator(path, fmt: str, header: list[str], sep: str, fix=table_separator_fix) -> None:
+    """An error when the header is one column holding another separator (``other_separator``); ``fix``: the
+    caller's way past it, given that separator."""
+    other = other_separator(header, sep)
+    if other is None:
+        return
+    raise InputError(f"{path}: the header is one column, {header[0]!r}, holding {SEPARATORS[other]}: the fields are "
+                     f"separated by {SEPARATORS[other]}, not {SEPARATORS.get(sep, repr(sep))} as {fmt} is read; {fix(other)}")
 
 
 def _wider_than_header(path: Path, encoding: str, sep: str, quoting: int) -> str:

@@ -22,7 +22,7 @@ from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
 from ..io.tables import (LINES_COLUMN, check_lines_file, check_text_column, column_hint, detect_encoding,
-                         read_records, table_format)
+                         read_records, refuse_other_separator, table_format)
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
@@ -120,6 +120,9 @@ class FileLabeller:
         if self.read_fmt == "txt":  # one review per line: the line is the text
             check_lines_file(self.read_path, self.encoding, cfg.text_column, LabelConfig.text_column, cfg.format)
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
+        if cfg.text_column not in self.columns and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
+            refuse_other_separator(self.src, self.read_fmt, self.columns,
+                                   cfg.sep or ("\t" if self.read_fmt == "tsv" else ","), _separator_fix)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}")
@@ -439,6 +442,11 @@ def _encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:
         raise InputError(f"output line {line} holds {bad!r} (U+{ord(bad[0]):04X}), which {encoding} can't store; "
                          "rerun without --output-encoding (UTF-8 stores every character), with --overwrite: a resume "
                          "continues in the encoding the file began with") from None
+
+
+def _separator_fix(other: str) -> str:
+    """How `label` reads a file whose fields ``other`` separates (``tables.refuse_other_separator``)."""
+    return {"\t": "pass --format tsv", ",": "pass --format csv"}.get(other, f"pass --sep '{other}'")
 
 
 def _guess_encoding(path: Path) -> str:
