@@ -101,6 +101,19 @@ def test_empty_texts_dropped_counted_and_reported(tmp_path):
     assert d.report["rows_read"] == 4 and d.report["rows_kept"] == 2
 
 
+INVISIBLE = ["\u200b", "\u200c\u200d", " \u2060 ", "\ufeff\u200b"]  # zero-width space, joiners, word joiner, BOM
+
+
+def test_texts_of_only_invisible_characters_are_empty_texts(tmp_path):
+    """A text of zero-width characters alone was no empty text: trained on as a text (which the normalizer made an
+    empty string). It is dropped and counted as an empty one, as `label` flags it empty (the same is_blank)."""
+    lines = "".join(f"{t},positive\n" for t in INVISIBLE)
+    f = write(tmp_path / "a.csv", f"review,label\n좋아요,positive\n{lines}별로\u200b,negative\n그냥,neutral\n")
+    d = read_labelled(f, L3)
+    assert d.texts == ["좋아요", "별로\u200b", "그냥"]
+    assert d.report["dropped"]["empty_text"] == {"count": 4, "rows": [2, 3, 4, 5]}
+
+
 def test_the_apps_label_log_reads_as_its_latest_answers(tmp_path):
     """The app's LABELS.csv as a training file (finetune train=LABELS.csv, evaluate, baseline): an answer the analyst
     changed or undid is not trained on (row by row it was), a skip is no label, and the report says so."""

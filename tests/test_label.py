@@ -165,6 +165,17 @@ def test_a_labelled_file_labelled_again_keeps_the_first_models_columns(tmp_path,
     assert got["pred3_label"].tolist() == got["pred_label"].tolist()  # the same model labels alike
 
 
+def test_a_text_of_only_invisible_characters_is_flagged_empty(tmp_path, tiny_classifier):
+    """A zero-width space alone was labelled as a text (status ok, a label with a confidence); fine-tuning drops
+    such a text as empty, and label flags it so (one definition: tables.is_blank)."""
+    src = tmp_path / "in.csv"
+    src.write_text("id,review\n1,좋아요\n2,\u200b\n3, \u200c\u200d\u2060 \n4,\ufeff\n5,별로\u200b\n", encoding="utf-8")
+    label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False)
+    got = _read(tmp_path / "o.csv")
+    assert got["status"].tolist() == ["ok", "empty", "empty", "empty", "ok"]
+    assert got["label"].tolist()[1:4] == ["", "", ""]
+
+
 def test_failure_leaves_no_output(tmp_path, tiny_classifier, sample_dir, monkeypatch):
     import koelectra_kit.label.run as L
 

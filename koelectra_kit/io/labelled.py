@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
 from .labellog import is_label_log, log_records, table_labels, without_torn_tail
-from .tables import (CONFIG_HINTS, REPEATED_COLUMNS, TEXT_COLUMNS, check_text_column, detect_encoding, pick_column,
-                     read_table, table_format)
+from .tables import (CONFIG_HINTS, REPEATED_COLUMNS, TEXT_COLUMNS, check_text_column, detect_encoding, is_blank,
+                     pick_column, read_table, table_format)
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
 RATING_PRESETS = {
@@ -295,7 +295,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         report["encoding"] = used_encoding
     mapped = _map_labels(raw, kind, source_col, labels, label_map, rating_map, report)
 
-    empty = np.array([not t.strip() for t in texts], dtype=bool)
+    empty = np.array([is_blank(t) for t in texts], dtype=bool)  # a zero-width space alone is empty too
     unknown = np.array([m is None for m in mapped], dtype=bool) & ~empty
     dropped = {}
     if empty.any():

@@ -360,10 +360,23 @@ TEXT_SHARE = 0.1  # a column where under 10% of the non-empty values could be a 
 EMPTY_SHARE = 0.9  # nor one that is empty in 90% of its rows (from 20 rows on)
 
 
+# What an empty text is made of: whitespace, and the characters that show nothing yet are no whitespace to
+# str.strip(): zero-width space, non-joiner and joiner, directional marks, word joiner and invisible operators, BOM,
+# soft hyphen (what a copy from a web page leaves in an empty cell). A text of only these was trained on as a text
+# and labelled as one (the tokenizer's normalizer removes them: the model saw an empty string).
+_BLANK = re.compile(r"[\s\u00ad\u200b-\u200f\u2060-\u2064\ufeff]*")
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` is empty to a reader: nothing in it but whitespace and invisible characters (``_BLANK``);
+    the one definition training (dropped as empty texts) and labelling (status ``empty``) share."""
+    return _BLANK.fullmatch(text) is not None
+
+
 def looks_like_text(value) -> bool:
     """Whether ``value`` could be a review: not empty and not a number, date, time, fraction or id."""
     text = "" if value is None else str(value).strip()
-    return bool(text) and _NOT_TEXT.fullmatch(text) is None
+    return not is_blank(text) and _NOT_TEXT.fullmatch(text) is None
 
 
 def check_text_column(values, column, columns, path, empty: bool = False) -> None:
@@ -376,7 +389,7 @@ def check_text_column(values, column, columns, path, empty: bool = False) -> Non
     for v in values:
         rows += 1
         text = "" if v is None else str(v).strip()
-        if not text:
+        if is_blank(text):
             continue
         filled += 1
         if _NUMBER.fullmatch(text):

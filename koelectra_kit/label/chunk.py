@@ -9,7 +9,7 @@ import numpy as np
 from ..classify.classifier import placeholder_labels
 from ..errors import InputError
 from ..io.labelled import label_prefixes
-from ..io.tables import column_hint
+from ..io.tables import column_hint, is_blank
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
@@ -79,7 +79,7 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     for i, (t, err) in enumerate(zip(texts, errors)):
         if err:
             status[i] = f"error: {err}"
-        elif not t.strip():
+        elif is_blank(t):  # what training drops as an empty text (a zero-width space alone too)
             status[i] = "empty"
         else:
             todo.append(i)
