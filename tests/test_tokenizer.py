@@ -344,6 +344,31 @@ def test_retraining_gives_the_same_ids(sample_dir, tmp_path):
                                                                               "[MASK]"]
 
 
+def test_a_save_that_fails_midway_leaves_the_earlier_tokenizer_whole(sample_dir, tmp_path, monkeypatch):
+    """The files were written one by one into out=: a save cut after tokenizer.json (a kill, a full disk) left the
+    new tokenizer.json beside the old vocab.txt and settings, a folder of two runs. Now the folder is swapped whole."""
+    from koelectra_kit.tokenizer import saving
+
+    def train(model):
+        return train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / "tok"),
+                                               model=model, vocab_size=2000, progress=False,
+                                               cache_dir=str(tmp_path / "c")))
+
+    train("characters")
+    before = {f.name: f.read_bytes() for f in (tmp_path / "tok").iterdir()}
+    real = saving.write_json_atomic
+
+    def disk_full(path, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(saving, "write_json_atomic", disk_full)  # after tokenizer.json and vocab.txt are written
+    with pytest.raises(OSError):
+        train("wordpiece")  # another vocabulary: its tokenizer.json and vocab.txt differ
+    monkeypatch.setattr(saving, "write_json_atomic", real)
+    assert {f.name: f.read_bytes() for f in (tmp_path / "tok").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "tok"]  # no staging folder left either
+
+
 def test_character_only_vocabulary_warns(sample_dir, tmp_path):
     # 821 distinct characters, most seen once: keeping 99.95% of them fills a 1,000-token vocabulary
     with pytest.warns(UserWarning, match="nearly all single characters"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import runtime
 from ..errors import InputError
-from ..io.fileio import check_input_file
+from ..io.fileio import check_input_file, staged_dir
 from ..io.output import check_out_dir
 from .normalize import PLACEHOLDERS
 from .cache import presplit_file
@@ -48,7 +48,8 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
         # tokenizer, so nothing breaks, but the user asked for another size and should know
         warnings.warn(f"vocab_size={cfg.vocab_size}, but the corpus supports only {tok.vocab_size} tokens: the "
                       f"vocabulary has {tok.vocab_size} (a bigger corpus gives more)", stacklevel=2)
-    tok.save(cfg.out)
+    with staged_dir(cfg.out) as staging:  # the folder swapped in whole: a kill mid-save leaves the old one, not a mix
+        tok.save(staging)
     if cfg.progress:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
                     f"{time.perf_counter() - t0:.1f}s -> {cfg.out}")
