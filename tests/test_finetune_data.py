@@ -389,6 +389,24 @@ def test_dev_split_and_subsample_reported(sample_dir):
     assert not set(s.train.rows) & set(s.dev.rows)
 
 
+def test_the_same_text_with_different_labels_is_a_warning_in_the_data_report(tmp_path, sample_dir):
+    """A review labelled twice, differently, was trained on without a word. The report says so in one line (count, an
+    example); which rows train does not change."""
+    from koelectra_kit.finetune import format_data_report
+
+    f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n별로,negative\n그냥,neutral\n좋아요 ,negative\n"
+                                  "별로,negative\n최악,negative\n최악,neutral\n괜찮아,positive\n")
+    d = read_labelled(f, L3)
+    assert len(d.texts) == 8 and d.y.tolist() == [2, 0, 1, 0, 0, 0, 1, 2]
+    s = load_splits(cfg_for(train=f, dev=f))
+    warning = [line for line in format_data_report(s.report).splitlines() if "different labels" in line]
+    assert warning[0].strip() == ("warning: 2 texts have different labels in different rows (e.g. '좋아요': positive "
+                                  "in row 1, negative in row 4); each row is kept with its own label")
+    assert len(s.train.y) == 8
+    clean = read_labelled(sample_dir / "reviews_labelled.csv", L3)  # repeats with one label are no warning
+    assert "conflicting_labels" not in clean.report
+
+
 # --- batching and optimizer groups ---------------------------------------------------------------
 
 def test_length_grouped_batches_cover_everything_with_less_padding():

@@ -240,6 +240,20 @@ def _rating_misses(values: dict[str, int], labels: list[str], rating_map: str) -
             + ", ".join(f"{lab!r}: {c} rows" for lab, c in outside.items()) + ")")
 
 
+def _conflicting_labels(texts, mapped, rows, keep) -> dict | None:
+    """The kept texts the table gives different labels in different rows (a review labelled twice, by two people or
+    once by mistake): their count and the first as an example. They were trained on without a word; they still are
+    (each row with its label), with a warning in the report."""
+    seen: dict[str, dict[str, int]] = {}  # text -> {label: its first row}
+    for i in np.flatnonzero(keep):
+        seen.setdefault(texts[i].strip(), {}).setdefault(mapped[i], int(rows[i]))
+    clashes = [(text, found) for text, found in seen.items() if len(found) > 1]
+    if not clashes:
+        return None
+    text, found = clashes[0]
+    return {"texts": len(clashes), "example": {"text": _short(text), "labels": found}}
+
+
 def read_labelled(path: str | Path, labels: list[str], *, text_column: str | None = None,
                   label_column: str | None = None, rating_column: str | None = None,
                   rating_map: str | None = None, label_map: dict | None = None,
@@ -311,6 +325,9 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     index = {lab: i for i, lab in enumerate(labels)}
     y = np.array([index[mapped[i]] for i in np.flatnonzero(keep)], dtype=np.int64)
     report["dropped"] = dropped
+    conflicts = _conflicting_labels(texts, mapped, rows, keep)
+    if conflicts:
+        report["conflicting_labels"] = conflicts
     report["rows_kept"] = int(keep.sum())
     report["class_counts"] = class_counts(y, labels)
     id_col = pick_column(df.columns, None, ID_COLUMNS)
@@ -387,5 +404,11 @@ def format_file_report(f: dict) -> str:
         more = f" values {d['values']}" if "values" in d else ""
         lines.append(f"  dropped {d['count']} rows: {reason.replace('_', ' ')}{more} (rows {d['rows']}"
                      f"{' ...' if d['count'] > len(d['rows']) else ''})")
+    if f.get("conflicting_labels"):
+        c = f["conflicting_labels"]
+        which = ", ".join(f"{lab} in row {row}" for lab, row in c["example"]["labels"].items())
+        lines.append(f"  warning: {c['texts']} {'text has' if c['texts'] == 1 else 'texts have'} different labels "
+                     f"in different rows (e.g. "
+                     f"{c['example']['text']!r}: {which}); each row is kept with its own label")
     lines.append(f"  kept {f['rows_kept']} rows: " + ", ".join(f"{k} {v}" for k, v in f["class_counts"].items()))
     return "\n".join(lines)
