@@ -258,6 +258,21 @@ def test_class_with_no_examples_is_an_error(tmp_path):
     assert len(s.train.y) + len(s.dev.y) == 10
 
 
+def test_a_single_example_and_a_header_only_file_are_said_plainly(tmp_path):
+    """"'negative', 'positive' has a single example" (one verb for several labels), and a header with no rows under
+    it was "no usable rows (0 empty texts, 0 unknown labels out of 0)"."""
+    f = write(tmp_path / "a.csv", "review,label\n좋아요,positive\n별로,negative\n그냥,neutral\n보통,neutral\n")
+    with pytest.raises(InputError, match="'negative', 'positive' each have a single example, so the dev split"):
+        load_splits(cfg_for(train=f))
+    g = write(tmp_path / "b.csv", "review,label\n좋아요,positive\n별로,negative\n싫어,negative\n그냥,neutral\n"
+                                  "보통,neutral\n")
+    with pytest.raises(InputError, match="'positive' has a single example"):
+        load_splits(cfg_for(train=g))
+    for name, text in (("h.csv", "review,label\n"), ("h.tsv", "review\tlabel\r\n")):
+        with pytest.raises(InputError, match=f"{name}: the file has no rows under its header$"):
+            read_labelled(write(tmp_path / name, text), L3)
+
+
 def test_config_validation():
     with pytest.raises(ConfigError, match="at least 2 labels"):
         cfg_for(labels="[positive]")

@@ -77,7 +77,8 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
         counts = np.bincount(train.y, minlength=len(cfg.labels))
         single = [lab for lab, c in zip(cfg.labels, counts) if c < 2]
         if single:
-            raise InputError(f"{cfg.train}: {', '.join(map(repr, single))} has a single example, so the dev split "
+            has = "has" if len(single) == 1 else "each have"  # one label, or several
+            raise InputError(f"{cfg.train}: {', '.join(map(repr, single))} {has} a single example, so the dev split "
                              "can't hold one; add examples or give a dev= file")
         tr, dv = stratified_split(train.y, cfg.dev_fraction, cfg.seed)
         train, dev = train.take(tr), train.take(dv)

@@ -319,6 +319,9 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         dropped["unknown_label"] = _unknown_rows(path, np.flatnonzero(unknown), rows, texts, raw, kind, labels,
                                                  rating_map, drop_unknown_labels)
     keep = ~(empty | unknown)
+    if not len(df):  # a header and nothing under it: "no usable rows (0 empty texts, 0 unknown labels out of 0)"
+        raise InputError(f"{path}: the {'dataset' if fmt == 'dataset' else 'file'} has no rows"
+                         + (" under its header" if fmt in ("csv", "tsv") else ""))
     if not keep.any():
         raise InputError(f"{path}: no usable rows ({int(empty.sum())} empty texts, "
                          f"{int(unknown.sum())} unknown labels out of {len(df)})")
