@@ -133,6 +133,21 @@ def test_class_label_column_reads_as_its_names(data):
     assert got.ids == [str(i) for i in range(len(want.texts))]  # the id column kept, as for a file
 
 
+def test_integer_labels_with_a_gap_read_as_written_from_a_parquet_or_save_to_disk_folder(tmp_path):
+    """A nullable Int64 column with a missing value: a Parquet folder failed in fillna("") with "TypeError: Invalid
+    value '' for dtype 'Int64'" (a traceback), and a save_to_disk folder read the labels as '1.0'/'0.0', which
+    labels=[0,1] did not match. Both read each value as written, as read_table reads one Parquet file."""
+    from datasets import Dataset
+
+    df = pd.DataFrame({"review": ["좋아요", "별로", "그냥", "최고"], "label": pd.array([1, None, 0, 1], dtype="Int64")})
+    _parquet_folder(df, tmp_path / "pq", 2)
+    Dataset.from_pandas(df).save_to_disk(tmp_path / "disk")
+    for folder in ("pq", "disk"):
+        assert [str(v) for v in hfdata.read_dataframe(tmp_path / folder)["label"]] == ["1", "", "0", "1"], folder
+        got = read_labelled(tmp_path / folder, ["0", "1"], drop_unknown_labels=True)
+        assert got.texts == ["좋아요", "그냥", "최고"] and got.y.tolist() == [1, 0, 1], folder
+
+
 def test_hub_table_is_loaded_with_its_config_and_split(fake_hub, data):
     got = read_labelled("hf:owner/reviews:default:train", L3)
     assert fake_hub.calls == [("owner/reviews", "default", "train", False)]  # a table: a normal (cached) load

@@ -28,7 +28,7 @@ from typing import Iterator
 from ..errors import InputError
 from .fileio import atomic_path, cache_dir, check_input_file
 from ..runtime import log
-from .tables import TEXT_COLUMNS, Record, pick_column, read_records
+from .tables import TEXT_COLUMNS, Record, pick_column, read_records, values_frame
 
 PREFIX = "hf:"
 SPEC_FORMS = "hf:OWNER/NAME, hf:OWNER/NAME:SPLIT or hf:OWNER/NAME:CONFIG:SPLIT"
@@ -226,7 +226,11 @@ def open_rows(value, streaming: bool = False) -> Rows:
     src = parse_source(value)
     if src.kind == "parquet":
         return _parquet_rows(src)
-    ds = _load(src, streaming)
+    return _dataset_rows(_load(src, streaming))
+
+
+def _dataset_rows(ds) -> Rows:
+    """A loaded ``Dataset``'s (or a streamed ``IterableDataset``'s) rows, in batches of ``BATCH_ROWS``."""
     columns = list(getattr(ds, "column_names", None) or [])
     batches = ds.iter(batch_size=BATCH_ROWS)  # column -> values (memory-mapped, or streamed from the hub)
     if not columns:  # a streamed dataset whose features the hub does not declare: the first batch's keys
@@ -283,27 +287,24 @@ def _same_columns(shards: list[Path], columns: list[list]) -> list:
 def read_dataframe(value):
     """The whole table as ``tables.read_table`` gives a file's: strings where the data holds text, '' for a
     missing value. A ``ClassLabel`` column reads as its names (NSMC's 0/1 as negative/positive), so label sets and
-    aliases work as they do on a file that spells them out; -1 ("no label") reads as ''."""
-    import pandas as pd
+    aliases work as they do on a file that spells them out; -1 ("no label") reads as ''.
 
+    Each value as written (``tables.values_frame``, as ``tables.read_table`` reads one Parquet file): pandas'
+    ``read_parquet`` / ``to_pandas`` made an integer column with a missing value float (a label 1 read as '1.0'),
+    and a nullable Int64 one failed in ``fillna("")`` with a TypeError, a traceback."""
     src = parse_source(value)
     if src.kind == "parquet":
-        shards = parquet_shards(Path(src.name))
-        try:
-            frames = [pd.read_parquet(p) for p in shards]
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-            raise InputError(f"{src}: not readable as Parquet ({_one_line(e)})") from None
-        _same_columns(shards, [f.columns for f in frames])
-        df = pd.concat(frames, ignore_index=True)
-    else:
-        import datasets
+        rows = _parquet_rows(src)
+        return values_frame(rows.columns, rows.records, src, "parquet")
+    import datasets
 
-        ds = _load(src, streaming=False)
-        df = ds.to_pandas()
-        for name, feature in ds.features.items():
-            if isinstance(feature, datasets.ClassLabel):
-                df[name] = ["" if pd.isna(v) or int(v) < 0 else feature.int2str(int(v)) for v in df[name]]
-    return df.astype({c: "string" for c in df.columns if df[c].dtype == object}).fillna("")
+    ds = _load(src, streaming=False)
+    rows = _dataset_rows(ds)
+    df = values_frame(rows.columns, rows.records, src, "dataset")
+    for name, feature in ds.features.items():
+        if isinstance(feature, datasets.ClassLabel):
+            df[name] = ["" if v == "" or int(v) < 0 else feature.int2str(int(v)) for v in df[name]]
+    return df
 
 
 def iter_texts(value, text_column: str | int | None = None) -> Iterator[str]:

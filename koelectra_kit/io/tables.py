@@ -250,16 +250,22 @@ def _values_table(path: Path, fmt: str, encoding: str | None):
     (``read_records``). pandas' own readers make an integer column with a missing value float: a label 1 read as
     '1.0', which labels=[0,1] or label_map={1: ...} no longer match, and a Parquet Int64/boolean column with a
     missing value was a traceback. A malformed JSONL line is an error naming it (pandas named a byte position)."""
+    columns, records = read_records(path, fmt, encoding, None)
+    return values_frame(columns, records, path, fmt)
+
+
+def values_frame(columns, records, path, fmt: str):
+    """A DataFrame of ``records`` (``Record``s, as ``read_records`` or ``hfdata.open_rows`` stream them), each value
+    as written, '' for a missing one; a record with an error is an ``InputError`` naming it."""
     import pandas as pd
 
-    columns, records = read_records(path, fmt, encoding, None)
     rows = []
     for rec in records:
         if rec.error:
-            records.close()
+            getattr(records, "close", lambda: None)()
             raise InputError(f"{path}: could not parse as {fmt}: {rec.error}")
         rows.append(["" if v is None else v for v in rec.fields])
-    return pd.DataFrame(rows, columns=columns, dtype=object)
+    return pd.DataFrame(rows, columns=list(columns), dtype=object)
 
 
 def _at_its_line(why: str, path: Path, encoding: str, dialect: dict) -> str:
