@@ -115,7 +115,7 @@ def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -
     """The text column by name (the toolkit's one list), else the column whose first rows hold the most review-like
     text (not numbers, dates or ids: ``tables.looks_like_text``); a file where no column holds any is refused, in
     one line naming its columns. A column picked by name is checked when labelling starts (``label``'s check)."""
-    by_name = pick_column(columns, None)
+    by_name = pick_column(columns, None, path=name)
     if by_name:
         return by_name, ""
     width = len(columns)

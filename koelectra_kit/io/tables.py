@@ -428,8 +428,8 @@ def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_C
         return given
     for name in candidates:
         near = [c for c in columns if str(c).strip().casefold() == name.casefold()]
-        exact = [c for c in near if str(c) == name]
-        if len(near) > 1 and len(exact) != 1:
+        exact = [c for c in near if str(c) == name]  # a name repeated as written: the callers' own error names it
+        if len(near) > 1 and not exact:
             raise InputError(f"{path}: columns {', '.join(repr(str(c)) for c in near)} "
                              f"{'both' if len(near) == 2 else 'all'} read as {name!r} (case and "
                              "surrounding spaces aside); which one to read is a guess: rename the others, or name "
