@@ -53,6 +53,7 @@ EXTENDED_TESTS = {
     "tests/test_hf_tokenizer.py::test_import_registers_without_loading_transformers",
     "tests/test_pretrain.py::test_torchrun_two_cpu_processes_hold_identical_weights",
     "tests/test_label_torchrun.py::test_two_processes_write_the_unsharded_runs_bytes_report_the_whole_file_and_resume",
+    "tests/test_label_torchrun.py::test_the_ranks_benchmark_times_both_commands_and_compares_their_labels",
     "tests/test_wordfile.py::test_the_next_process_starts_with_the_words_and_gets_the_same_ids",
     "tests/test_wordfile.py::test_a_damaged_file_is_ignored_with_one_warning_and_replaced",
     "tests/test_wordfile.py::test_a_cache_folder_that_cannot_be_written_never_fails_the_run",

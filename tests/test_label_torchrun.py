@@ -129,3 +129,20 @@ def test_the_joined_summary_adds_the_shards_counts():
                                                             ["line 9: ..."])
     assert (s.reused, s.human, s.flattened, s.human_labels, s.human_conflicts) == (1, 1, 2, "L.csv", 1)
     assert tr.job_key(str(shard_path(Path("d/out.csv"), 2, 12))) == str(Path("d/out.csv"))
+
+
+@pytest.mark.extended
+def test_the_ranks_benchmark_times_both_commands_and_compares_their_labels(tiny_classifier_dir, capsys):
+    from .conftest import SHARED_DATA
+
+    if not (SHARED_DATA / "nsmc3" / "train.tsv").exists():
+        pytest.skip(f"the benchmark reads nsmc3 train from the real data ({SHARED_DATA}), absent here")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_label_ranks
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    bench_label_ranks.main(["--model", str(tiny_classifier_dir), "--rows", "40", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "one process, every core" in out and "torchrun, 2 processes" in out
+    assert "labels: 40 of 40 rows the same in both outputs" in out
