@@ -55,7 +55,8 @@ def test_one_review_gets_a_label_and_three_probabilities(app_client, tiny_classi
     assert got["label"] == expected.labels[0] and got["labels"] == LABELS
     assert got["probs"] == pytest.approx(expected.probs[0].tolist(), abs=1e-3)
     assert got["confidence"] == max(got["probs"])
-    for body, message in [({"text": "   "}, "type a review first"), ({"text": "가" * 20_001}, "20,000"),
+    for body, message in [({"text": "   "}, "type a review first"), ({"text": "\u200b\u2060"}, "type a review first"),
+                          ({"text": "가" * 20_001}, "20,000"),
                           ({}, "type a review first")]:
         bad = app_client.call("POST", "/api/predict", json_body=body)
         assert bad.status == 400 and message in bad.json["error"]

@@ -596,3 +596,17 @@ def test_a_tfidf_round_is_refitted_with_the_analysts_labels_not_its_start_rows(t
     write_rows(folder / "answers.csv", list(answers.items()))
     assert answers_of(tmp_path, rnd, start) == answers
     assert trained_on(tmp_path, None) == answers_of(tmp_path, None, start) == {}  # the starting model
+
+
+def test_a_pool_row_of_spaces_or_invisible_characters_is_an_empty_row_never_asked(tmp_path):
+    """tables.is_blank decides "empty" for label and finetune; the pool kept "   " and zero-width texts as reviews to
+    ask about (and a pool of only those was no error)."""
+    from koelectra_kit.app.pool import Pool
+    from koelectra_kit.errors import InputError
+
+    path = tmp_path / "pool.csv"
+    path.write_text("review\n좋아요\n\"   \"\n\u200b\u200b\n별로\n", encoding="utf-8")
+    assert Pool.read(str(path)).texts == ["좋아요", "", "", "별로"]
+    path.write_text("review\n\"  \"\n\ufeff\u200b\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no review to ask about"):
+        Pool.read(str(path))

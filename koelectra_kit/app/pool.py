@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..io.tables import is_blank
 from ..classify.predictions import Predictions
 
 QUEUE = 50  # rows picked per refill: enough that a refill is rare, few enough that it follows the model
@@ -46,10 +47,12 @@ class Pool:
         enc = "utf-8" if kind == "parquet" else detect_encoding(src, None, hints=CONFIG_HINTS)
         columns, column, texts, _ = read_texts(lambda: read_records(src, kind, enc, None), text_column, str(src),
                                                "--text-column")
-        if not any(t and str(t).strip() for t in texts):
+        # a blank text (spaces, or only invisible characters: tables.is_blank, as label and finetune decide it) is
+        # an empty row: counted as one, never asked
+        texts = ["" if t is None or is_blank(str(t)) else str(t) for t in texts]
+        if not any(texts):
             raise InputError(f"--teach {path}: no review to ask about (no row has text in {column!r})")
-        return cls(src, src.name, column, ["" if t is None else str(t) for t in texts],
-                   _ids(lambda: read_records(src, kind, enc, None), columns, column))
+        return cls(src, src.name, column, texts, _ids(lambda: read_records(src, kind, enc, None), columns, column))
 
 
 ID_COLUMNS = ("id", "번호", "no", "review_id")

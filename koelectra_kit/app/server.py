@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from ..errors import InputError, KitError
+from ..io.tables import is_blank
 from .guard import Guard, host_names
 from .jobs import Busy, JobStore, NotFound, SharedClassifier
 from .labelstore import LabelFileProblem
@@ -207,7 +208,7 @@ async def _json(request) -> dict:
 
 def _text_field(body: dict) -> str:
     text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or is_blank(text):  # (only zero-width characters: as empty as spaces)
         raise KitError("type a review first")
     if len(text) > MAX_TEXT_CHARS:
         raise KitError(f"that text is {len(text):,} characters; the box takes up to {MAX_TEXT_CHARS:,} "
