@@ -168,3 +168,21 @@ def test_reads_shared_data(shared_data):
     texts = iter_texts(shared_data / "nsmc3" / "dev.tsv", "document")
     first = [next(texts) for _ in range(100)]
     assert all(isinstance(t, str) for t in first) and sum(bool(t) for t in first) > 90
+
+
+def test_a_corpus_text_column_of_numbers_or_ids_is_refused(tmp_path):
+    """text_column=id (or a file whose first text-like column is a number) pretrained on digits, exit 0, and the
+    only word was a warning to raise vocab_size: the table check label and finetune use, on the first texts."""
+    import pandas as pd
+
+    from koelectra_kit.io.corpus import iter_texts
+    from koelectra_kit.io.hfdata import iter_texts as dataset_texts
+
+    df = pd.DataFrame({"id": [str(1000 + i) for i in range(50)], "review": ["배송 빠르고 좋아요 ㅋㅋ"] * 50})
+    df.to_csv(tmp_path / "c.csv", index=False)
+    (tmp_path / "ds").mkdir()
+    df.to_parquet(tmp_path / "ds" / "part-0.parquet")
+    for texts in (lambda col: iter_texts(tmp_path / "c.csv", col), lambda col: dataset_texts(tmp_path / "ds", col)):
+        with pytest.raises(InputError, match="column 'id' holds only numbers .* name the text column"):
+            list(texts("id"))
+        assert list(texts("review")) == ["배송 빠르고 좋아요 ㅋㅋ"] * 50  # the text column streams as before

@@ -22,7 +22,7 @@ from typing import Iterator
 from .. import runtime
 from . import hfdata
 from ..errors import InputError
-from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
+from .tables import TEXT_COLUMNS, checked_texts, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
 
 # suffix -> tables format; any other file is plain text, one text a line
 TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -179,6 +179,11 @@ def _table_texts(path: Path, fmt: str, enc: str | None, text_column, stats: dict
         if name is None:
             raise InputError(f"{path}: no text column among {names}; pass text_column=NAME")
         idx = names.index(name)
+    texts = _column_texts(records, idx, stats)
+    yield from texts if isinstance(text_column, int) else checked_texts(texts, name, names, path)
+
+
+def _column_texts(records, idx: int, stats: dict) -> Iterator[str]:
     for rec in records:
         if rec.error:
             stats["malformed"] += 1

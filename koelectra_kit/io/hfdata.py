@@ -28,7 +28,7 @@ from typing import Iterator
 from ..errors import InputError
 from .fileio import atomic_path, cache_dir, check_input_file
 from ..runtime import log
-from .tables import TEXT_COLUMNS, Record, pick_column, read_records, values_frame
+from .tables import TEXT_COLUMNS, Record, checked_texts, pick_column, read_records, values_frame
 
 PREFIX = "hf:"
 SPEC_FORMS = "hf:OWNER/NAME, hf:OWNER/NAME:SPLIT or hf:OWNER/NAME:CONFIG:SPLIT"
@@ -320,9 +320,8 @@ def iter_texts(value, text_column: str | int | None = None) -> Iterator[str]:
         if name is None:
             raise InputError(f"{src}: no text column among {names}; pass text_column=NAME")
         idx = names.index(name)
-    for rec in rows.records:
-        value = rec.fields[idx] if idx < len(rec.fields) else ""
-        yield "" if value is None else str(value)
+    texts = ("" if v is None else str(v) for v in (r.fields[idx] if idx < len(r.fields) else "" for r in rows.records))
+    yield from texts if isinstance(text_column, int) else checked_texts(texts, name, names, src)
 
 
 def corpus_file(value, text_column: str | None = None, cache: str | Path | None = None) -> Path:

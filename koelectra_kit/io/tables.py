@@ -385,6 +385,18 @@ def looks_like_text(value) -> bool:
     return not is_blank(text) and _NOT_TEXT.fullmatch(text) is None
 
 
+def checked_texts(texts, column, columns, path, sample: int = 1000):
+    """``texts`` streamed, after ``check_text_column`` on the first ``sample`` of them: a corpus table's text column
+    (pretraining, a tokenizer) picked by mistake (text_column=id) was trained on as digits, exit 0."""
+    from itertools import islice
+
+    texts = iter(texts)
+    head = list(islice(texts, sample))
+    check_text_column(head, column, columns, path)
+    yield from head
+    yield from texts
+
+
 def check_text_column(values, column, columns, path, empty: bool = False) -> None:
     """A text column that holds no review text is a rating, date or id column picked by mistake
     (text_column=rating, or a file with no text column at all): each value would be labelled, or trained on, as a
