@@ -265,6 +265,20 @@ def test_a_jsonl_output_keeps_its_values_as_read(tmp_path, tiny_classifier, tiny
     assert not (tmp_path / "d.jsonl").exists()
 
 
+def test_a_jsonl_output_writes_an_unlabelled_rows_scores_as_null(tmp_path, tiny_classifier):
+    """An empty or malformed row has no scores: its confidence and prob_ columns were the string "<NA>" in a JSONL
+    output (pandas' missing value through json.dumps' default=str), a text where a number or null belongs."""
+    src = tmp_path / "in.csv"
+    src.write_text('id,review\n1,좋아요\n2,\n3,"a\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["status"][:5] for r in rows] == ["ok", "empty", "error"]
+    assert isinstance(rows[0]["confidence"], float)
+    for r in rows[1:]:
+        assert all(r[c] is None for c in OUT_COLS[1:-1]), r
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

@@ -385,6 +385,8 @@ def json_line(columns: list[str], values) -> str:
 def _json_plain(v):
     if type(v).__module__ == "numpy" and hasattr(v, "item"):
         v = v.item()
+    if type(v).__name__ == "NAType":  # pd.NA: a flagged row's confidence and prob_ (chunk._rounded), written "<NA>"
+        return None
     return None if isinstance(v, float) and v != v else v
 
 
