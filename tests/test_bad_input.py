@@ -234,6 +234,21 @@ def test_one_cp949_line_in_utf8_names_the_line_and_replace_labels_the_rest(label
 
 
 
+def test_replace_reads_a_cp949_file_with_a_broken_byte_as_cp949(label, tmp_path):
+    """--encoding-errors replace without --encoding guessed UTF-8 for any file neither encoding reads whole, so a
+    cp949 export with one broken byte came out as U+FFFD throughout: every row flagged, none labelled. The encoding
+    that reads further is taken (``tables.likeliest_encoding``), and only the broken line is flagged."""
+    src = tmp_path / "cp.csv"
+    src.write_bytes("id,review\r\n1,좋아요 최고\r\n2,별로예요\r\n".encode("cp949") + b"3,\xff\r\n"
+                    + "4,그냥 그래요\r\n".encode("cp949"))
+    rc, _, err = label(src, "--encoding-errors", "replace")
+    assert rc == 0, err
+    got = read_out(tmp_path / "out.csv")
+    assert got["review"].tolist() == ["좋아요 최고", "별로예요", "\ufffd", "그냥 그래요"]
+    assert got["status"].tolist()[:2] == ["ok", "ok"] and got["status"].tolist()[3] == "ok"
+    assert got["status"].tolist()[2].startswith("error: line 4 has bytes invalid in cp949")
+
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
 def test_excel_unicode_text_is_read_without_options(label, tmp_path, encoding):
     """Excel's "Unicode Text" export is UTF-16 with a BOM, tab-separated: read as such, not refused as neither

@@ -126,6 +126,22 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
                      f"{option}" + (f", or {rest}" if rest else ""))
 
 
+def likeliest_encoding(path: Path) -> str:
+    """The encoding to read ``path`` in with errors replaced (``label --encoding-errors replace``): the one
+    ``detect_encoding`` finds, else a UTF-8 BOM's, else whichever of ``CANDIDATE_ENCODINGS`` fails later in the file
+    (a tie: utf-8). "utf-8" whenever none read it whole made a cp949 export with one broken byte U+FFFD throughout:
+    every row flagged, none labelled."""
+    try:
+        return detect_encoding(path)
+    except InputError:
+        pass
+    with open(path, "rb") as f:
+        if f.read(3) == codecs.BOM_UTF8:
+            return "utf-8-sig"
+    fails = {enc: _first_bad_byte(path, enc, 1 << 20) for enc in CANDIDATE_ENCODINGS}
+    return max(CANDIDATE_ENCODINGS, key=lambda enc: -1 if fails[enc] is None else fails[enc])
+
+
 ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8 (with a BOM)", "cp949": "cp949/EUC-KR", "utf-16": "UTF-16",
                   "utf-32": "UTF-32"}  # detect_encoding's results, as an error names them
 

@@ -22,7 +22,7 @@ from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..runtime import log
 from ..io.tables import (LINES_COLUMN, check_lines_file, check_text_column, column_hint, detect_encoding,
-                         read_records, refuse_other_separator, table_format)
+                         likeliest_encoding, read_records, refuse_other_separator, table_format)
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
 from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
@@ -106,7 +106,7 @@ class FileLabeller:
         elif self.in_fmt in ("parquet", "dataset"):
             self.encoding = "utf-8"
         elif cfg.encoding_errors == "replace":
-            self.encoding = cfg.encoding or _guess_encoding(self.src)
+            self.encoding = cfg.encoding or likeliest_encoding(self.src)
         else:
             self.encoding = detect_encoding(self.src, cfg.encoding)
         if self.in_fmt == "dataset":  # a table's load (cached by datasets for hf:...): its row count and files known
@@ -449,12 +449,3 @@ def _encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:
 def _separator_fix(other: str) -> str:
     """How `label` reads a file whose fields ``other`` separates (``tables.refuse_other_separator``)."""
     return {"\t": "pass --format tsv", ",": "pass --format csv"}.get(other, f"pass --sep '{other}'")
-
-
-def _guess_encoding(path: Path) -> str:
-    """With errors replaced, the encoding is the one that decodes the most: a BOM, else whichever of utf-8 and
-    cp949 fails later in the file."""
-    try:
-        return detect_encoding(path)
-    except InputError:
-        return "utf-8"
