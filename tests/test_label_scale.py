@@ -353,6 +353,27 @@ def test_merge_refuses_shards_of_another_job(tmp_path, tiny_classifier, capsys):
     assert rc == 2 and "another output encoding" in err and not out.exists(), err
 
 
+def test_merge_refuses_a_shard_copied_over_another(tmp_path, tiny_classifier, capsys):
+    """Shard 1's file copied over shard 3's name (an rsync or a `cp` gone wrong), with its job record or without:
+    both were joined, exit 0, shard 1's rows twice and shard 3's none."""
+    src = _write(tmp_path / "in.csv", n=12, malformed=False)
+    out = tmp_path / "out.csv"
+    for k in (1, 2, 3):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/3")
+    first, third = tmp_path / "out.shard-1-of-3.csv", tmp_path / "out.shard-3-of-3.csv"
+    kept = third.read_bytes()
+    third.write_bytes(first.read_bytes())
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and err.count("\n") == 1 and "out.shard-3-of-3.csv is not the file shard 3/3 wrote" in err, err
+    assert not out.exists() and not out.with_name("out.csv.merging").exists()
+    (tmp_path / "out.shard-3-of-3.csv.job.json").write_bytes((tmp_path / "out.shard-1-of-3.csv.job.json").read_bytes())
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and err.count("\n") == 1 and "holds shard 1/3, not 3/3" in err and not out.exists(), err
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="3/3", overwrite=True)
+    assert third.read_bytes() == kept
+    assert run_cli(capsys, "label-merge", out)[0] == 0 and len(_read(out)) == 12
+
+
 def test_merge_accepts_a_copy_of_the_input_and_shards_without_a_record(tmp_path, tiny_classifier, capsys):
     """Each machine of a cluster reads its own copy of the input (another path, another time): one job. Shards
     written before job records existed merge as before, with a notice."""

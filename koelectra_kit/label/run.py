@@ -194,6 +194,9 @@ class FileLabeller:
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
                 "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None,
+                # the shard file's own content (complete: written just before the rename), so label-merge can tell
+                # this shard from another's file copied over it (``shard.check_shard_files``)
+                "output_content": input_fingerprint(self.partial, mtime=False),
                 # the shard's counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
                 "counts": {"rows": st.rows_done, "per_label": st.per_label, "status": st.status,
                            "malformed": st.malformed, "reused": st.reused, "human": st.human,

@@ -10,7 +10,8 @@ start at its first row; a repeat across a shard boundary is scored again, not co
 differ by less than 0.01, in fp32 by a tie at the 4th decimal's rounding (README, tests/test_label_scale.py). The
 same batches whatever the boundaries would mean scoring a text alone (batch 1, no padding): far slower. The job: each
 finished shard leaves ``SHARD.job.json`` (input content, row count, text column, model, tokenizer, output
-encoding); shards of another input or model that happen to share an output name are refused, not joined.
+encoding, the shard file's own content); shards of another input or model that happen to share an output name, or
+a shard's file copied over another's name, are refused, not joined.
 """
 from __future__ import annotations
 
@@ -86,6 +87,32 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
                 raise InputError(f"can't merge {output}: {path.name} was labelled with another {what} than "
                                  f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
                                  "different jobs?); rerun it with the others' command and --overwrite")
+
+
+def check_shard_files(output: Path, shards: list[Path]) -> None:
+    """Each shard file is the one its job record describes: shard k of n by its record, and the bytes labelled
+    then. A shard copied over another's name (shard 1 as shard 3, its record with it or not) was joined: shard 1's
+    rows twice, shard 3's none, exit 0. Records written before ``output_content`` are not checked for content."""
+    from .resume import input_fingerprint
+
+    n = len(shards)
+    for k, path in enumerate(shards, 1):
+        job = read_job(path)
+        if job is None:
+            continue  # check_one_job has said so
+        if job.get("shard") and _parts(job["shard"]) != (k, n):
+            raise InputError(f"can't merge {output}: {path.name} holds shard {job['shard']}, not {k}/{n} (a shard "
+                             f"copied or renamed over another?); rerun shard {k}/{n} with --overwrite")
+        if job.get("output_content") and job["output_content"] != input_fingerprint(path, mtime=False):
+            raise InputError(f"can't merge {output}: {path.name} is not the file shard {k}/{n} wrote (another "
+                             f"shard's file copied over it, or it was edited since); rerun shard {k}/{n} with "
+                             "--overwrite")
+
+
+def _parts(shard: str) -> tuple[int, int] | None:
+    """"2/3" -> (2, 3); None for anything else."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def row_range(total: int, k: int, n: int) -> tuple[int, int]:
@@ -164,6 +191,7 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
         if _cut_short(path):
             raise InputError(f"can't merge {output}: {path.name} ends mid-line, cut short after labelling (an "
                              "interrupted copy?); copy it again, or rerun that shard with --overwrite")
+    check_shard_files(output, shards)
     with open(shards[0], "rb") as f:
         if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
             raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
