@@ -279,6 +279,31 @@ def test_a_jsonl_output_writes_an_unlabelled_rows_scores_as_null(tmp_path, tiny_
         assert all(r[c] is None for c in OUT_COLS[1:-1]), r
 
 
+def test_a_text_that_is_a_json_object_or_binary_is_flagged_and_utf8_bytes_are_read(tmp_path, tiny_classifier):
+    """A JSONL text that is an object or an array, and a Parquet binary text that is not UTF-8, were labelled as their
+    Python repr ("{'t': '별로예요'}", "b'\\xff\\xfe'"), status ok; UTF-8 bytes (Spark's strings in a binary column)
+    were labelled as "b'\\xec\\xa2...'" rather than the review they hold."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "review": "좋아요"}\n{"id": 2, "review": {"t": "별로예요"}}\n'
+                   '{"id": 3, "review": ["별로", "예요"]}\n{"id": 4, "review": 10}\n', encoding="utf-8")
+    label_file(None, src, tmp_path / "out.csv", "review", classifier=tiny_classifier, progress=False)
+    got = _read(tmp_path / "out.csv")
+    assert got["id"].tolist() == ["1", "2", "3", "4"]
+    assert got["status"].tolist() == ["ok", "error: line 2: the text is a JSON object, not a string",
+                                      "error: line 3: the text is a JSON array, not a string", "ok"]
+    assert got["label"].tolist()[1:3] == ["", ""]
+    pq.write_table(pa.table({"review": ["좋아요 최고".encode(), b"\xff\xfe", None]}), tmp_path / "b.parquet")
+    label_file(None, tmp_path / "b.parquet", tmp_path / "b.csv", "review", classifier=tiny_classifier,
+               progress=False)
+    got = _read(tmp_path / "b.csv")
+    assert got["status"].tolist() == ["ok", "error: line 3: the text is binary data, not UTF-8 text", "empty"]
+    ref = label_dataframe(pd.DataFrame({"review": ["좋아요 최고"]}), text_column="review", classifier=tiny_classifier)
+    assert got["label"][0] == ref["label"][0] and got["confidence"][0] == str(ref["confidence"][0])
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

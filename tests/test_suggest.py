@@ -470,6 +470,27 @@ def test_cli_malformed_and_empty_rows_are_never_suggested_and_rows_count_them(ca
     assert "passed over: empty 1, malformed line 1" in stdout
 
 
+def test_cli_a_json_object_or_binary_text_is_never_suggested_and_utf8_bytes_are_read(capsys, tmp_path, tfidf_dir):
+    """A JSONL text that is an object or array, or Parquet bytes that are not UTF-8, were scored as their Python repr
+    and suggested ("{'t': '별로예요'}" to label next)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text('{"id": 1, "review": "배송 빠르고 좋아요"}\n{"id": 2, "review": {"t": "별로예요"}}\n'
+                    '{"id": 3, "review": ["별로", "예요"]}\n', encoding="utf-8")
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=5")
+    assert rc == 0, err
+    got = pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    assert got.row.tolist() == ["0"]
+    pq.write_table(pa.table({"review": ["별로에요 다신 안삼".encode(), b"\xff\xfe"]}), tmp_path / "b.parquet")
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={tmp_path / 'b.parquet'}",
+                              f"out={out}", "n=5", "overwrite=true", "text_column=review")
+    assert rc == 0, err
+    assert pd.read_csv(out, encoding="utf-8-sig", dtype=str).row.tolist() == ["0"]
+
+
 def test_cli_pool_column_named_like_an_output_column_gets_prefixed_columns(capsys, tmp_path, tfidf_dir):
     pool = tmp_path / "pool.csv"
     pd.DataFrame({"review": ["좋아요 최고", "별로에요"], "label": ["?", "?"]}).to_csv(pool, index=False)

@@ -100,6 +100,25 @@ def csv_records(lines: Iterable[str], **dialect) -> Iterator[tuple[int, list[str
         yield line, fields
 
 
+def cell_text(value) -> tuple[str, str | None]:
+    """(the text a text column's cell holds, why it holds none or None). None and NaN are empty; bytes (a Parquet
+    binary column: Spark and older writers store strings so, with no UTF-8 mark) are their UTF-8 text; a number or a
+    bool its str(), as a review of "10" is. A JSON object or array (a JSONL or Parquet nested value) and bytes that
+    are not UTF-8 hold no review: labelled as their Python repr ("{'t': '별로'}", "b'\\xec...'"), status ok."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "", None
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8"), None
+        except UnicodeDecodeError:
+            return "", "the text is binary data, not UTF-8 text"
+    if isinstance(value, (dict, list, tuple)):
+        return "", f"the text is a JSON {'object' if isinstance(value, dict) else 'array'}, not a string"
+    return str(value), None
+
+
 def fit_fields(row: list, n: int) -> list:
     """``row`` padded with "" or cut to ``n`` fields."""
     return (list(row) + [""] * n)[:n]

@@ -2,13 +2,12 @@
 knows nothing about files (``label_dataframe`` is this on a whole DataFrame)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..classify.classifier import placeholder_labels
 from ..errors import InputError
 from ..io.labelled import label_prefixes
+from ..io.records import cell_text
 from ..io.tables import column_hint, is_blank
 from .dedupe import PredictionCache, predict_once
 
@@ -50,8 +49,9 @@ def load_classifier(model, backend: str = "auto", **options):
 
 
 def as_text(v) -> str:
-    """A cell as the text label reads: None and NaN (Parquet, JSONL) are empty, anything else its str()."""
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+    """A cell as the text label reads (``records.cell_text``: None and NaN empty, bytes as UTF-8); a value that is
+    no text (a JSON object) is flagged by the caller before this."""
+    return cell_text(v)[0]
 
 
 def _rounded(col: np.ndarray):

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
+from ..io.records import cell_text
 from ..runtime import log
 from ..io.tables import (LINES_COLUMN, check_lines_file, check_text_column, column_hint, detect_encoding,
                          likeliest_encoding, read_records, refuse_other_separator, table_format)
@@ -295,6 +296,8 @@ class FileLabeller:
             elif error is None and cfg.encoding_errors == "replace" and any(
                     isinstance(v, str) and "\ufffd" in v for v in fields):
                 error = f"line {rec.line} has bytes invalid in {self.encoding} (shown as U+FFFD)"
+            elif error is None and (why := cell_text(fields[self.text_idx])[1]):
+                error = f"line {rec.line}: {why}"  # flagged, not labelled as its Python repr
             rows.append(fields)
             errors.append(error)
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)

@@ -212,6 +212,7 @@ def text_column_of(columns: list[str], given: str | None, path: str, key: str = 
 def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None) -> tuple:
     """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
     ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
+    from ..io.records import cell_text
     from ..io.tables import check_text_column
 
     columns, records = reopen()
@@ -221,11 +222,12 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
         at = columns.index(column)
         texts, malformed = [], 0
         for rec in records:
-            if rec.error:
+            text, why = cell_text(rec.fields[at]) if not rec.error else ("", "malformed")
+            if why:  # a malformed line, or a JSON object or non-UTF-8 bytes as the text: never suggested
                 malformed += 1
                 texts.append(None)
             else:
-                texts.append(rec.fields[at])
+                texts.append(text)  # bytes as their UTF-8 text
     except UnicodeDecodeError as e:  # the file changed under us: detect_encoding read all of it
         raise InputError(f"{path}: bytes invalid in its encoding ({e.reason}); pass encoding=...") from None
     finally:
