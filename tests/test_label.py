@@ -304,6 +304,31 @@ def test_a_text_that_is_a_json_object_or_binary_is_flagged_and_utf8_bytes_are_re
     assert got["label"][0] == ref["label"][0] and got["confidence"][0] == str(ref["confidence"][0])
 
 
+@pytest.mark.parametrize("ext", [".csv", ".tsv"])
+def test_nested_values_are_written_to_csv_and_tsv_as_their_json(tmp_path, tiny_classifier, ext):
+    """A JSONL object or array, a Parquet list or struct, was written to a CSV or TSV as its Python repr
+    ("{'a': 1, 'b': None}", "['x', 'y']"): not the value as read, and no JSON reader takes it back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"review": "좋아요", "meta": {"a": 1, "b": null, "c": true}, "tags": ["x", "별"]}\n'
+                   '{"review": "별로", "meta": null, "tags": []}\n', encoding="utf-8")
+    out = tmp_path / f"out{ext}"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    got = pd.read_csv(out, dtype=str, keep_default_na=False, encoding="utf-8-sig", sep="\t" if ext == ".tsv" else ",",
+                      quoting=3 if ext == ".tsv" else 0)
+    assert [json.loads(v) for v in got["meta"][:1]] == [{"a": 1, "b": None, "c": True}]
+    assert got["meta"][1] == "" and [json.loads(v) for v in got["tags"]] == [["x", "별"], []]
+    pq.write_table(pa.table({"review": ["좋아요"], "tags": [["a", "b"]], "s": [{"x": 1, "y": None}]}),
+                   tmp_path / "p.parquet")
+    label_file(None, tmp_path / "p.parquet", out, "review", classifier=tiny_classifier, progress=False,
+               overwrite=True)
+    got = pd.read_csv(out, dtype=str, keep_default_na=False, encoding="utf-8-sig", sep="\t" if ext == ".tsv" else ",",
+                      quoting=3 if ext == ".tsv" else 0)
+    assert json.loads(got["tags"][0]) == ["a", "b"] and json.loads(got["s"][0]) == {"x": 1, "y": None}
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

@@ -374,6 +374,7 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
         columns = [str(c) for c in df.columns]
         f.writelines(json_line(columns, row) for row in df.itertuples(index=False, name=None))
         return 0
+    df = json_cells(df)
     if fmt == "tsv":
         df, changed = tsv_cells(df)
         df.to_csv(f, sep="\t", index=False, header=header, lineterminator="\n", quoting=csv.QUOTE_NONE)
@@ -407,6 +408,26 @@ def check_json_keys(columns: list[str], path) -> None:
     if seen:
         raise InputError(f"{path}: column {seen[0]!r} appears more than once, and a JSONL object can't hold two keys "
                          "of one name; write .csv or .tsv, or rename the columns")
+
+
+def json_cells(df):
+    """``df`` with each JSON object or array (a JSONL's nested value, a Parquet list, struct or map) as its JSON text,
+    as the input held it; pandas wrote its Python repr ("{'a': 1, 'b': None}", "['x', 'y']"), which no JSON
+    reader takes back."""
+    from pandas.api.types import is_numeric_dtype
+
+    out = df
+    for j in range(df.shape[1]):
+        col = df.iloc[:, j]
+        if is_numeric_dtype(col.dtype):
+            continue
+        hit = col.map(lambda v: isinstance(v, (dict, list, tuple))).to_numpy(bool)
+        if hit.any():
+            out = out.copy() if out is df else out
+            values = col.to_numpy(dtype=object, copy=True)
+            values[hit] = [json.dumps(v, ensure_ascii=False, default=_json_other) for v in values[hit]]
+            out.isetitem(j, values)
+    return out
 
 
 _BREAKS = re.compile(r"\r\n|[\t\r\n]")
