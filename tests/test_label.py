@@ -167,7 +167,7 @@ def test_a_labelled_file_labelled_again_keeps_the_first_models_columns(tmp_path,
 
 def test_a_text_of_only_invisible_characters_is_flagged_empty(tmp_path, tiny_classifier):
     """A zero-width space alone was labelled as a text (status ok, a label with a confidence); fine-tuning drops
-    such a text as empty, and label flags it so (one definition: tables.is_blank)."""
+    such a text as empty, and label flags it so (one definition: textcheck.is_blank)."""
     src = tmp_path / "in.csv"
     src.write_text("id,review\n1,좋아요\n2,\u200b\n3, \u200c\u200d\u2060 \n4,\ufeff\n5,별로\u200b\n", encoding="utf-8")
     label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False)

@@ -599,7 +599,7 @@ def test_a_tfidf_round_is_refitted_with_the_analysts_labels_not_its_start_rows(t
 
 
 def test_a_pool_row_of_spaces_or_invisible_characters_is_an_empty_row_never_asked(tmp_path):
-    """tables.is_blank decides "empty" for label and finetune; the pool kept "   " and zero-width texts as reviews to
+    """textcheck.is_blank decides "empty" for label and finetune; the pool kept "   " and zero-width texts as reviews to
     ask about (and a pool of only those was no error)."""
     from koelectra_kit.app.pool import Pool
     from koelectra_kit.errors import InputError

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
-from ..io.tables import check_text_column
+from ..io.textcheck import check_text_column
 from ..label.human import human_columns, log_labels
 from .results import (EXCEL, MASTER_ENCODING, TYPED_KINDS, convert, excel_refusal, review_rows,
                       with_human_labels)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.tables import is_blank
+from ..io.textcheck import is_blank
 from ..classify.predictions import Predictions
 
 QUEUE = 50  # rows picked per refill: enough that a refill is rare, few enough that it follows the model
@@ -47,7 +47,7 @@ class Pool:
         enc = "utf-8" if kind == "parquet" else detect_encoding(src, None, hints=CONFIG_HINTS)
         columns, column, texts, _ = read_texts(lambda: read_records(src, kind, enc, None), text_column, str(src),
                                                "--text-column")
-        # a blank text (spaces, or only invisible characters: tables.is_blank, as label and finetune decide it) is
+        # a blank text (spaces, or only invisible characters: textcheck.is_blank, as label and finetune decide it) is
         # an empty row: counted as one, never asked
         texts = ["" if t is None or is_blank(str(t)) else str(t) for t in texts]
         if not any(texts):

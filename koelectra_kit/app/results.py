@@ -36,7 +36,7 @@ from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
 from ..io import workbook
 from ..io.workbook import csv_to_xlsx, header_names, number, sheet_rows, within_a_sheet, write_xlsx
-from ..label.run import json_line, write_chunk
+from ..label.writer import json_line, write_chunk
 from ..label.human import apply_human_labels
 
 MASTER_ENCODING = "utf-8-sig"

@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from ..errors import InputError, KitError
-from ..io.tables import is_blank
+from ..io.textcheck import is_blank
 from .guard import Guard, host_names
 from .jobs import Busy, JobStore, NotFound, SharedClassifier
 from .labelstore import LabelFileProblem

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.tables import TEXT_COLUMNS, detect_encoding, is_wide, looks_like_text, pick_column, read_records
+from ..io.tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
+from ..io.textcheck import looks_like_text
 from ..io.workbook import cell as _cell
 from ..io.workbook import xlsx_to_csv
 
@@ -113,7 +114,7 @@ def _inspect(up: Upload, preview_rows: int) -> None:
 
 def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -> tuple[str, str]:
     """The text column by name (the toolkit's one list), else the column whose first rows hold the most review-like
-    text (not numbers, dates or ids: ``tables.looks_like_text``); a file where no column holds any is refused, in
+    text (not numbers, dates or ids: ``textcheck.looks_like_text``); a file where no column holds any is refused, in
     one line naming its columns. A column picked by name is checked when labelling starts (``label``'s check)."""
     by_name = pick_column(columns, None, path=name)
     if by_name:

@@ -22,7 +22,8 @@ from typing import Iterator
 from .. import runtime
 from . import hfdata
 from ..errors import InputError
-from .tables import TEXT_COLUMNS, checked_texts, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
+from .textcheck import checked_texts
+from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
 
 # suffix -> tables format; any other file is plain text, one text a line
 TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}

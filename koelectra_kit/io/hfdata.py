@@ -28,7 +28,8 @@ from typing import Iterator
 from ..errors import InputError
 from .fileio import atomic_path, cache_dir, check_input_file
 from ..runtime import log
-from .tables import TEXT_COLUMNS, Record, checked_texts, pick_column, read_records, values_frame
+from .tables import TEXT_COLUMNS, Record, pick_column, read_records, values_frame
+from .textcheck import checked_texts
 
 PREFIX = "hf:"
 SPEC_FORMS = "hf:OWNER/NAME, hf:OWNER/NAME:SPLIT or hf:OWNER/NAME:CONFIG:SPLIT"

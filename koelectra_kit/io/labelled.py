@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from .hfdata import is_dataset_source, read_dataframe
 from .labellog import is_label_log, log_records, table_labels, without_torn_tail
-from .tables import (CONFIG_HINTS, REPEATED_COLUMNS, TEXT_COLUMNS, check_text_column, detect_encoding, is_blank,
-                     pick_column, read_table, table_format)
+from .tables import CONFIG_HINTS, REPEATED_COLUMNS, TEXT_COLUMNS, detect_encoding, pick_column, read_table, table_format
+from .textcheck import check_text_column, is_blank
 
 # Rating bands, inclusive: "lo-hi:label" or "value:label", comma-separated.
 RATING_PRESETS = {

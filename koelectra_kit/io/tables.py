@@ -23,6 +23,8 @@ from ..errors import InputError
 from .fileio import check_input_file
 from .records import (LINES_COLUMN, Record, check_lines_file, csv_records, fit_fields,  # noqa: F401 - the readers
                       read_records)
+from .textcheck import (check_not_numbers, check_text_column, checked_texts, is_blank,  # noqa: F401 - here until
+                        looks_like_text)  # textcheck.py took them: the old spelling still imports
 from .workbook import EXCEL_SUFFIXES
 
 # Column names tried, in order, when no text column is given (every stage uses this one list).
@@ -365,82 +367,6 @@ def require_columns(df, columns: list[str], path: str | Path) -> None:
         present = ", ".join(map(str, df.columns))
         raise InputError(f"{path}: no column {', '.join(repr(m) for m in missing)}; columns present: {present}"
                          f"{column_hint(missing[0], df.columns)}")
-
-
-_NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?", re.IGNORECASE)
-# What a column of records holds besides review text: dates (2024-01-02, 2024.1.2, 2024년 1월 2일, with a time or
-# not), times, fractions (5/5), UUIDs and ids (letters and digits with a digit, no space: a1b2c3, ORD-1042).
-# A review is never only one of these (a review of "10" or "5/5" alone exists, hence the share below, not "any").
-_NOT_TEXT = re.compile(r"""\s*(?:
-    [+-]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?%?
-  | \d{2,4}\s*[-./년]\s*\d{1,2}\s*[-./월]\s*\d{1,4}\s*일?\.?(?:\s*[T ]?\s*\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?
-  | \d{1,2}:\d{2}(?::\d{2})?
-  | \d+\s*/\s*\d+
-  | (?=[a-z_-]*\d)[a-z0-9_-]{3,}
-)\s*""", re.IGNORECASE | re.VERBOSE)
-TEXT_SHARE = 0.1  # a column where under 10% of the non-empty values could be a review is not the review column
-EMPTY_SHARE = 0.9  # nor one that is empty in 90% of its rows (from 20 rows on)
-
-
-# What an empty text is made of: whitespace, and the characters that show nothing yet are no whitespace to
-# str.strip(): zero-width space, non-joiner and joiner, directional marks, word joiner and invisible operators, BOM,
-# soft hyphen (what a copy from a web page leaves in an empty cell). A text of only these was trained on as a text
-# and labelled as one (the tokenizer's normalizer removes them: the model saw an empty string).
-_BLANK = re.compile(r"[\s\u00ad\u200b-\u200f\u2060-\u2064\ufeff]*")
-
-
-def is_blank(text: str) -> bool:
-    """Whether ``text`` is empty to a reader: nothing in it but whitespace and invisible characters (``_BLANK``);
-    the one definition training (dropped as empty texts) and labelling (status ``empty``) share."""
-    return _BLANK.fullmatch(text) is not None
-
-
-def looks_like_text(value) -> bool:
-    """Whether ``value`` could be a review: not empty and not a number, date, time, fraction or id."""
-    text = "" if value is None else str(value).strip()
-    return not is_blank(text) and _NOT_TEXT.fullmatch(text) is None
-
-
-def checked_texts(texts, column, columns, path, sample: int = 1000):
-    """``texts`` streamed, after ``check_text_column`` on the first ``sample`` of them: a corpus table's text column
-    (pretraining, a tokenizer) picked by mistake (text_column=id) was trained on as digits, exit 0."""
-    from itertools import islice
-
-    texts = iter(texts)
-    head = list(islice(texts, sample))
-    check_text_column(head, column, columns, path)
-    yield from head
-    yield from texts
-
-
-def check_text_column(values, column, columns, path, empty: bool = False) -> None:
-    """A text column that holds no review text is a rating, date or id column picked by mistake
-    (text_column=rating, or a file with no text column at all): each value would be labelled, or trained on, as a
-    review, exit 0. Refused when at least three values are filled and under ``TEXT_SHARE`` of them could be text;
-    with ``empty`` (labelling), also when ``EMPTY_SHARE`` of 20 or more rows are empty. ``values``: the column's
-    values, or its first chunk when streaming."""
-    filled = numbers = texts = rows = 0
-    for v in values:
-        rows += 1
-        text = "" if v is None else str(v).strip()
-        if is_blank(text):
-            continue
-        filled += 1
-        if _NUMBER.fullmatch(text):
-            numbers += 1
-        elif looks_like_text(text):
-            texts += 1
-    others = ", ".join(str(c) for c in columns if c != column)
-    if filled >= 3 and texts <= TEXT_SHARE * filled:
-        what = "only numbers" if numbers == filled else "numbers, dates or ids"
-        raise InputError(f"{path}: column {column!r} holds {what} ({filled:,} values, {texts:,} that read as text), "
-                         f"not review text; name the text column (other columns: {others or 'none'})")
-    if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
-        raise InputError(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
-                         f"a review column; name the text column (other columns: {others or 'none'})")
-
-
-check_not_numbers = check_text_column  # its name before it refused dates, ids and empty columns too (issue 41)
 
 
 def pick_column(columns, given: str | None, candidates: tuple[str, ...] = TEXT_COLUMNS, path="") -> str | None:

@@ -31,7 +31,8 @@ from .chunk import check_trained_head, label_chunk, label_dataframe, output_colu
 from .config import LabelConfig
 from .dedupe import PredictionCache
 from .files import FilesLabeller, label_file, label_files
-from .run import FileLabeller, write_chunk
+from .run import FileLabeller
+from .writer import write_chunk
 from .resume import STATE_VERSION
 from .shard import merge_shards
 from .summary import LabelSummary, format_summary, plot_distribution

@@ -8,7 +8,8 @@ from ..classify.classifier import placeholder_labels
 from ..errors import InputError
 from ..io.labelled import label_prefixes
 from ..io.records import cell_text
-from ..io.tables import column_hint, is_blank
+from ..io.tables import column_hint
+from ..io.textcheck import is_blank
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only

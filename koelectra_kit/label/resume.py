@@ -53,7 +53,7 @@ class LabelState:
     malformed: list = field(default_factory=list)
     reused: int = 0  # rows answered with an identical text's prediction
     human: int = 0  # rows that carry the analyst's label
-    flattened: int = 0  # TSV cells whose tabs or line breaks were written as spaces (run.tsv_cells)
+    flattened: int = 0  # TSV cells whose tabs or line breaks were written as spaces (writer.tsv_cells)
 
     def check_same_job(self, saved: dict, partial: Path) -> None:
         if saved.get("version") != STATE_VERSION:

@@ -213,7 +213,7 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
     """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
     ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
     from ..io.records import cell_text
-    from ..io.tables import check_text_column
+    from ..io.textcheck import check_text_column
 
     columns, records = reopen()
     columns = [str(c) for c in columns]

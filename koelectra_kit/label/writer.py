@@ -1,0 +1,119 @@
+"""How a chunk of labelled rows is written: CSV, TSV (no quoting: tabs and line breaks in a cell become spaces) or
+JSONL (each value with JSON's own type), JSON objects and arrays as their JSON text, and the chunk's bytes in the
+output's encoding (a BOM only at the very start). ``FileLabeller`` (run.py) appends each chunk; the app's
+downloads (app/results.py) write with the same functions."""
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import re
+
+from ..errors import InputError
+
+
+def write_chunk(f, df, fmt: str, header: bool) -> int:
+    """``df`` as ``fmt`` (csv, tsv or jsonl) into ``f``; returns the cells a TSV had to change (``tsv_cells``)."""
+    if fmt == "jsonl":
+        # json.dumps, not DataFrame.to_json: that keeps 10 significant digits of a float (0.12345678901234567 came
+        # back 0.123456789) and fails on a repeated column name (refused before labelling: ``check_json_keys``)
+        columns = [str(c) for c in df.columns]
+        f.writelines(json_line(columns, row) for row in df.itertuples(index=False, name=None))
+        return 0
+    df = json_cells(df)
+    if fmt == "tsv":
+        df, changed = tsv_cells(df)
+        df.to_csv(f, sep="\t", index=False, header=header, lineterminator="\n", quoting=csv.QUOTE_NONE)
+        return changed
+    df.to_csv(f, index=False, header=header, lineterminator="\n")
+    return 0
+
+
+def json_line(columns: list[str], values) -> str:
+    """One JSONL object: the values as they were read (JSON's own types), numpy scalars as Python's, NaN (pandas'
+    missing value) as null, a date or time (a Parquet input's) in ISO 8601, anything else JSON lacks as its text."""
+    return json.dumps(dict(zip(columns, map(_json_plain, values))), ensure_ascii=False, default=_json_other) + "\n"
+
+
+def _json_plain(v):
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):
+        v = v.item()
+    if type(v).__name__ == "NAType":  # pd.NA: a flagged row's confidence and prob_ (chunk._rounded), written "<NA>"
+        return None
+    return None if isinstance(v, float) and v != v else v
+
+
+def _json_other(v):
+    return v.isoformat() if hasattr(v, "isoformat") else str(v)
+
+
+def check_json_keys(columns: list[str], path) -> None:
+    """A JSONL object can't hold two keys of one name: a table with a repeated column name is refused before any
+    labelling, rather than one of the two columns dropped."""
+    seen = [c for i, c in enumerate(columns) if c in columns[:i]]
+    if seen:
+        raise InputError(f"{path}: column {seen[0]!r} appears more than once, and a JSONL object can't hold two keys "
+                         "of one name; write .csv or .tsv, or rename the columns")
+
+
+def json_cells(df):
+    """``df`` with each JSON object or array (a JSONL's nested value, a Parquet list, struct or map) as its JSON text,
+    as the input held it; pandas wrote its Python repr ("{'a': 1, 'b': None}", "['x', 'y']"), which no JSON
+    reader takes back."""
+    from pandas.api.types import is_numeric_dtype
+
+    out = df
+    for j in range(df.shape[1]):
+        col = df.iloc[:, j]
+        if is_numeric_dtype(col.dtype):
+            continue
+        hit = col.map(lambda v: isinstance(v, (dict, list, tuple))).to_numpy(bool)
+        if hit.any():
+            out = out.copy() if out is df else out
+            values = col.to_numpy(dtype=object, copy=True)
+            values[hit] = [json.dumps(v, ensure_ascii=False, default=_json_other) for v in values[hit]]
+            out.isetitem(j, values)
+    return out
+
+
+_BREAKS = re.compile(r"\r\n|[\t\r\n]")
+
+
+def tsv_cells(df):
+    """(``df`` with each tab or line break inside a cell written as a space, the cells changed). A TSV is written
+    as every TSV here is read, with no quoting (review sets hold unbalanced '"'; ``io.tables``), so a cell can hold
+    neither. CSV quoting (what was written before) came back with its quotes doubled in the text."""
+    from pandas.api.types import is_numeric_dtype
+
+    changed, out = 0, df
+    for j in range(df.shape[1]):
+        col = df.iloc[:, j]
+        if is_numeric_dtype(col.dtype):
+            continue
+        hit = col.map(lambda v: isinstance(v, str) and ("\t" in v or "\n" in v or "\r" in v)).to_numpy(bool)
+        if hit.any():
+            out = out.copy() if out is df else out
+            values = col.to_numpy(dtype=object, copy=True)
+            values[hit] = [_BREAKS.sub(" ", v) for v in values[hit]]
+            out.isetitem(j, values)
+            changed += int(hit.sum())
+    if any(_BREAKS.search(str(c)) for c in df.columns):  # a header cell too
+        out = out.set_axis([_BREAKS.sub(" ", str(c)) for c in df.columns], axis=1)
+    return out, changed
+
+
+def encoded(text: str, encoding: str, first: bool, lines_before: int) -> bytes:
+    """A chunk's bytes. A BOM (utf-8-sig: Excel needs it to read UTF-8; utf-16) only at the very start of the file,
+    as a text-mode append would do. A character ``--output-encoding`` can't store (cp949 has no emoji) is one
+    error line naming it."""
+    encoder = codecs.getincrementalencoder(encoding)()
+    if not first:
+        encoder.setstate(0)  # what TextIOWrapper does when it opens a file to append: no BOM mid-file
+    try:
+        return encoder.encode(text, final=True)
+    except UnicodeEncodeError as e:
+        bad = e.object[e.start:e.end]
+        line = lines_before + text.count("\n", 0, e.start) + 1
+        raise InputError(f"output line {line} holds {bad!r} (U+{ord(bad[0]):04X}), which {encoding} can't store; "
+                         "rerun without --output-encoding (UTF-8 stores every character), with --overwrite: a resume "
+                         "continues in the encoding the file began with") from None
