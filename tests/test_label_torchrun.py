@@ -128,7 +128,6 @@ def test_the_joined_summary_adds_the_shards_counts():
     assert (s.rows, s.per_label, s.status, s.malformed) == (5, {"positive": 3, "negative": 1}, {"ok": 4, "error": 1},
                                                             ["line 9: ..."])
     assert (s.reused, s.human, s.flattened, s.human_labels, s.human_conflicts) == (1, 1, 2, "L.csv", 1)
-    assert tr.job_key(str(shard_path(Path("d/out.csv"), 2, 12))) == str(Path("d/out.csv"))
 
 
 @pytest.mark.extended

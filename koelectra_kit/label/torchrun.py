@@ -93,7 +93,7 @@ class Launch:
         if not dist.is_initialized():
             dist.init_process_group("gloo", timeout=MEET_TIMEOUT)
         try:
-            ran = {job_key(s.output): (s.new_rows, s.seconds) for s in summaries}
+            ran = {s.output: (s.new_rows, s.seconds) for s in summaries}  # keyed by the shard file written
             gathered = [None] * self.world if self.is_main else None
             dist.gather_object(ran, gathered, dst=0)  # plain numbers, between this job's own processes
             if not self.is_main:
@@ -107,7 +107,7 @@ class Launch:
                     shard.unlink(missing_ok=True)
                     job_path(shard).unlink(missing_ok=True)
                 summary = combine(records, str(out))
-                runs = [rank[str(out)] for rank in gathered if str(out) in rank]  # the ranks that labelled rows
+                runs = [rank[str(shard)] for rank in gathered for shard in shards if str(shard) in rank]  # (labelled)
                 summary.new_rows = sum(n for n, _ in runs)
                 summary.seconds = max((t for _, t in runs), default=0.0)  # side by side: the slowest rank's
                 joined.append(summary)
@@ -116,13 +116,6 @@ class Launch:
             return joined
         finally:
             dist.destroy_process_group()
-
-
-def job_key(shard_output: str) -> str:
-    """The unsharded output a shard belongs to (``out.shard-2-of-4.csv`` -> ``out.csv``)."""
-    p = Path(shard_output)
-    stem, _, _ = p.stem.rpartition(".shard-")
-    return str(p.with_name(stem + p.suffix))
 
 
 def combine(records: list[dict], output: str) -> LabelSummary:
