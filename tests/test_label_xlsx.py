@@ -180,3 +180,48 @@ def test_what_an_xlsx_output_cant_be_is_one_line(tmp_path, tiny_classifier_dir, 
     rc, err = _cli(capsys, "label-merge", tmp_path / "out.xlsx")
     _one_line(rc, err, "label-merge joins .csv, .tsv or .jsonl shards")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+def _two_sheets(path):
+    """A workbook whose first sheet is a summary and whose reviews are on the second, as analysts keep them."""
+    wb = openpyxl.Workbook()
+    wb.active.title = "Summary"
+    wb.active.append(["id", "note"])
+    wb.active.append([1, "x"])
+    reviews = wb.create_sheet("Reviews")
+    reviews.append(["id", "review", "label"])
+    reviews.append([1, "배송 빠르고 좋아요", "positive"])
+    wb.save(path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["label", "label --text-column", "label --human-labels", "suggest",
+                                     "suggest text_column=", "suggest labelled="])
+def test_a_text_column_on_another_sheet_is_named_with_the_way_to_read_it(tmp_path, tiny_classifier_dir, capsys,
+                                                                          command):
+    book, src = _two_sheets(tmp_path / "book.xlsx"), _input(tmp_path / "in.csv")
+    label = ["label", "--model", tiny_classifier_dir, "--no-progress", "--output", tmp_path / "out.csv"]
+    suggest = ["suggest", f"model={tiny_classifier_dir}", f"out={tmp_path / 'next.csv'}"]
+    argv = {"label": [*label, "--input", book],
+            "label --text-column": [*label, "--input", book, "--text-column", "review"],
+            "label --human-labels": [*label, "--input", src, "--human-labels", book],
+            "suggest": [*suggest, f"pool={book}"],
+            "suggest text_column=": [*suggest, f"pool={book}", "text_column=review"],
+            "suggest labelled=": [*suggest, f"pool={src}", f"labelled={book}"]}[command]
+    rc, err = _cli(capsys, *argv)
+    # the first sheet's columns, as before, then where the column is and what to do: one line
+    _one_line(rc, err, "id, note" if "suggest" in command or "human" in command else "'note'",
+              "sheet 'Reviews' has a column 'review'", "only the first sheet is read",
+              "move that sheet first in the workbook, or save it as its own file")
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "next.csv").exists()
+
+
+def test_an_app_upload_with_its_reviews_on_another_sheet_says_so(tmp_path):
+    from koelectra_kit.app.uploads import Upload, inspect
+
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    book = _two_sheets(folder / "input.xlsx")
+    up = inspect(Upload(id="1", name="mine.xlsx", folder=folder, original=book, kind="xlsx"), 5)
+    # the first sheet's 'note' is a guess from its contents: the page's note says where the review column is
+    assert up.guessed == "note" and "the workbook's sheet 'Reviews' has a column 'review'" in up.note

@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..io.tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
 from ..io.textcheck import looks_like_text
 from ..io.workbook import cell as _cell
-from ..io.workbook import xlsx_to_csv
+from ..io.workbook import other_sheets_hint, xlsx_to_csv
 
 # upload extension -> kind; every kind but xlsx is a format the labeller reads directly
 KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl",
@@ -103,7 +103,14 @@ def _inspect(up: Upload, preview_rows: int) -> None:
     records.close()
     if not up.preview:
         raise InputError(f"{up.name} has a header row but no rows under it: nothing to label")
-    up.guessed, up.note = guess_text_column(up.columns, up.preview, up.name)
+    # only a workbook's first sheet is read: where the text column is on another, the refusal (or a guess made from
+    # the first sheet's contents) says so, instead of leaving the analyst to search sheet 1 for it
+    try:
+        up.guessed, up.note = guess_text_column(up.columns, up.preview, up.name)
+    except InputError as e:
+        raise InputError(f"{e}{other_sheets_hint(up.original, TEXT_COLUMNS)}") from None
+    if up.note and up.kind == "xlsx":
+        up.note += other_sheets_hint(up.original, TEXT_COLUMNS)
     if up.kind == "parquet":
         import pyarrow.parquet as pq
 

@@ -40,6 +40,40 @@ def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
         wb.close()
 
 
+def other_sheets_hint(src: str | Path, names) -> str:
+    """For an error about a column the first worksheet lacks (every reader here reads only that one): "; the
+    workbook's sheet 'Reviews' has a column 'review', but only the first sheet is read: ..." naming the other sheets whose header
+    has one of ``names`` (case and surrounding spaces aside, as ``tables.pick_column`` matches), else "". A workbook
+    whose reviews sit on sheet 2 was refused with sheet 1's columns only, which left the analyst looking for a typo.
+    There is no option to pick a sheet: the way out is to move the sheet or save it alone."""
+    if Path(src).suffix.lower() not in WORKBOOK_SUFFIXES:
+        return ""
+    wanted = {str(n).strip().casefold() for n in names if n is not None}
+    found = []
+    try:
+        import openpyxl
+
+        wb = openpyxl.load_workbook(src, read_only=True, data_only=True)
+    except Exception:  # noqa: BLE001 - only a hint for an error already being raised: that error must stand
+        return ""
+    try:
+        for ws in wb.worksheets[1:]:
+            header = next((r for r in ws.iter_rows(values_only=True) if any(v is not None for v in r)), ())
+            hit = next((str(v) for v in header if v is not None and str(v).strip().casefold() in wanted), None)
+            if hit is not None:
+                found.append((ws.title, hit))
+    except Exception:  # noqa: BLE001 - as above
+        return ""
+    finally:
+        wb.close()
+    if not found:
+        return ""
+    where = " and ".join(f"sheet {title!r} has a column {column!r}" for title, column in found[:3])
+    return (f"; the workbook's {where}, but only the first sheet is read: move "
+            f"{'that sheet' if len(found) == 1 else 'the one to read'} first in the workbook, or save it as its own "
+            "file (CSV UTF-8)")
+
+
 def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
     """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
     rows = sheet_rows(src, name)

@@ -126,8 +126,12 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
                              "are a model's, not yours; give the file you labelled")
         sources = df[source_col].tolist()  # labelled with human labels before: its human rows only
     if text_col is None or label_col is None:
+        from ..io.workbook import other_sheets_hint
+
+        missing = (TEXT_COLUMNS if text_col is None else ()) + (LABEL_COLUMNS if label_col is None else ())
         raise InputError(f"{name}: needs a text column ({', '.join(TEXT_COLUMNS[:4])}, ...) and a label column "
-                         f"({', '.join(LABEL_COLUMNS[:3])}, ...); its columns: {', '.join(columns)}")
+                         f"({', '.join(LABEL_COLUMNS[:3])}, ...); its columns: {', '.join(columns)}"
+                         f"{other_sheets_hint(src, missing)}")
     resolve, answers, bad = label_resolver(labels), [], []
     for row, (text, value, source) in enumerate(zip(df[text_col].tolist(), df[label_col].tolist(), sources), 1):
         value = "" if value is None or value != value else str(value).strip()  # NaN: no label

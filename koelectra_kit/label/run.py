@@ -22,7 +22,7 @@ from ..runtime import log
 from ..io.tables import (LINES_COLUMN, check_lines_file, column_hint, detect_encoding, likeliest_encoding,
                          read_records, refuse_other_separator, table_format)
 from ..io.textcheck import check_text_column
-from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, xlsx_to_csv
+from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, other_sheets_hint, xlsx_to_csv
 from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import WORKBOOK, LabelConfig
@@ -125,7 +125,8 @@ class FileLabeller:
                                    cfg.sep or ("\t" if self.read_fmt == "tsv" else ","), _separator_fix)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
-                             f"{column_hint(cfg.text_column, self.columns)}")
+                             f"{column_hint(cfg.text_column, self.columns)}"
+                             f"{other_sheets_hint(self.src, [cfg.text_column]) if self.in_fmt == 'xlsx' else ''}")
         if self.columns.count(cfg.text_column) > 1:
             raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
                              f"{cfg.text_column!r}; rename them so the text column is unambiguous")

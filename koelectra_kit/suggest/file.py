@@ -198,11 +198,16 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
 def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
     """``given`` (which must be present), else the first of the toolkit's text-column names present."""
     from ..io.tables import TEXT_COLUMNS, pick_column
+    from ..io.workbook import other_sheets_hint
 
-    column = pick_column(columns, given, path=path)
+    try:
+        column = pick_column(columns, given, path=path)
+    except InputError as e:  # a named column absent: perhaps on a workbook's other sheet
+        raise InputError(f"{e}{other_sheets_hint(path, [given])}") from None
     if column is None:
         raise InputError(f"{path}: no text column (none of {', '.join(TEXT_COLUMNS[:5])}, ... is present); columns "
-                         f"present: {', '.join(columns) or 'none'}; name the column of reviews with {key}=...")
+                         f"present: {', '.join(columns) or 'none'}; name the column of reviews with {key}=..."
+                         f"{other_sheets_hint(path, TEXT_COLUMNS)}")
     if columns.count(column) > 1:
         raise InputError(f"{path}: {columns.count(column)} columns are named {column!r}; rename them so the text "
                          "column is unambiguous")
