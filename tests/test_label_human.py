@@ -365,3 +365,16 @@ def test_the_newest_labelled_set_and_its_own_source_column_are_read():
                                                                                         "pred_label_source")
     assert written_by_label(["review", "label", "confidence", "status", *plain]) == ("pred2_label", None)
     assert written_by_label(["review", "label"]) is None
+
+
+def test_a_bad_label_in_a_workbook_is_named_by_the_row_excel_shows(tmp_path, tiny_classifier, sample_dir):
+    """Header in row 1, an empty row 3: the bad label is in Excel's row 4 (counted under the header, "row 2")."""
+    openpyxl = pytest.importorskip("openpyxl")
+    wb = openpyxl.Workbook()
+    for r, row in ((1, ["text", "label"]), (2, ["좋아요", "positive"]), (4, ["별로", "great"])):
+        for c, v in enumerate(row, 1):
+            wb.active.cell(r, c, v)
+    wb.save(tmp_path / "labels.xlsx")
+    with pytest.raises(InputError, match=r"labels\.xlsx: row 4: 'great': not one of the model's labels"):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / "o.csv", "review",
+                   classifier=tiny_classifier, progress=False, human_labels=str(tmp_path / "labels.xlsx"))

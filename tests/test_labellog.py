@@ -192,3 +192,52 @@ def test_what_pandas_refuses_is_named_by_the_line_an_editor_shows(tmp_path, read
     path = tmp_path / "LABELS.csv"
     path.write_bytes(ABOVE + row.encode())
     assert message in _refusal(reader, path)
+
+
+def _jsonl_log(path):
+    """The app's log saved as JSONL: the bad answer on line 5, below two blank lines (3, 4), which its reader passes
+    over. Counted as records, a header line 1 first (JSONL has none), it was "line 4"."""
+    import json
+
+    rows = [dict(text="배송 빨라요", label="positive", action="answer"), dict(text="별로", label="", action="skip"),
+            None, None, dict(text="좋아요", label="posi")]
+    path.write_text("".join((json.dumps({**r, "action": r.get("action", "answer")}, ensure_ascii=False) if r else "")
+                            + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _xlsx_log(path):
+    """The app's log kept in Excel: row 1 left empty, the header in row 2, an empty row (4) above the bad answer, in
+    Excel's row 5. Counted as the CSV copy's records (empty rows left out, header first) it was "line 3"."""
+    openpyxl = pytest.importorskip("openpyxl")
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    for r, row in enumerate([["text", "label", "action"], ["배송 빨라요", "positive", "answer"], None,
+                             ["좋아요", "posi", "answer"]], 2):
+        for c, v in enumerate(row or [], 1):
+            ws.cell(r, c, v)
+    wb.save(path)
+    return path
+
+
+@pytest.mark.parametrize("reader, kind, where", [
+    ("finetune", "jsonl", "line 5"), ("label", "jsonl", "line 5"), ("label", "xlsx", "row 5"),
+])
+def test_a_bad_row_of_a_jsonl_or_xlsx_log_is_named_as_the_editor_or_excel_shows_it(tmp_path, reader, kind, where):
+    path = (_jsonl_log if kind == "jsonl" else _xlsx_log)(tmp_path / f"LABELS.{kind}")
+    said = _refusal(reader, path)
+    assert f": {where}: label 'posi': not one of the labels" in said, said
+
+
+@pytest.mark.parametrize("kind, where", [("jsonl", "line 5"), ("xlsx", "row 5")])
+def test_suggest_names_a_jsonl_or_xlsx_logs_bad_row_as_the_editor_or_excel_shows_it(tmp_path, capsys, kind, where,
+                                                                                   tiny_classifier_dir):
+    from koelectra_kit.cli import main
+
+    path = (_jsonl_log if kind == "jsonl" else _xlsx_log)(tmp_path / f"LABELS.{kind}")
+    pool = tmp_path / "pool.csv"
+    pool.write_text("review\n배송 빨라요\n좋아요\n별로\n", encoding="utf-8")
+    rc = main(["suggest", f"model={tiny_classifier_dir}", f"pool={pool}", f"out={tmp_path / 'next.csv'}",
+               f"labelled={path}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f": {where}: label 'posi'" in err[0], err

@@ -77,25 +77,38 @@ def table_labels(df, name: str, labels: list[str], fix: str = "fix the file", la
     shorter than the header, typed by hand, has its missing cells empty); ``fix``: what a label outside ``labels`` is
     told to do; ``label_map``: file value -> label, as a training file's. ``records``: the CSV file's own records
     that ``df`` was read from (``log_records``), read instead of its rows so that a message names the line an editor
-    shows; without them (a workbook's sheet, JSONL, Parquet, a dataset) row i under the header is line i + 2."""
+    (or Excel's row) shows; without them (Parquet, a dataset) the k-th row under the header is line k + 1."""
     if records is None:
         records = list(enumerate([[str(c) for c in df.columns], *df.fillna("").astype(str).values.tolist()], 1))
     return effective(events_of(records, name, labels, fix, label_map))
 
 
-def log_records(path, df, encoding: str | None = None, fmt: str | None = None) -> list[tuple[int, list[str]]] | None:
-    """The records of ``path``, a CSV file read as ``df`` (in ``encoding``; None: detected as ``read_table``
-    detects it), each with the line it starts on, where ``df`` is the app's log (``is_label_log``); else None.
-    pandas' rows know no lines: a quoted review with line ends in it, or a blank line it drops, would shift every
-    line after it. The csv module reads the file as ``parse`` reads the app's bytes, and the records it gives are
-    pandas' rows plus the blank lines ``events_of`` passes over (a row too wide for the header was ``read_table``'s
-    error before this)."""
-    from .tables import CONFIG_HINTS, detect_encoding, table_format
+def log_records(path, df, encoding: str | None = None, fmt: str | None = None) -> list[tuple[int | str, list[str]]] | None:
+    """The records of ``path``, read as ``df`` (in ``encoding``; None: detected as ``read_table`` detects it), each
+    with where it is as the analyst's tool shows it, where ``df`` is the app's log (``is_label_log``); else None
+    (Parquet: no lines to name). pandas' rows know no lines: a quoted review with line ends in it, or a blank line it
+    drops, would shift every line after it. A CSV is read by the csv module as ``parse`` reads the app's bytes, and
+    the records it gives are pandas' rows plus the blank lines ``events_of`` passes over (a row too wide for the
+    header was ``read_table``'s error before this). A JSONL row is on its own line, blank lines passed over as its
+    reader passes them (a row count was one short, and more after a blank line); an Excel workbook's (``fmt`` None
+    and an .xlsx name: ``df`` is its first sheet's CSV copy) is "row N" as Excel numbers its rows."""
+    from .tables import CONFIG_HINTS, detect_encoding, read_records, table_format
+    from .workbook import WORKBOOK_SUFFIXES, sheet_records
 
-    if not is_label_log(df.columns) or table_format(path, fmt) != "csv":
+    if not is_label_log(df.columns):
+        return None
+    if fmt is None and Path(path).suffix.lower() in WORKBOOK_SUFFIXES:
+        return [(f"row {n}", fields) for n, fields in sheet_records(Path(path), str(path))]
+    kind = table_format(path, fmt)
+    if kind not in ("csv", "jsonl"):
         return None
     try:
-        with open(path, encoding=encoding or detect_encoding(path, hints=CONFIG_HINTS), newline="") as f:
+        enc = encoding or detect_encoding(path, hints=CONFIG_HINTS)
+        if kind == "jsonl":
+            columns, rows = read_records(path, "jsonl", enc, None)
+            lines = [rec.line for rec in rows]  # the rows ``df`` was made of (``tables.values_frame``), in order
+            return [(None, [str(c) for c in columns]), *zip(lines, df.fillna("").astype(str).values.tolist())]
+        with open(path, encoding=enc, newline="") as f:
             found = list(csv_records(f))
     except (OSError, UnicodeDecodeError) as e:  # it read well a moment ago, as ``df``
         raise InputError(f"{path} changed while it was read ({e}); run it again") from None
@@ -243,9 +256,10 @@ def _open_quote(record: str) -> bool:
     return first(record + "\n") != first(record)
 
 
-def events_of(records: list[tuple[int, list[str]]], name: str, labels: list[str], fix: str = APP_FIX,
+def events_of(records: list[tuple[int | str, list[str]]], name: str, labels: list[str], fix: str = APP_FIX,
               label_map: dict | None = None) -> list[Event]:
-    """The events of a LABELS.csv's records, (line, fields) with the header first, read as ``parse`` reads its bytes:
+    """The events of a LABELS.csv's records, (line, fields) with the header first (a str in place of the line is said
+    as it is: an Excel workbook's "row N", ``log_records``), read as ``parse`` reads its bytes:
     the one check of every reader of the log (the app, ``label human_labels=``, ``finetune train=``, ``suggest
     labelled=``), so a file one of them refuses, each refuses in the same line, naming the line where each bad
     record starts."""
@@ -258,7 +272,7 @@ def events_of(records: list[tuple[int, list[str]]], name: str, labels: list[str]
             continue
         event, wrong = rows_of.event(fields)
         if wrong:
-            bad.append(f"line {line}: {wrong}")
+            bad.append(f"{line if isinstance(line, str) else f'line {line}'}: {wrong}")  # "row N": an Excel row
         events.append(event)
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""

@@ -26,6 +26,30 @@ def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
     """The first worksheet's rows that hold anything, header first, as openpyxl gives their values (numbers, dates,
     text, None): what ``xlsx_to_csv`` writes as text, and the app's .xlsx download keeps typed, row for row. The
     workbook opens on the first row asked for and closes when the rows end or are dropped."""
+    rows = numbered_rows(src, name)
+    try:
+        for _, values in rows:
+            yield values
+    finally:
+        rows.close()
+
+
+def sheet_records(src: Path, name: str) -> list[tuple[int, list[str]]]:
+    """(the row number Excel shows, the row's cells as ``xlsx_to_csv`` writes them) for each of ``sheet_rows``,
+    header first: a message about a row of the CSV copy names the row the analyst finds in Excel (empty rows, which
+    the copy leaves out, and rows above the header counted)."""
+    rows, found = numbered_rows(src, name), []
+    try:
+        for n, values in rows:
+            found.append((n, [cell(v) for v in values] if found else header_names(values)))
+    finally:
+        rows.close()
+    return found
+
+
+def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
+    """``sheet_rows`` with each row's number as Excel shows it (1-based; openpyxl's read-only rows start at row 1
+    and fill the gaps between the rows a sheet stores with empty ones, so counting them is Excel's count)."""
     try:
         import openpyxl
     except ImportError:
@@ -35,7 +59,8 @@ def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
     except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
         raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
     try:
-        yield from (r for r in wb.worksheets[0].iter_rows(values_only=True) if any(v is not None for v in r))
+        yield from ((n, r) for n, r in enumerate(wb.worksheets[0].iter_rows(values_only=True), 1)
+                    if any(v is not None for v in r))
     finally:
         wb.close()
 

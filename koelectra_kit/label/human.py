@@ -139,19 +139,30 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
             continue  # the model's label in a file labelled before, or no answer given
         label = resolve(value)
         if label is None:
-            bad.append(f"row {row}: {value!r}")
+            bad.append((row, value))
         answers.append((text, label))
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        raise InputError(f"{name}: {'; '.join(bad[:3])}{more}: not one of the model's labels {', '.join(labels)} "
+        at = _excel_rows(src, name)  # a workbook's: the row Excel shows, not the count under the header
+        said = "; ".join(f"row {at[row] if at else row}: {value!r}" for row, value in bad[:3])
+        raise InputError(f"{name}: {said}{more}: not one of the model's labels {', '.join(labels)} "
                          "(or 긍정/부정/중립, pos/neg/neu)")
     found, conflicts = keyed_labels(answers)
     return HumanLabels(found, str(src), conflicts)
 
 
+def _excel_rows(src: Path, name: str) -> list[int] | None:
+    """For a workbook: the row number Excel shows of each row of the table read from it (index 0: the header, so the
+    k-th row under it is at index k); for any other file None ("row k" counts from the first row under the header,
+    as the app's tables and ``label``'s output count rows)."""
+    from ..io.workbook import WORKBOOK_SUFFIXES, sheet_records
+
+    return [n for n, _ in sheet_records(src, name)] if src.suffix.lower() in WORKBOOK_SUFFIXES else None
+
+
 def _read(src: Path, name: str, labels: list[str]):
-    """(the labels file as a table of strings, a CSV log's records with their lines or None: ``io.labellog.
-    log_records``): any format ``finetune`` reads, and an Excel workbook's first sheet (where analysts keep hand
+    """(the labels file as a table of strings, a log's records with their lines or Excel rows, or None: ``io.
+    labellog.log_records``): any format ``finetune`` reads, and an Excel workbook's first sheet (where analysts keep hand
     labels). A CSV whose last line was torn mid-write (``io.labellog.torn_tail``) is read without it, with one
     warning: this command only reads the file (``io.labellog.without_torn_tail``)."""
     import tempfile
@@ -164,7 +175,8 @@ def _read(src: Path, name: str, labels: list[str]):
         if src.suffix.lower() in WORKBOOK_SUFFIXES:
             with tempfile.TemporaryDirectory(prefix="koelectra-labels-") as tmp:
                 xlsx_to_csv(src, Path(tmp) / "sheet.csv", name)
-                return read_table(Path(tmp) / "sheet.csv", encoding="utf-8"), None  # a sheet's rows: no lines
+                df = read_table(Path(tmp) / "sheet.csv", encoding="utf-8")
+                return df, log_records(src, df)  # a log's rows as Excel numbers them
         with without_torn_tail(src, name, labels) as readable:
             df = read_table(readable)
             return df, log_records(readable, df)

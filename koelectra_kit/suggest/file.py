@@ -161,7 +161,7 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
     with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
     ``hfdata``) and its one-line errors; ``reopen(whole=True) -> (table, records)``: the table whole as a DataFrame
     of strings, as ``label human_labels=`` and ``finetune train=`` read one (``tables.read_table``,
-    ``hfdata.read_dataframe``), and a CSV log's records with their lines (``labellog.log_records``) or None."""
+    ``hfdata.read_dataframe``), and a log's records with their lines or Excel rows (``labellog.log_records``) or None."""
     from ..io.fileio import check_input_file
     from ..io.hfdata import is_dataset_source, open_rows, read_dataframe
     from ..io.labellog import log_records
@@ -181,8 +181,13 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
         with tempfile.TemporaryDirectory(prefix="koelectra-suggest-") as tmp:
             sheet = Path(tmp) / "sheet.csv"
             xlsx_to_csv(src, sheet, str(src))
-            yield lambda whole=False: ((read_table(sheet, "csv", "utf-8"), None) if whole else  # a sheet: no lines
-                                       read_records(sheet, "csv", "utf-8", None))
+
+            def sheet_rows(whole: bool = False):
+                if whole:
+                    df = read_table(sheet, "csv", "utf-8")
+                    return df, log_records(src, df)  # a log's rows as Excel numbers them
+                return read_records(sheet, "csv", "utf-8", None)
+            yield sheet_rows
         return
     kind = table_format(src, fmt)
     enc = "utf-8" if kind == "parquet" else detect_encoding(src, encoding, hints=CONFIG_HINTS)
