@@ -242,8 +242,8 @@ def test_a_corpus_presplit_keeps_more_words_than_labelling(sample_dir, tmp_path,
 
     asked = []
     real = wordsplit.cuts_of
-    monkeypatch.setattr(wordsplit, "cuts_of", lambda words, workers, capacity: asked.append(capacity)
-                        or real(words, workers, capacity))
+    monkeypatch.setattr(wordsplit, "cuts_of", lambda words, workers, capacity, *rest: asked.append(capacity)
+                        or real(words, workers, capacity, *rest))
     kw = {"text_column": None, "normalize": NormalizeConfig(), "presplit": "kiwi_word", "num_workers": 1}
     presplit_file(sample_dir / "comments.txt", cache_dir=tmp_path / "a", **kw)
     assert set(asked) == {CORPUS_WORD_CACHE} and CORPUS_WORD_CACHE > WORD_CACHE

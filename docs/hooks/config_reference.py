@@ -34,6 +34,7 @@ PAGE = "reference.md"
 # edit here. The exceptions: command -> (module, class) of the config it loads, or None for flags only.
 COMMAND_CONFIGS: dict[str, tuple[str, str] | None] = {
     "tokenizer train": ("koelectra_kit.tokenizer.config", "TokenizerConfig"),  # STAGE "tokenizer"
+    "tokenizer words": ("koelectra_kit.tokenizer.config", "WordsConfig"),  # no presets of its own
     "baseline": ("koelectra_kit.finetune.config", "FinetuneConfig"),  # reads the fine-tuning config (baseline.*)
     "prepare": ("koelectra_kit.pretrain.config", "PretrainConfig"),  # pretrain's keys: the same --config serves both
     "app": ("koelectra_kit.app.settings", "AppSettings"),  # set from the flags only (no --config)

@@ -1,4 +1,5 @@
-"""``koelectra-kit tokenizer train|encode``: build a Kiwi + WordPiece vocabulary; look at what it does."""
+"""``koelectra-kit tokenizer train|words|encode``: build a Kiwi + WordPiece vocabulary, keep the cuts of files'
+words with it, look at what it does."""
 from __future__ import annotations
 
 import argparse
@@ -18,17 +19,34 @@ tokenizer_config.json, special_tokens_map.json, koelectra_tokenizer.json (normal
 Kiwi versions). The pre-split corpus is cached: a second pass over the same file does no Kiwi work."""
 
 
+WORDS_EPILOG = """\
+examples:
+  koelectra-kit tokenizer words tokenizer=runs/tok input=[train.tsv,dev.tsv] text_column=document
+  koelectra-kit tokenizer words tokenizer=data/corpus/tokenizer input=reviews.csv      # a prepared folder's
+
+For a presplit=kiwi_word tokenizer: Kiwi's cuts of every word of the files, kept in DIR/kiwi_words.tsv, so
+that those files fine-tune, evaluate and label with the ids Kiwi gives on a machine without kiwipiepy (a GPU
+machine fed a prepared folder). Run it where the tokenizer's Kiwi is installed; a later run adds new words.
+Models saved from the tokenizer carry the list. A text with a word not in it still needs Kiwi."""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("tokenizer", help="train a tokenizer (Kiwi pre-split + WordPiece) or encode text",
                               description="Korean tokenizer pipeline: normalize -> Kiwi morpheme pre-split -> "
                                           "WordPiece (or sentencepiece unigram).")
-    sub = p.add_subparsers(dest="action", metavar="{train,encode}")
+    sub = p.add_subparsers(dest="action", metavar="{train,words,encode}")
     sub.required = True
     t = sub.add_parser("train", help="train a vocabulary on a corpus and save the tokenizer",
                        description="Train a tokenizer on corpus files and save it to out=DIR.",
                        epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(t, None)
     t.set_defaults(func=run_train)
+    w = sub.add_parser("words", help="keep Kiwi's cuts of files' words with the tokenizer (encode them without Kiwi)",
+                       description="Add the words of files to a kiwi_word tokenizer's word list (kiwi_words.tsv), "
+                                   "so those files encode on a machine without kiwipiepy.",
+                       epilog=WORDS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(w, None)
+    w.set_defaults(func=run_words)
     e = sub.add_parser("encode", help="show pieces, ids, offsets and the decoded text",
                        description="Encode texts with a saved tokenizer and print what each stage did.")
     e.add_argument("--tokenizer", required=True, help="tokenizer dir (or a model dir that carries one)")
@@ -48,6 +66,27 @@ def run_train(args) -> int:
     # a dataset (hf:OWNER/NAME[:SPLIT], a save_to_disk or Parquet folder) becomes its texts' file in the cache
     cfg.input = [str(p) for p in corpus_paths(cfg.input, cfg.text_column, cfg.cache_dir)]
     train_tokenizer(cfg)
+    return 0
+
+
+def run_words(args) -> int:
+    from itertools import chain
+
+    from ..config import load_config
+    from ..io.corpus import iter_texts
+    from ..io.hfdata import corpus_paths
+    from ..tokenizer import KoTokenizer
+    from ..tokenizer.config import WordsConfig
+    from ..tokenizer.wordlist import FILE, add_words, check_kiwi
+
+    cfg = load_config(WordsConfig, args.config, args.overrides)
+    cfg.validate()
+    tok = KoTokenizer.from_pretrained(cfg.tokenizer, num_workers=cfg.num_workers)
+    check_kiwi(tok)  # before any file is read
+    paths = corpus_paths(cfg.input, cfg.text_column, cfg.cache_dir)
+    added, total = add_words(tok, chain.from_iterable(iter_texts(p, cfg.text_column) for p in paths),
+                             cfg.num_workers, cfg.progress)
+    print(f"{added:,} words added; {total:,} in {tok.source}/{FILE}")
     return 0
 
 

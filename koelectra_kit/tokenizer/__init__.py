@@ -9,6 +9,7 @@ One module per step, the way huggingface/tokenizers splits normalizers / pre_tok
 - ``kiwi``: the pre-split ("영화는 봤는데" -> 영화 ##는 봤 ##는데), Kiwi instances and versions;
 - ``wordsplit``: the word-level pre-split (``presplit: kiwi_word``) and its per-process word cache;
 - ``wordfile``: that cache kept in the cache folder from one process to the next;
+- ``wordlist``: a tokenizer folder's own list of words' cuts, so named files encode where Kiwi is not installed;
 - ``core``: ``KoTokenizer``, the object every later stage uses (encode, offsets, decode);
 - ``fallback``: characters outside a WordPiece alphabet as conjoining jamo or UTF-8 bytes, never [UNK];
 - ``training``: ``train_tokenizer`` (WordPiece, sentencepiece unigram, or characters);

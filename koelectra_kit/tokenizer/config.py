@@ -92,6 +92,28 @@ class TokenizerConfig:
 
 
 @dataclass
+class WordsConfig:
+    """``koelectra-kit tokenizer words``: the words of files added to a tokenizer folder's word list (wordlist.py),
+    so that they encode where Kiwi is not installed."""
+
+    tokenizer: str = ""  # a tokenizer folder saved by koelectra-kit with presplit kiwi_word (or a model folder)
+    input: list[str] = field(default_factory=list)  # the files to be fine-tuned on or labelled there: as `input=`
+    text_column: str | None = None  # table column with the text (None: the first of tables.TEXT_COLUMNS)
+    num_workers: int | None = None  # Kiwi threads (None: all cores)
+    cache_dir: str | None = None  # where a dataset input (hf:..., a folder) is written as text first
+    progress: bool = True
+
+    def validate(self) -> None:
+        if not self.tokenizer:
+            raise ConfigError("tokenizer is not set: pass tokenizer=DIR (a folder saved by koelectra-kit)")
+        if not self.input:
+            raise ConfigError("input is empty: pass input=FILE (or a list: input=[train.tsv,dev.tsv])")
+        check_distinct_inputs(self.input, "input")
+        if self.num_workers is not None and self.num_workers < 1:
+            raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
+
+
+@dataclass
 class Encoding:
     ids: list[int]
     offsets: list[tuple[int, int]]  # into the text as given; (0, 0) for special tokens

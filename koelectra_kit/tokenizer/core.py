@@ -17,7 +17,7 @@ from ..io.corpus import iter_texts
 from ..errors import ConfigError
 from ..io.fileio import check_input_file
 from .normalize import NormalizeConfig, Normalizer
-from . import kiwi, saving, wordsplit
+from . import kiwi, saving, wordlist, wordsplit
 from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds
 from .config import CORPUS_WORD_CACHE, KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, Encoding
@@ -67,8 +67,8 @@ class KoTokenizer:
         never reach Kiwi (a token cache; a tokenizer without Kiwi pre-split) needs no kiwipiepy at all."""
         if not self._kiwi_unchecked:
             return
+        now = kiwi.kiwi_versions()  # (KiwiMissing without kiwipiepy: checked again at the next Kiwi call)
         self._kiwi_unchecked = False
-        now = kiwi.kiwi_versions()
         if self.saved_kiwi != now:
             warnings.warn(f"tokenizer in {self.source} was made with {self.saved_kiwi}, this machine has {now}: Kiwi "
                           "may split some texts differently, changing token ids; install the saved versions for "
@@ -169,15 +169,24 @@ class KoTokenizer:
             return [[t] if t else [] for t in normalized]
         pieces = [None if self.needs_kiwi(t) else (t.split(" ") if t else []) for t in normalized]
         rest = [i for i, p in enumerate(pieces) if p is None]  # all of them unless a character vocabulary
-        if rest and self.presplit == "kiwi_word":  # each word alone, through this process's cache
-            self.check_kiwi_versions()
+        if rest and self.presplit == "kiwi_word":  # each word alone: the folder's word list, the cache, Kiwi
             for i, p in zip(rest, wordsplit.pieces([normalized[i] for i in rest], self.num_workers,
-                                                   self.word_cache)):
+                                                   self.word_cache, wordlist.load(self.source, self.saved_kiwi),
+                                                   self._before_kiwi)):
                 pieces[i] = p
         elif rest:  # (no Kiwi call at all otherwise: the first one loads its model, ~2 s)
             for i, sp in zip(rest, self._spans((normalized[i] for i in rest), len(rest))):
                 pieces[i] = kiwi.mark_pieces(normalized[i], sp)
         return pieces
+
+    def _before_kiwi(self, words: list[str]) -> None:
+        """Before Kiwi cuts ``words`` (none in the folder's word list): its versions checked; without kiwipiepy,
+        one line naming such words and how to add them (``wordlist``)."""
+        try:
+            self.check_kiwi_versions()
+            kiwi.require_kiwipiepy()
+        except kiwi.KiwiMissing:
+            raise wordlist.missing_error(self.source, words) from None
 
     def _words(self, normalized: str, pieces: list[str]):
         """The words WordPiece is fed for one text, and None, or, where the fallback rewrote them, for each word

@@ -14,6 +14,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
+from ..errors import InputError
 from .normalize import PLACEHOLDERS
 
 _KIWI: dict = {}  # worker count -> the loaded Kiwi
@@ -32,6 +33,21 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class KiwiMissing(InputError, ImportError):
+    """kiwipiepy is not installed (a GPU machine fed prepared data; a server): one ``error:`` line where a text
+    needs Kiwi, not a traceback. An ImportError too, for callers that go on without Kiwi (``kiwi_record``)."""
+
+
+def require_kiwipiepy():
+    """The kiwipiepy module, or ``KiwiMissing``."""
+    try:
+        import kiwipiepy
+    except ImportError:
+        raise KiwiMissing("kiwipiepy is not installed here, and this tokenizer pre-splits text with Kiwi: pip "
+                          "install kiwipiepy") from None
+    return kiwipiepy
+
+
 def resolve_workers(num_workers: int | None) -> int:
     """num_workers, or for None all cores, or OMP_NUM_THREADS when set."""
     if num_workers is None:
@@ -46,8 +62,7 @@ def kiwi_instance(num_workers: int | None = None):
     or OMP_NUM_THREADS when set."""
     num_workers = resolve_workers(num_workers)
     if num_workers not in _KIWI:
-        from kiwipiepy import Kiwi
-
+        Kiwi = require_kiwipiepy().Kiwi
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             _KIWI[num_workers] = Kiwi(num_workers=num_workers)  # 1: one worker thread (0 could not stream)
@@ -65,7 +80,7 @@ def loaded_kiwi(num_workers: int | None = None):
 
 def kiwi_versions() -> dict:
     """Another Kiwi model build can split differently (changing token ids): saved with every tokenizer."""
-    import kiwipiepy
+    kiwipiepy = require_kiwipiepy()
 
     try:
         import kiwipiepy_model

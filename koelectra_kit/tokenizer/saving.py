@@ -20,6 +20,7 @@ from ..config import from_dict, to_dict
 from ..errors import ConfigError, InputError
 from ..io.fileio import atomic_path, write_json_atomic
 from .normalize import NormalizeConfig
+from . import wordlist
 from .config import FORMAT, KIWI_PRESPLITS, PRESPLITS, SETTINGS_FILE
 
 SPECIAL_TOKENS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
@@ -97,6 +98,8 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
         **({"kiwi": tok.kiwi_record()} if tok.presplit in KIWI_PRESPLITS else {}),
         # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
         **({"fallback": tok.fallback} if tok.fallback else {})})
+    if tok.presplit == "kiwi_word":  # its word list (wordlist.py) goes with it: the model encodes those files anywhere
+        wordlist.copy_into(getattr(tok, "source", None), d)
     return d
 
 
@@ -217,7 +220,7 @@ def tokenizer_fingerprint(tok) -> str:
     with tempfile.TemporaryDirectory() as d:
         tok.save(d)
         for f in sorted(Path(d).rglob("*")):
-            if f.is_file():
+            if f.is_file() and f.name != wordlist.FILE:  # (no id depends on the word list: Kiwi's cuts, kept)
                 data = f.read_bytes()
                 if f.name == "tokenizer_config.json" and getattr(tok, "hf", None) is None:
                     data = _LEGACY_CONFIG

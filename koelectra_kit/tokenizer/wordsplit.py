@@ -126,16 +126,34 @@ def analyse(words: list[str], num_workers: int | None) -> list[tuple[int, ...]]:
     return [word_cuts(w, tokens) for w, tokens in zip(words, k.tokenize(words))]
 
 
-def cuts_of(words: Iterable[str], num_workers: int | None, capacity: int) -> dict[str, tuple[int, ...]]:
-    """word -> cuts for every word given (the cache's, then Kiwi's for the rest); capacity 0: Kiwi for all."""
+def cuts_of(words: Iterable[str], num_workers: int | None, capacity: int, known: dict | None = None,
+            before_kiwi=None) -> dict[str, tuple[int, ...]]:
+    """word -> cuts for every word given: a tokenizer folder's word list's (``known``, wordlist.py), then the
+    cache's, then Kiwi's for the rest; capacity 0: no cache. ``before_kiwi(words)`` is called before the cache or
+    Kiwi is asked for any (the tokenizer checks its Kiwi there, or says which words need the Kiwi it lacks)."""
     distinct = dict.fromkeys(words)
     found: dict[str, tuple[int, ...]] = {}
+    if known:
+        rest = []
+        for w in distinct:
+            cuts = known.get(w)
+            if cuts is None:
+                rest.append(w)
+            else:
+                found[w] = cuts
+        if not rest:
+            return found
+        distinct = dict.fromkeys(rest)
+    if before_kiwi is not None and distinct:
+        before_kiwi(list(distinct))
     if capacity <= 0:
         missing = list(distinct)
     else:
         cache = word_cache(capacity)
         wordfile.load_into(cache)  # once per process: the words earlier processes analysed
-        missing = cache.lookup(distinct, found)
+        hits: dict[str, tuple[int, ...]] = {}  # (its own dict: lookup counts what it puts there as hits)
+        missing = cache.lookup(distinct, hits)
+        found.update(hits)
     new = list(zip(missing, analyse(missing, num_workers)))
     found.update(new)
     if capacity > 0 and new:
@@ -159,7 +177,9 @@ def text_pieces(text: str, found: dict[str, tuple[int, ...]]) -> list[str]:
     return out
 
 
-def pieces(normalized: list[str], num_workers: int | None = None, capacity: int = 0) -> list[list[str]]:
-    """The pieces of each (already normalized) text: every word's from the cache or one batched Kiwi call."""
-    found = cuts_of((w for t in normalized for w in t.split()), num_workers, capacity)
+def pieces(normalized: list[str], num_workers: int | None = None, capacity: int = 0, known: dict | None = None,
+           before_kiwi=None) -> list[list[str]]:
+    """The pieces of each (already normalized) text: every word's from the word list, the cache or one batched
+    Kiwi call (see ``cuts_of``)."""
+    found = cuts_of((w for t in normalized for w in t.split()), num_workers, capacity, known, before_kiwi)
     return [text_pieces(t, found) for t in normalized]
