@@ -180,6 +180,14 @@ BAD_UPLOADS = {
     "broken xlsx": ("broken.xlsx", b"not a zip", "not a readable .xlsx workbook"),
     "broken parquet": ("broken.parquet", b"PAR1 nope", "not a readable Parquet file"),
     "empty jsonl": ("empty.jsonl", b"\n\n", "holds no JSON object"),
+    # saved as .csv with other separators: its one column was guessed as the text, and 'review;label' rows labelled
+    "semicolons in a .csv": ("semi.csv", "review;label\n배송 빨라요;positive\n".encode(),
+                             "semi.csv: the header is one column, 'review;label', holding semicolons: the fields are "
+                             "separated by semicolons, not commas as csv is read; save it with commas (Excel: 'CSV "
+                             "UTF-8') or with tabs as a .tsv, and give it again"),
+    "tabs in a .csv": ("tabs.csv", "review\tlabel\n배송 빨라요\tpositive\n".encode(),
+                       "holding tabs: the fields are separated by tabs, not commas as csv is read; name the file "
+                       ".tsv, and give it again"),
 }
 
 

@@ -566,3 +566,37 @@ def test_combinations_of_strategy_and_threshold_never_repeat_a_text(tfidf, pool_
         got = suggest_rows(tfidf, texts, n=len(texts), strategy=strategy, threshold=threshold)
         keys = [shingles(texts[i]) for i in got.indices]
         assert all(jaccard(a, b) < threshold for a, b in itertools.combinations(keys, 2)), (strategy, threshold)
+
+
+SEPARATED = {  # a table saved as .csv with other separators: read with commas, its header is one column
+    "semicolons": ("review;label\n배송 빨라요;positive\n별로예요;negative\n",
+                   "holding semicolons: the fields are separated by semicolons, not commas as csv is read; save it "
+                   "with commas (Excel: 'CSV UTF-8') or with tabs as a .tsv"),
+    "tabs": ("review\tlabel\n배송 빨라요\tpositive\n별로예요\tnegative\n",
+             "holding tabs: the fields are separated by tabs, not commas as csv is read; "),
+}
+
+
+@pytest.mark.parametrize("where", ["pool", "pool text_column=", "labelled", "teach pool"])
+@pytest.mark.parametrize("sep", list(SEPARATED))
+def test_a_csv_separated_by_semicolons_or_tabs_says_so_as_label_does(capsys, tmp_path, tfidf_dir, pool_texts, where,
+                                                                      sep):
+    """It was "no text column ...; columns present: review;label" (or a raw tab in the line), not what is wrong."""
+    from koelectra_kit.app.pool import Pool
+
+    content, message = SEPARATED[sep]
+    odd = tmp_path / "odd.csv"
+    odd.write_text(content, encoding="utf-8")
+    out = tmp_path / "next.csv"
+    if where == "teach pool":  # the app's --teach POOL: no format option there, so the way past it is the file's name
+        with pytest.raises(InputError) as said:
+            Pool.read(str(odd))
+        assert message in str(said.value) and str(said.value).endswith("and give it again"), said.value
+        assert (sep == "tabs") == ("name the file .tsv" in str(said.value))
+        return
+    pool = odd if where.startswith("pool") else _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    extra = {"pool": [], "pool text_column=": ["text_column=review"], "labelled": [f"labelled={odd}"]}[where]
+    rc, _, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", *extra)
+    assert_one_line_error(rc, err, f"{odd}: the header is one column", message,
+                          *(["read it as TSV: format=tsv, or name the file .tsv"] if sep == "tabs" else []))
+    assert not out.exists()

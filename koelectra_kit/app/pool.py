@@ -37,6 +37,7 @@ class Pool:
         """The pool's texts with the readers, encodings and text-column rules of ``label`` and ``suggest``."""
         from ..io.fileio import check_input_file
         from ..suggest.file import read_texts
+        from .uploads import upload_separator_fix
         from ..io.tables import CONFIG_HINTS, detect_encoding, read_records, table_format
 
         src = check_input_file(path)
@@ -46,7 +47,7 @@ class Pool:
         kind = table_format(src)
         enc = "utf-8" if kind == "parquet" else detect_encoding(src, None, hints=CONFIG_HINTS)
         columns, column, texts, _ = read_texts(lambda: read_records(src, kind, enc, None), text_column, str(src),
-                                               "--text-column")
+                                               "--text-column", fmt=kind, fix=upload_separator_fix)
         # a blank text (spaces, or only invisible characters: textcheck.is_blank, as label and finetune decide it) is
         # an empty row: counted as one, never asked
         texts = ["" if t is None or is_blank(str(t)) else str(t) for t in texts]

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records
+from ..io.tables import (TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_other_separator,
+                         table_separator_fix)
 from ..io.textcheck import looks_like_text
 from ..io.workbook import cell as _cell
 from ..io.workbook import other_sheets_hint, xlsx_to_csv
@@ -106,7 +107,7 @@ def _inspect(up: Upload, preview_rows: int) -> None:
     # only a workbook's first sheet is read: where the text column is on another, the refusal (or a guess made from
     # the first sheet's contents) says so, instead of leaving the analyst to search sheet 1 for it
     try:
-        up.guessed, up.note = guess_text_column(up.columns, up.preview, up.name)
+        up.guessed, up.note = guess_text_column(up.columns, up.preview, up.name, up.kind)
     except InputError as e:
         raise InputError(f"{e}{other_sheets_hint(up.original, TEXT_COLUMNS)}") from None
     if up.note and up.kind == "xlsx":
@@ -119,13 +120,17 @@ def _inspect(up: Upload, preview_rows: int) -> None:
         up.rows = _count_lines(up.source, up.encoding) - (up.kind not in ("jsonl", "txt"))
 
 
-def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -> tuple[str, str]:
+def guess_text_column(columns: list[str], preview: list[list[str]], name: str,
+                      kind: str | None = None) -> tuple[str, str]:
     """The text column by name (the toolkit's one list), else the column whose first rows hold the most review-like
     text (not numbers, dates or ids: ``textcheck.looks_like_text``); a file where no column holds any is refused, in
-    one line naming its columns. A column picked by name is checked when labelling starts (``label``'s check)."""
+    one line naming its columns. A column picked by name is checked when labelling starts (``label``'s check). A
+    ``kind`` csv or tsv file whose header is one column holding another separator is refused as the CLI refuses it
+    (``tables.refuse_other_separator``): its one column was guessed, and 'review;label' rows labelled as reviews."""
     by_name = pick_column(columns, None, path=name)
     if by_name:
         return by_name, ""
+    refuse_other_separator(name, kind, columns, fix=upload_separator_fix)
     width = len(columns)
     scores = [sum(len(v) for row in preview if len(row) == width and looks_like_text(v := row[i]))
               for i in range(width)]
@@ -135,6 +140,11 @@ def guess_text_column(columns: list[str], preview: list[list[str]], name: str) -
     best = columns[scores.index(max(scores))]
     return best, (f"no column is named like a text column ({', '.join(TEXT_COLUMNS[:3])}, 리뷰, ...): guessed "
                   f"'{best}' from the first rows; check it below")
+
+
+def upload_separator_fix(other: str) -> str:
+    """The way past a file separated by ``other`` where no format can be given (an upload, ``--teach POOL``)."""
+    return f"{table_separator_fix(other, key=None)}, and give it again"
 
 
 def _detect_encoding(up: Upload) -> str:

@@ -324,16 +324,24 @@ def other_separator(header: list[str], sep: str) -> str | None:
                 None)
 
 
-def table_separator_fix(other: str) -> str:
-    """How a command that reads tables whole (no sep key: finetune, evaluate, baseline, ...) gets past ``other``."""
-    return {"\t": "read it as TSV: format=tsv, or name the file .tsv",
-            ",": "read it as CSV: format=csv, or name the file .csv"}.get(
-        other, "save it with commas (Excel: 'CSV UTF-8') or with tabs as a .tsv")
+def table_separator_fix(other: str, key: str | None = "format") -> str:
+    """How a command with no sep key (finetune, evaluate, baseline, suggest, ...) gets past ``other``: its ``key``
+    for the format, or, where it has none (``key`` None: the web app's uploads and teach pool), the file's name."""
+    kind = {"\t": "tsv", ",": "csv"}.get(other)
+    if kind is None:
+        return "save it with commas (Excel: 'CSV UTF-8') or with tabs as a .tsv"
+    return f"read it as {kind.upper()}: {key}={kind}, or name the file .{kind}" if key else f"name the file .{kind}"
 
 
-def refuse_other_separator(path, fmt: str, header: list[str], sep: str, fix=table_separator_fix) -> None:
-    """An error when the header is one column holding another separator (``other_separator``); ``fix``: the
-    caller's way past it, given that separator."""
+def refuse_other_separator(path, fmt: str, header: list[str], sep: str | None = None,
+                           fix=table_separator_fix) -> None:
+    """An error when the header is one column holding another separator (``other_separator``); ``sep``: the one
+    ``fmt`` was read with (None: ``read_records``' own, a comma for csv and a tab for tsv); a format with no separator
+    (jsonl, parquet, a workbook's or a dataset's rows) is never refused. ``fix``: the caller's way past it, given
+    that separator."""
+    if fmt not in ("csv", "tsv"):
+        return
+    sep = sep or ("\t" if fmt == "tsv" else ",")
     other = other_separator(header, sep)
     if other is None:
         return

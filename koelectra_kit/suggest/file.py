@@ -110,8 +110,8 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
 
     cfg.validate()
     out = _check_out(cfg)
-    with _opened(cfg.pool, cfg.format, cfg.encoding) as reopen:
-        columns, column, texts, malformed = read_texts(reopen, cfg.text_column, cfg.pool, "text_column")
+    with _opened(cfg.pool, cfg.format, cfg.encoding) as (reopen, kind):
+        columns, column, texts, malformed = read_texts(reopen, cfg.text_column, cfg.pool, "text_column", fmt=kind)
         if not texts:
             raise InputError(f"{cfg.pool} has a header row but no rows under it: nothing to suggest")
         for path in cfg.labelled:  # a mistyped one is said before the model loads
@@ -126,9 +126,9 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
         for path in cfg.labelled:
             # only read: a torn last line is left out with one warning, the file left as it is
             with without_torn_tail(path, path, list(classifier.labels), logs_only=True) as readable, \
-                    _opened(str(readable), None, None) as again:
+                    _opened(str(readable), None, None) as (again, kind):
                 exclude += labelled_texts(again, cfg.labelled_text_column, path, list(classifier.labels),
-                                          prefer=column)
+                                          prefer=column, fmt=kind)
         picked = suggest_rows(classifier, texts, cfg.n, cfg.strategy, exclude=exclude,
                               threshold=cfg.dedupe_threshold, seed=cfg.seed, batch_size=cfg.batch_size)
         rows = _picked_rows(reopen, picked.indices)
@@ -157,7 +157,8 @@ def _check_out(cfg: SuggestConfig) -> Path:
 
 @contextlib.contextmanager
 def _opened(path: str, fmt: str | None, encoding: str | None):
-    """A table to read more than once (the texts, then the picked rows): yields ``reopen() -> (columns, records)``
+    """A table to read more than once (the texts, then the picked rows): yields ``(reopen, kind)``, ``kind`` the format
+    it is read as (csv, tsv, jsonl, parquet, txt; xlsx; dataset) and ``reopen() -> (columns, records)``
     with label's readers (``tables.read_records``, an .xlsx converted once to a temporary CSV, a dataset through
     ``hfdata``) and its one-line errors; ``reopen(whole=True) -> (table, records)``: the table whole as a DataFrame
     of strings, as ``label human_labels=`` and ``finetune train=`` read one (``tables.read_table``,
@@ -174,7 +175,7 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
                 return read_dataframe(path), None
             opened = open_rows(path)
             return opened.columns, opened.records
-        yield rows
+        yield rows, "dataset"
         return
     src = check_input_file(path)
     if fmt is None and src.suffix.lower() in WORKBOOK_SUFFIXES:
@@ -187,7 +188,7 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
                     df = read_table(sheet, "csv", "utf-8")
                     return df, log_records(src, df)  # a log's rows as Excel numbers them
                 return read_records(sheet, "csv", "utf-8", None)
-            yield sheet_rows
+            yield sheet_rows, "xlsx"
         return
     kind = table_format(src, fmt)
     enc = "utf-8" if kind == "parquet" else detect_encoding(src, encoding, hints=CONFIG_HINTS)
@@ -197,19 +198,25 @@ def _opened(path: str, fmt: str | None, encoding: str | None):
             df = read_table(src, kind, enc)
             return df, log_records(src, df, enc, kind)
         return read_records(src, kind, enc, None)
-    yield rows
+    yield rows, kind
 
 
-def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column") -> str:
-    """``given`` (which must be present), else the first of the toolkit's text-column names present."""
-    from ..io.tables import TEXT_COLUMNS, pick_column
+def text_column_of(columns: list[str], given: str | None, path: str, key: str = "text_column", fmt: str | None = None,
+                   fix=None) -> str:
+    """``given`` (which must be present), else the first of the toolkit's text-column names present. Where it is
+    absent and ``fmt`` (the format the table was read as) is csv or tsv, a header read as one column holding another
+    separator ('review;label') is refused as ``label`` refuses it, ``fix`` (``tables.table_separator_fix`` unless
+    given) saying the way past it."""
+    from ..io.tables import TEXT_COLUMNS, pick_column, refuse_other_separator, table_separator_fix
     from ..io.workbook import other_sheets_hint
 
     try:
         column = pick_column(columns, given, path=path)
     except InputError as e:  # a named column absent: perhaps on a workbook's other sheet
+        refuse_other_separator(path, fmt, columns, fix=fix or table_separator_fix)
         raise InputError(f"{e}{other_sheets_hint(path, [given])}") from None
     if column is None:
+        refuse_other_separator(path, fmt, columns, fix=fix or table_separator_fix)
         raise InputError(f"{path}: no text column (none of {', '.join(TEXT_COLUMNS[:5])}, ... is present); columns "
                          f"present: {', '.join(columns) or 'none'}; name the column of reviews with {key}=..."
                          f"{other_sheets_hint(path, TEXT_COLUMNS)}")
@@ -219,16 +226,18 @@ def text_column_of(columns: list[str], given: str | None, path: str, key: str = 
     return column
 
 
-def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None) -> tuple:
+def read_texts(reopen, given: str | None, path: str, key: str = "text_column", prefer: str | None = None,
+               fmt: str | None = None, fix=None) -> tuple:
     """(columns, text column, texts, malformed lines): one text per row, None for a malformed line. The column:
-    ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected."""
+    ``given``, else ``prefer`` where present (a labelled file's column named as the pool's), else detected
+    (``text_column_of``, which ``fmt`` and ``fix`` are for)."""
     from ..io.records import cell_text
     from ..io.textcheck import check_text_column
 
     columns, records = reopen()
     columns = [str(c) for c in columns]
     try:
-        column = text_column_of(columns, given or (prefer if prefer in columns else None), path, key)
+        column = text_column_of(columns, given or (prefer if prefer in columns else None), path, key, fmt, fix)
         at = columns.index(column)
         texts, malformed = [], 0
         for rec in records:
@@ -246,7 +255,8 @@ def read_texts(reopen, given: str | None, path: str, key: str = "text_column", p
     return columns, column, texts, malformed
 
 
-def labelled_texts(reopen, given: str | None, path: str, labels: list[str], prefer: str | None = None) -> list:
+def labelled_texts(reopen, given: str | None, path: str, labels: list[str], prefer: str | None = None,
+                   fmt: str | None = None) -> list:
     """The texts a ``labelled`` table has labelled: every row's text, or for the app's LABELS.csv (its ``text``,
     ``label`` and ``action`` columns) the texts whose latest answer or skip no undo retracts, as teach mode's queue
     counts them (an undone answer is asked again), a row typed by hand with only ``text`` and ``label`` included.
@@ -256,7 +266,7 @@ def labelled_texts(reopen, given: str | None, path: str, labels: list[str], pref
     columns, records = reopen()
     getattr(records, "close", lambda: None)()
     if not (is_label_log(columns) and given in (None, "text")):
-        return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer)[2]
+        return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer, fmt=fmt)[2]
     # the log read whole, as `label human_labels=` and `finetune train=` read it (read_table, then labellog's
     # table_labels): a row typed by hand with fewer fields than the header (좋아요,positive) is an answer, its other
     # fields empty; row by row it was a malformed line, dropped, and the text suggested again. A row with more fields
