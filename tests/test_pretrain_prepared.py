@@ -96,6 +96,21 @@ def test_prepared_with_a_corpus_or_tokenizer_is_refused(prepared, tmp_path, caps
     assert not (tmp_path / "r").exists()
 
 
+def test_a_word_list_given_to_the_folders_tokenizer_keeps_it_valid_and_goes_with_the_encoder(
+        prepared, tmp_path, capsys, sample_dir):
+    """docs/pretrain.md: the folder's tokenizer gets the words of the files to fine-tune on there (no Kiwi on the GPU
+    machine); the folder still opens (its tokenizer's ids are unchanged) and the exported encoder carries the list."""
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    rc, _, err = run_cli(capsys, "tokenizer", "words", f"tokenizer={copy / 'tokenizer'}",
+                         f"input={sample_dir / 'reviews_labelled.csv'}", "progress=false")
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={copy}", f"out={tmp_path / 'r'}", *RUN)
+    assert rc == 0, err
+    words = (copy / "tokenizer" / "kiwi_words.tsv").read_bytes()
+    assert (tmp_path / "r" / "discriminator" / "kiwi_words.tsv").read_bytes() == words and len(words) > 10_000
+
+
 def damage(folder: Path, how: str) -> None:
     if how == "missing rows":
         (folder / "rows.arrow").unlink()

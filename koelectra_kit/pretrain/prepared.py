@@ -94,9 +94,13 @@ def check_prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def files_digest(folder: Path) -> str:
-    """sha256 of a folder's files (names and bytes): whether tokenizer/ is still the one the rows were made with."""
+    """sha256 of a folder's files (names and bytes): whether tokenizer/ is still the one the rows were made with. A
+    word list added to it since (``tokenizer words``, for fine-tuning where Kiwi is not) is left out: no id depends
+    on it."""
+    from ..tokenizer.wordlist import FILE as WORD_LIST
+
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != WORD_LIST):
         h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
