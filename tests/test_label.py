@@ -329,6 +329,31 @@ def test_nested_values_are_written_to_csv_and_tsv_as_their_json(tmp_path, tiny_c
     assert json.loads(got["tags"][0]) == ["a", "b"] and json.loads(got["s"][0]) == {"x": 1, "y": None}
 
 
+@pytest.mark.parametrize("ext", [".csv", ".tsv", ".jsonl"])
+def test_a_binary_column_is_written_as_its_text_or_base64_not_its_python_repr(tmp_path, tiny_classifier, ext):
+    """A Parquet binary column beside the reviews was written as b'\\xed\\x95\\x9c...' (its Python repr): Korean text
+    hidden behind escapes and bytes no reader takes back. UTF-8 text is written as the text, other bytes (and bytes
+    holding a control character) as base64: plus their base64."""
+    import base64
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    blobs = ["한글 제목".encode(), b"\x89PNG\xff\x00", b"\x00\x07", None]
+    pq.write_table(pa.table({"review": ["좋아요", "별로", "그냥", "최고"], "blob": pa.array(blobs, pa.binary())}),
+                   tmp_path / "in.parquet")
+    out = tmp_path / f"out{ext}"
+    label_file(None, tmp_path / "in.parquet", out, "review", classifier=tiny_classifier, progress=False)
+    if ext == ".jsonl":
+        cells = [json.loads(line)["blob"] for line in out.read_text(encoding="utf-8").splitlines()]
+    else:
+        cells = pd.read_csv(out, dtype=str, keep_default_na=False, encoding="utf-8-sig", quoting=3 if ext == ".tsv"
+                            else 0, sep="\t" if ext == ".tsv" else ",")["blob"].tolist()
+    assert cells[0] == "한글 제목" and cells[3] in ("", None)
+    assert [base64.b64decode(c.removeprefix("base64:")) for c in cells[1:3]] == blobs[1:3]
+    assert all(c.startswith("base64:") for c in cells[1:3]), cells
+
+
 def test_python_api_and_column_clash(tiny_classifier):
     df = pd.DataFrame({"review": ["최고", None, "최악"], "label": ["x", "y", "z"]})
     out = label_dataframe(df, text_column="review", classifier=tiny_classifier)

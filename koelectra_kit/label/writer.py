@@ -1,9 +1,11 @@
 """How a chunk of labelled rows is written: CSV, TSV (no quoting: tabs and line breaks in a cell become spaces) or
-JSONL (each value with JSON's own type), JSON objects and arrays as their JSON text, and the chunk's bytes in the
+JSONL (each value with JSON's own type), JSON objects and arrays as their JSON text, binary values (a Parquet binary
+column) as their UTF-8 text or else ``base64:`` and their base64 (``binary_text``), and the chunk's bytes in the
 output's encoding (a BOM only at the very start). ``FileLabeller`` (run.py) appends each chunk; the app's
 downloads (app/results.py) write with the same functions."""
 from __future__ import annotations
 
+import base64
 import codecs
 import csv
 import json
@@ -20,7 +22,7 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
         columns = [str(c) for c in df.columns]
         f.writelines(json_line(columns, row) for row in df.itertuples(index=False, name=None))
         return 0
-    df = json_cells(df)
+    df = plain_cells(df)
     if fmt == "tsv":
         df, changed = tsv_cells(df)
         df.to_csv(f, sep="\t", index=False, header=header, lineterminator="\n", quoting=csv.QUOTE_NONE)
@@ -31,7 +33,8 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
 
 def json_line(columns: list[str], values) -> str:
     """One JSONL object: the values as they were read (JSON's own types), numpy scalars as Python's, NaN (pandas'
-    missing value) as null, a date or time (a Parquet input's) in ISO 8601, anything else JSON lacks as its text."""
+    missing value) as null, a date or time (a Parquet input's) in ISO 8601, bytes as ``binary_text``, anything else
+    JSON lacks as its text."""
     return json.dumps(dict(zip(columns, map(_json_plain, values))), ensure_ascii=False, default=_json_other) + "\n"
 
 
@@ -40,6 +43,8 @@ def _json_plain(v):
         v = v.item()
     if type(v).__name__ == "NAType":  # pd.NA: a flagged row's confidence and prob_ (chunk._rounded), written "<NA>"
         return None
+    if isinstance(v, (bytes, bytearray)):
+        return binary_text(v)
     return None if isinstance(v, float) and v != v else v
 
 
@@ -56,10 +61,31 @@ def check_json_keys(columns: list[str], path) -> None:
                          "of one name; write .csv or .tsv, or rename the columns")
 
 
-def json_cells(df):
+BASE64 = "base64:"  # what a binary value that is not UTF-8 text starts with in an output
+
+
+def binary_text(v: bytes) -> str:
+    """A binary value as a cell's text: its UTF-8 text where it is text (Spark and older writers store strings as
+    binary with no UTF-8 mark: ``records.cell_text`` reads a text column's so), else ``base64:`` and its base64
+    (``base64.b64decode`` of the rest gives the bytes back). pandas wrote its Python repr (``b'\\xed\\x95...'``), which
+    no reader takes back and which hid Korean text behind escapes. Bytes that decode but hold a control character
+    other than a tab or line break (a hash, a packed id: b"\\x00\\x07") are data, not text: base64 too."""
+    try:
+        text = bytes(v).decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or _CONTROL.search(text):
+        return BASE64 + base64.b64encode(bytes(v)).decode("ascii")
+    return text
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def plain_cells(df):
     """``df`` with each JSON object or array (a JSONL's nested value, a Parquet list, struct or map) as its JSON text,
-    as the input held it; pandas wrote its Python repr ("{'a': 1, 'b': None}", "['x', 'y']"), which no JSON
-    reader takes back."""
+    as the input held it, and each binary value as ``binary_text``; pandas wrote their Python repr ("{'a': 1, 'b':
+    None}", "['x', 'y']", "b'\\x00'"), which no reader takes back."""
     from pandas.api.types import is_numeric_dtype
 
     out = df
@@ -67,11 +93,12 @@ def json_cells(df):
         col = df.iloc[:, j]
         if is_numeric_dtype(col.dtype):
             continue
-        hit = col.map(lambda v: isinstance(v, (dict, list, tuple))).to_numpy(bool)
+        hit = col.map(lambda v: isinstance(v, (dict, list, tuple, bytes, bytearray))).to_numpy(bool)
         if hit.any():
             out = out.copy() if out is df else out
             values = col.to_numpy(dtype=object, copy=True)
-            values[hit] = [json.dumps(v, ensure_ascii=False, default=_json_other) for v in values[hit]]
+            values[hit] = [binary_text(v) if isinstance(v, (bytes, bytearray)) else
+                           json.dumps(v, ensure_ascii=False, default=_json_other) for v in values[hit]]
             out.isetitem(j, values)
     return out
 
