@@ -3,7 +3,8 @@
 The device tool carries at most 64 MiB there and brings back at most 8 files of 16 MiB from $OUT. So:
 
 - **The bundle** (`make`): the shared pretraining corpus **without nsmc3's dev texts** (they score every encoder;
-  §5 of docs/RESULTS.md pretrained without them too), prepared with the GPU preset (no Kiwi needed there), and
+  §5 of docs/RESULTS.md pretrained without them too), prepared with the GPU preset (no Kiwi needed there; a subword
+  preset's tokenizer gets the word list of the nsmc3 tables, so they fine-tune there without Kiwi too), and
   nsmc3's dev table and its **whole train table as parquet** (150,000 rows: 17 MB of TSV, about 7 of parquet,
   which the label-efficiency runs need), in the shared data's layout (KOELECTRA_SHARED_DATA=BUNDLE/data).
 - **A run brought back** (`pack`, `unpack`): a pretraining run's encoder, metrics and summary as one tar stream cut
@@ -62,6 +63,7 @@ def make_bundle(a) -> None:
     tables.mkdir(parents=True, exist_ok=True)
     rows = write_parquet(train, tables / "train.parquet", a.bundle_rows)
     (tables / ("dev" + dev.suffix)).write_bytes(dev.read_bytes())
+    add_word_list(out / "corpus" / "tokenizer", [tables / "train.parquet", tables / ("dev" + dev.suffix)])
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"wrote {out}/: corpus/ (prepared), data/nsmc3/train.parquet ({rows:,} rows), data/nsmc3/dev{dev.suffix}; "
           f"{size / 2**20:.1f} MiB (the device tool carries 64 MiB with the repository's files)")
@@ -71,6 +73,21 @@ def make_bundle(a) -> None:
           "--report $OUT/gpu_check.txt")
     print("a quality lease (a full preset run brought back, and its fine-tunes) takes two device calls: "
           "docs/benchmarks.md, 'A quality lease'")
+
+
+def add_word_list(tokenizer: Path, tables: list[Path]) -> None:
+    """A Kiwi pre-split tokenizer (gpu-10min-subword) is given the cuts of the tables' words: the GPU machine has no
+    kiwipiepy, and the fine-tunes and labelling there read these texts (docs/tokenizer.md, "A word list for machines
+    without Kiwi"). A character tokenizer without Kiwi (gpu-10min) needs none."""
+    import json
+
+    settings = json.loads((tokenizer / "koelectra_tokenizer.json").read_text(encoding="utf-8"))
+    if settings.get("presplit") not in ("kiwi", "kiwi_word"):
+        return
+    code = subprocess.run(kk("tokenizer", "words", f"tokenizer={tokenizer}",
+                             f"input=[{','.join(map(str, tables))}]", "progress=false"), cwd=ROOT).returncode
+    if code:
+        raise SystemExit(code)
 
 
 def write_parquet(table: Path, dest: Path, rows: int | None) -> int:

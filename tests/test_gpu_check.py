@@ -86,11 +86,20 @@ def test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command(tmp_
     assert list(train.columns) == list(original.columns)  # object columns, where the CSV's are strings)
     assert train.values.tolist() == original.values.tolist()
     assert f"KOELECTRA_SHARED_DATA={bundle}/data python benchmarks/gpu_check.py --prepared {bundle}/corpus" in proc.stdout
-    # a seeded sample keeps the file's order
+    assert not (bundle / "corpus" / "tokenizer" / "kiwi_words.tsv").exists()  # no Kiwi, no words
+    # a seeded sample keeps the file's order; a Kiwi pre-split preset's tokenizer gets the tables' words, so they
+    # fine-tune on the GPU machine, which has no kiwipiepy
     sample = tmp_path / "gpu2"
     proc = check("--make-bundle", sample, "--corpus", corpus, "--bundle-train", dev, "--bundle-dev", dev,
-                 "--bundle-rows", 50, timeout=180)
+                 "--bundle-rows", 50, "--preset", ROOT / "configs" / "pretrain" / "tiny.yaml", timeout=180)
     assert proc.returncode == 0 and len(read_table(sample / "data" / "nsmc3" / "train.parquet")) == 50
+    from koelectra_kit.tokenizer import KoTokenizer
+    from koelectra_kit.tokenizer.wordlist import load
+
+    tok = KoTokenizer.from_pretrained(sample / "corpus" / "tokenizer")
+    assert tok.presplit == "kiwi_word"
+    words = load(tok.source, tok.saved_kiwi)
+    assert {w for t in original["review"] for w in tok.normalize(t).split()} <= set(words)
 
 
 def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
