@@ -125,6 +125,26 @@ def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
                                                              "config.yaml"}
 
 
+def test_a_run_packs_without_the_encoders_word_list(tmp_path):
+    """A subword run's encoder carries the bundle's word list (7.8 MB): it stays behind, so that the fp32 encoder
+    and the report's three files come back within the device tool's 8 files; everything else comes back whole."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_bundle
+
+    run = tmp_path / "run"
+    (run / "discriminator").mkdir(parents=True)
+    (run / "discriminator" / "model.safetensors").write_bytes(os.urandom(3000))
+    (run / "discriminator" / "kiwi_words.tsv").write_text("#kiwi_words\t{}\n영화\t\n", encoding="utf-8")
+    (run / "summary.json").write_text("{}", encoding="utf-8")
+    parts = gpu_bundle.pack(run, tmp_path / "back" / "run.tar", part_bytes=2048)
+    assert len(parts) > 1  # (put back together from several)
+    gpu_bundle.unpack(tmp_path / "back" / "run.tar", tmp_path / "here")
+    assert sorted(p.relative_to(tmp_path / "here").as_posix() for p in (tmp_path / "here").rglob("*")) == [
+        "discriminator", "discriminator/model.safetensors", "summary.json"]
+    assert (tmp_path / "here" / "discriminator" / "model.safetensors").read_bytes() == (
+        run / "discriminator" / "model.safetensors").read_bytes()
+
+
 @pytest.mark.fast
 @pytest.mark.parametrize("args,needle", [
     (["--stages", "env,warp"], "unknown warp"),
