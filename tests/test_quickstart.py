@@ -49,3 +49,17 @@ def test_quickstart_bad_override_is_one_line(capsys):
     rc = main(["quickstart", "vocab_size=4000"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and "STAGE.key=value" in err
+
+
+def test_quickstart_refuses_overriding_the_keys_that_chain_its_stages(capsys, tmp_path):
+    """label.input= was dropped (label's --input flag won: the sample was labelled, exit 0) and finetune.out= moved
+    the classifier while the label step labelled the old folder (on a rerun: the previous run's model)."""
+    for item, needle in (("label.input=mine.csv", "--unlabelled"), ("label.model=runs/x", "koelectra-kit label"),
+                         ("label.text_column=body", "--text-column"), ("finetune.out=elsewhere", "--out"),
+                         ("pretrain.out=elsewhere", "--out"), ("tokenizer.out=elsewhere", "--out")):
+        rc = main(["quickstart", "--out", str(tmp_path / "qs"), item])
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), (item, captured.err)
+        assert item in lines[0] and needle in lines[0], lines[0]
+        assert "===" not in captured.out and not (tmp_path / "qs").exists()

@@ -9,10 +9,11 @@ it takes a minute or two on 2 CPU cores; swap in your own corpus and CSVs by cha
     koelectra-kit quickstart --preset cpu-30min --corpus my_comments.txt ...    # a shipped preset by name
     koelectra-kit quickstart tokenizer.vocab_size=4000 pretrain.max_steps=300 finetune.epochs=5 label.batch_size=32
 
-STAGE.key=value overrides go to that stage's config (the same keys as its own command). ``--preset NAME`` picks
-each stage's shipped preset of that name; a stage without one uses its default (tokenizer: default, finetune:
-sentiment), and when the tokenizer has no such preset, pretraining trains its own tokenizer from the pretraining
-preset's vocab_size / tokenizer_model (e.g. cpu-30min's character vocabulary).
+STAGE.key=value overrides go to that stage's config (the same keys as its own command), except the keys that
+chain the stages (each stage's out/output; label's input, text_column and model): use the flags above for those.
+``--preset NAME`` picks each stage's shipped preset of that name; a stage without one uses its default (tokenizer:
+default, finetune: sentiment), and when the tokenizer has no such preset, pretraining trains its own tokenizer from
+the pretraining preset's vocab_size / tokenizer_model (e.g. cpu-30min's character vocabulary).
 """
 from __future__ import annotations
 
@@ -51,6 +52,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+# Keys the quickstart itself sets to chain one stage's output into the next, -> what to use instead. An override
+# of one was taken silently and broke the chain: label's own flags win over its key=value (label.input=mine.csv
+# labelled the sample), and finetune.out= / pretrain.out= / tokenizer.out= moved a stage's output while the next
+# stage read the old place (on a rerun into the same --out: the previous run's model, with exit 0).
+WIRED = {("tokenizer", "out"): "--out", ("pretrain", "out"): "--out", ("finetune", "out"): "--out",
+         ("label", "output"): "--out", ("label", "input"): "--unlabelled", ("label", "text_column"): "--text-column",
+         ("label", "model"): "`koelectra-kit label --model ...` after the quickstart (it labels with the classifier "
+                             "it fine-tunes)"}
+
+
 def stage_overrides(items: list[str]) -> dict[str, list[str]]:
     """``["pretrain.model.hidden_size=64", ...]`` -> {"pretrain": ["model.hidden_size=64"], ...}."""
     from ..errors import ConfigError
@@ -61,6 +72,10 @@ def stage_overrides(items: list[str]) -> dict[str, list[str]]:
         if stage not in STAGES or "=" not in rest:
             raise ConfigError(f"quickstart override {item!r}: write STAGE.key=value with STAGE one of "
                               f"{', '.join(STAGES)} (e.g. tokenizer.vocab_size=4000)")
+        instead = WIRED.get((stage, rest.partition("=")[0].strip()))
+        if instead:
+            raise ConfigError(f"quickstart override {item!r}: the quickstart sets that key to chain its stages; use "
+                              f"{instead}")
         out[stage].append(rest)
     return out
 
