@@ -159,3 +159,23 @@ def test_what_a_word_list_cannot_serve_is_refused(tok_dir, plain_encoder_dir, sa
     (tok_dir / "koelectra_tokenizer.json").write_text(json.dumps(settings), encoding="utf-8")
     refused(f"tokenizer={tok_dir}", f"input={data}", needle="was saved with Kiwi")
     assert not (tok_dir / FILE).exists()
+
+
+def test_two_runs_adding_to_one_list_at_once_keep_each_others_words(tok_dir, sample_dir):
+    """`tokenizer words` on the train file and on the file to label, started together on one folder: the one that
+    writes last keeps the words the other wrote after it read the list (they were lost: a word missing there is
+    found only on the machine without Kiwi)."""
+    from koelectra_kit.tokenizer.wordlist import add_words, load
+
+    unlabelled = sample_dir / "reviews_unlabelled.csv"
+
+    def texts():  # the other run writes its list after this one has read the (still missing) list
+        assert main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={unlabelled}", "progress=false"]) == 0
+        yield from _reviews(sample_dir, "reviews_labelled.csv")
+
+    tok = KoTokenizer.from_pretrained(tok_dir)
+    added, total = add_words(tok, texts())
+    words = load(tok_dir)
+    assert total == len(words) > added
+    for text in _reviews(sample_dir, "reviews_unlabelled.csv") + _reviews(sample_dir, "reviews_labelled.csv"):
+        assert all(w in words for w in tok.normalize(text).split()), text

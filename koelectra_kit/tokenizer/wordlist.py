@@ -134,6 +134,10 @@ def add_words(tok, texts: Iterable[str], num_workers: int | None = None, progres
     if bar is not None:
         bar.close()
     if todo or not (folder / FILE).is_file():
+        # Another run on this folder (the dev file's words added beside the train file's) may have written the list
+        # since it was read above: its words are merged in, not overwritten with this run's older copy (the lost
+        # words would only show on the machine without Kiwi). Cuts depend on the word alone, so any copy is right.
+        words = {**load(folder, made_by), **words}
         write(folder, words, made_by)
     return len(todo), len(words)
 
