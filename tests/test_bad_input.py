@@ -830,6 +830,21 @@ def test_report_commands_refuse_a_model_folder_as_out(capsys, tmp_path, finetune
     assert {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} == before
 
 
+def test_evaluate_refuses_a_tfidf_classifier_folder_as_out(capsys, tmp_path, sample_dir):
+    """A TF-IDF (or ensemble) folder has no config.json: evaluate --out into it replaced its training eval.json and
+    confusion.png with this file's, exit 0. A baseline rerun into its own TF-IDF folder still replaces it."""
+    data = sample_dir / "reviews_labelled.csv"
+    model = tmp_path / "tfidf"
+    assert main(["baseline", "--train", str(data), "--out", str(model), "plots=false"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    rc, _, err = run_cli(capsys, "evaluate", "--model", model, "--data", data, "--out", model)
+    assert_one_line_error(rc, err, "is a model folder", "classifier.json")
+    assert {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} == before
+    rc, _, err = run_cli(capsys, "baseline", "--train", data, "--out", model, "plots=false")
+    assert rc == 0, err
+
+
 def test_finetune_and_distill_refuse_out_equal_to_their_model(capsys, tmp_path, finetuned_dir, sample_dir):
     model = tmp_path / "clf"
     shutil.copytree(finetuned_dir, model)

@@ -34,7 +34,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
 
     out = Path(cfg.out) if cfg.out else None
     if out:
-        check_report_dir(out)
+        check_report_dir(out, model_files=("config.json",))  # a TF-IDF folder (classifier.json) is its own rerun
         check_not_input(out, {"train": cfg.train, "dev": cfg.dev}, writes=WRITES)
     splits = load_splits(cfg)
     print(format_data_report(splits.report))

@@ -38,13 +38,19 @@ def replaced_note(out: Path) -> str | None:
     return f"note: replaced the model that was in {out}{score}"
 
 
-def check_report_dir(out: Path) -> None:
+# A model folder's own files: a transformers model's, and a TF-IDF or ensemble classifier's (classify/registry.py)
+MODEL_FILES = ("config.json", "classifier.json")
+
+
+def check_report_dir(out: Path, model_files: tuple[str, ...] = MODEL_FILES) -> None:
     """``check_out_dir`` for the commands that write a report into ``out`` (evaluate, baseline) rather than a model:
-    a model folder is refused too, since its own eval.json and data_report.json would be replaced."""
+    a model folder (one holding ``model_files``) is refused too, since its own eval.json and data_report.json would
+    be replaced. Baseline passes only config.json: its out= is a TF-IDF classifier folder, replaced on a rerun."""
     check_out_dir(out)
-    if (Path(out) / "config.json").is_file():
-        raise InputError(f"out={out} is a model folder: its eval.json and data_report.json (from fine-tuning) would be "
-                         "replaced; choose another directory")
+    for name in model_files:
+        if (Path(out) / name).is_file():
+            raise InputError(f"out={out} is a model folder ({name}): its eval.json and data_report.json (from "
+                             "training) would be replaced; choose another directory")
 
 
 def check_not_input(out: Path, inputs: dict[str, str | None], writes: tuple[str, ...] = ()) -> None:
