@@ -179,3 +179,25 @@ def test_two_runs_adding_to_one_list_at_once_keep_each_others_words(tok_dir, sam
     assert total == len(words) > added
     for text in _reviews(sample_dir, "reviews_unlabelled.csv") + _reviews(sample_dir, "reviews_labelled.csv"):
         assert all(w in words for w in tok.normalize(text).split()), text
+
+
+def test_a_list_its_error_says_to_make_again_is_made_again_by_tokenizer_words(tok_dir, sample_dir, capsys):
+    """An empty (or damaged) list, or one another Kiwi made, is refused where it is read with 'make it again with
+    `koelectra-kit tokenizer words ...`'; that command refused it with the same line, so the advice led nowhere. It
+    now makes the list again from the files it is given, with a warning, and the list serves them."""
+    data = sample_dir / "reviews_unlabelled.csv"
+    path = tok_dir / FILE
+    for damaged in ("", '#kiwi_words\t{"kiwipiepy": "0.1.0", "kiwipiepy_model": "0.1.0"}\n낱말\t\n'):
+        path.write_text(damaged, encoding="utf-8")
+        with pytest.raises(InputError, match="make it again with `koelectra-kit tokenizer words"):
+            KoTokenizer.from_pretrained(tok_dir).encode_batch(["영화 재밌었는데"])
+        capsys.readouterr()
+        assert main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={data}", "progress=false"]) == 0
+        captured = capsys.readouterr()
+        assert "made again" in captured.err and "words added" in captured.out, captured
+        tok = KoTokenizer.from_pretrained(tok_dir)
+        from koelectra_kit.tokenizer.wordlist import load
+
+        words = load(tok_dir, tok.saved_kiwi)
+        assert "낱말" not in words
+        assert all(w in words for t in _reviews(sample_dir, "reviews_unlabelled.csv") for w in tok.normalize(t).split())

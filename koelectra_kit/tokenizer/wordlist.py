@@ -33,6 +33,15 @@ HEADER = "#kiwi_words\t"  # line 1: the Kiwi versions that cut the words, as JSO
 _LOADED: dict[Path, tuple[tuple[int, int], dict]] = {}  # path -> ((size, mtime_ns), words): one parse a process
 
 
+class ListUnusable(InputError):
+    """A word list that cannot be read, or that another Kiwi made: where it is read, one line saying to make it
+    again; ``tokenizer words`` (``add_words``) is that remedy, so it makes the list afresh there (``reason``)."""
+
+    def __init__(self, reason: str, folder):
+        self.reason = reason
+        super().__init__(f"{reason}; make it again with `koelectra-kit tokenizer words tokenizer={folder} input=FILE`")
+
+
 def load(folder: str | Path | None, saved_kiwi: dict | None = None) -> dict[str, tuple[int, ...]]:
     """The word list in ``folder`` (empty if none), made by the Kiwi ``saved_kiwi`` (the tokenizer's). A list that
     cannot be read, or that another Kiwi made, is the user's file, not a cache: one line saying so, rather than Kiwi
@@ -54,13 +63,12 @@ def load(folder: str | Path | None, saved_kiwi: dict | None = None) -> dict[str,
             made_by = json.loads(head[len(HEADER):])
             hit = key, (made_by, dict(wordfile.parse(body)))
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise InputError(f"cannot read the word list {path}: {e}; make it again with `koelectra-kit tokenizer "
-                             f"words tokenizer={folder} input=FILE`") from None
+            raise ListUnusable(f"cannot read the word list {path}: {e}", folder) from None
         _LOADED[path] = hit
     made_by, words = hit[1]
     if saved_kiwi and made_by != saved_kiwi:
-        raise InputError(f"the word list {path} was made with Kiwi {made_by}, its tokenizer with {saved_kiwi}: "
-                         f"make it again with `koelectra-kit tokenizer words tokenizer={folder} input=FILE`")
+        raise ListUnusable(f"the word list {path} was made with Kiwi {made_by}, its tokenizer with {saved_kiwi}",
+                           folder)
     return words
 
 
@@ -114,7 +122,15 @@ def add_words(tok, texts: Iterable[str], num_workers: int | None = None, progres
 
     folder = Path(tok.source)
     made_by = check_kiwi(tok)
-    words = dict(load(folder, made_by))
+    replace = False
+    try:
+        words = dict(load(folder, made_by))
+    except ListUnusable as e:  # the remedy its error names is this command: it cannot refuse for the same reason
+        from ..runtime import warn
+
+        warn(f"warning: {e.reason}: it is made again from the files named now (words only other files had are "
+             "dropped)")
+        words, replace = {}, True
     new: dict[str, None] = {}
     for text in texts:
         for w in tok.normalize(text).split():
@@ -133,11 +149,14 @@ def add_words(tok, texts: Iterable[str], num_workers: int | None = None, progres
             bar.update(len(chunk))
     if bar is not None:
         bar.close()
-    if todo or not (folder / FILE).is_file():
+    if todo or replace or not (folder / FILE).is_file():
         # Another run on this folder (the dev file's words added beside the train file's) may have written the list
         # since it was read above: its words are merged in, not overwritten with this run's older copy (the lost
         # words would only show on the machine without Kiwi). Cuts depend on the word alone, so any copy is right.
-        words = {**load(folder, made_by), **words}
+        try:
+            words = {**load(folder, made_by), **words}
+        except ListUnusable:  # the unusable list this run replaces (warned above), or one damaged meanwhile
+            pass
         write(folder, words, made_by)
     return len(todo), len(words)
 
