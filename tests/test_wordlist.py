@@ -201,3 +201,24 @@ def test_a_list_its_error_says_to_make_again_is_made_again_by_tokenizer_words(to
         words = load(tok_dir, tok.saved_kiwi)
         assert "낱말" not in words
         assert all(w in words for t in _reviews(sample_dir, "reviews_unlabelled.csv") for w in tok.normalize(t).split())
+
+
+def test_a_list_of_cuts_another_word_cuts_made_is_refused(tok_dir, sample_dir, monkeypatch):
+    """The per-user word file goes unread once wordfile.FORMAT is raised (word_cuts cuts differently); the word list
+    kept no format, so it went on serving the old cuts: other ids than Kiwi's, silently, on the machine without Kiwi.
+    A list from before the format was written counts as format 1."""
+    from koelectra_kit.tokenizer import wordfile
+
+    main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={sample_dir / 'reviews_unlabelled.csv'}",
+          "progress=false"])
+    texts = _reviews(sample_dir, "reviews_unlabelled.csv")
+    ids = KoTokenizer.from_pretrained(tok_dir).encode_batch(texts)["input_ids"]
+    path = tok_dir / FILE
+    head, _, body = path.read_text(encoding="utf-8").partition("\n")
+    versions = json.loads(head.split("\t", 1)[1])
+    versions.pop("format", None)
+    path.write_text("#kiwi_words\t" + json.dumps(versions) + "\n" + body, encoding="utf-8")  # as first written
+    assert KoTokenizer.from_pretrained(tok_dir).encode_batch(texts)["input_ids"] == ids
+    monkeypatch.setattr(wordfile, "FORMAT", wordfile.FORMAT + 1)
+    with pytest.raises(InputError, match="cuts of format 1, .*make it again"):
+        KoTokenizer.from_pretrained(tok_dir).encode_batch(texts)

@@ -30,6 +30,7 @@ from .kiwi import KiwiMissing
 
 FILE = "kiwi_words.tsv"
 HEADER = "#kiwi_words\t"  # line 1: the Kiwi versions that cut the words, as JSON (a word has no tab, nor do cuts)
+# and "format", wordfile.FORMAT: how word_cuts cut them (a list from before the key was written is format 1)
 _LOADED: dict[Path, tuple[tuple[int, int], dict]] = {}  # path -> ((size, mtime_ns), words): one parse a process
 
 
@@ -61,11 +62,18 @@ def load(folder: str | Path | None, saved_kiwi: dict | None = None) -> dict[str,
             if not head.startswith(HEADER):
                 raise ValueError(f"line 1 is not {HEADER.strip()} and the Kiwi versions")
             made_by = json.loads(head[len(HEADER):])
+            if not isinstance(made_by, dict):
+                raise ValueError("line 1's Kiwi versions are not a JSON object")
             hit = key, (made_by, dict(wordfile.parse(body)))
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise ListUnusable(f"cannot read the word list {path}: {e}", folder) from None
         _LOADED[path] = hit
     made_by, words = hit[1]
+    made_by = dict(made_by)
+    cut_format = made_by.pop("format", 1)
+    if cut_format != wordfile.FORMAT:  # made before word_cuts changed: cuts this code no longer makes
+        raise ListUnusable(f"the word list {path} holds cuts of format {cut_format}, this koelectra-kit makes "
+                           f"format {wordfile.FORMAT}", folder)
     if saved_kiwi and made_by != saved_kiwi:
         raise ListUnusable(f"the word list {path} was made with Kiwi {made_by}, its tokenizer with {saved_kiwi}",
                            folder)
@@ -79,7 +87,7 @@ def write(folder: str | Path, words: dict[str, tuple[int, ...]], made_by: dict) 
     path = Path(folder) / FILE
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(HEADER + json.dumps(made_by, sort_keys=True) + "\n")
+            f.write(HEADER + json.dumps({**made_by, "format": wordfile.FORMAT}, sort_keys=True) + "\n")
             f.writelines(f"{w}\t{','.join(map(str, words[w]))}\n" for w in sorted(words))
     return path
 
