@@ -98,3 +98,29 @@ def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, caps
         Classifier.load(finetuned_dir, backend="tensorrt")
     assert main(["export", "--model", str(finetuned_dir)]) == 2
     assert capsys.readouterr().err.startswith("error: nothing to do")
+
+
+def test_a_folders_onnx_made_from_other_weights_is_not_used(finetuned_dir, tiny_classifier_dir, tmp_path, capsys):
+    """Only file times were compared: `export --model A --out B/onnx` made B label with A's graph (exit 0)."""
+    import shutil
+
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.cli import main
+
+    folder = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, folder)
+    assert main(["export", "--model", str(tiny_classifier_dir), "--onnx", "--int8", "--out",
+                 str(folder / "onnx")]) == 0
+    capsys.readouterr()
+    texts = ["재밌어요", "별로", "배송 빠르고 좋아요 다시 살게요"]
+    reference = Classifier.load(folder, device="cpu", precision="fp32", backend="torch").predict(texts)
+    for quantize in (False, True):
+        clf = Classifier.load(folder, device="cpu", backend="onnx", quantize=quantize)
+        assert clf.model.path.parent != folder / "onnx"  # exported again (into the cache) from B's own weights
+        got = clf.predict(texts)
+        assert np.abs(np.asarray(got.probs) - np.asarray(reference.probs)).max() < (0.1 if quantize else 1e-3)
+    # B's own export, newer or not, is used
+    assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
+    assert Classifier.load(folder, device="cpu", backend="onnx").model.path == folder / "onnx" / "model.onnx"
+    assert Classifier.load(folder, device="cpu", backend="onnx", quantize=True).model.path == \
+        folder / "onnx" / "model_quantized.onnx"

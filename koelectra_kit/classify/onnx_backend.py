@@ -5,7 +5,7 @@ against torch's logits, and ``OnnxModel``, which stands in for the torch model i
     koelectra-kit export --model runs/sentiment --onnx --int8      # runs/sentiment/onnx/model{,_quantized}.onnx
     Classifier.load("runs/sentiment", backend="onnx", quantize=True)
 
-Classifier.load(backend="onnx") uses the folder's onnx/ files when they are newer than its weights, else exports
+Classifier.load(backend="onnx") uses the folder's onnx/ files when they record its weights' digest, else exports
 into the cache (keyed by a digest of the weights, so a retrained model never meets a stale graph).
 Needs the ``onnx`` extra: ``pip install 'koelectra-kit[onnx]'``.
 """
@@ -26,6 +26,10 @@ ONNX_DIR = "onnx"  # transformers.js / optimum's layout on the hub: onnx/model.o
 FP32_FILE, INT8_FILE = "model.onnx", "model_quantized.onnx"
 OPSET = 17  # LayerNormalization is a single op from 17 on; onnxruntime >= 1.14 runs it
 FP32_TOLERANCE = 1e-3  # max |logit difference| accepted between torch fp32 and the exported graph
+# metadata_props key of an export: the weights_digest of the torch weights it was made from. A folder's onnx/ file
+# is used only for those weights: by file times alone, `export --model A --out B/onnx` (or B's weights replaced by
+# an older file) had B label with A's graph, exit 0.
+DIGEST_KEY = "koelectra_kit.weights_digest"
 
 
 def require_onnxruntime():
@@ -76,7 +80,30 @@ def export_onnx(model, dest: str | Path, opset: int = OPSET) -> Path:
         except TypeError:  # a torch without the TorchScript exporter
             torch.onnx.export(model, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"],
                               output_names=["logits"], dynamic_axes=axes, opset_version=opset, dynamo=True)
+        _stamp(tmp, weights_digest(model))
     return dest
+
+
+def _stamp(path: Path, digest: str | None) -> None:
+    """Record ``digest`` (the weights an export was made from) in the .onnx file's metadata."""
+    import onnx
+
+    if digest is None:
+        return
+    graph = onnx.load(str(path))
+    kept = [p for p in graph.metadata_props if p.key != DIGEST_KEY]
+    del graph.metadata_props[:]
+    graph.metadata_props.extend(kept)
+    graph.metadata_props.add(key=DIGEST_KEY, value=digest)
+    onnx.save(graph, str(path))
+
+
+def recorded_digest(path: Path) -> str | None:
+    """The weights digest an export records (None: an export made before exports recorded it)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False)
+    return next((p.value for p in graph.metadata_props if p.key == DIGEST_KEY), None)
 
 
 def quantize_onnx(src: str | Path, dest: str | Path) -> Path:
@@ -94,6 +121,7 @@ def quantize_onnx(src: str | Path, dest: str | Path) -> Path:
     try:
         with atomic_path(Path(dest), suffix=".onnx") as tmp:
             quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8)
+            _stamp(tmp, recorded_digest(Path(src)))  # made from the same weights as its fp32 source
     finally:
         root.setLevel(level)
     return Path(dest)
@@ -119,10 +147,16 @@ def weights_digest(model) -> str:
     return h.hexdigest()[:24]
 
 
-def _fresh(path: Path, folder: Path) -> bool:
-    """An export in the model folder counts only when newer than the weights it was made from."""
+def _fresh(path: Path, folder: Path, digest: str) -> bool:
+    """An export in the model folder counts only when made from these weights (``digest``); one that records no
+    digest (an older export) only when newer than the weights."""
+    if not path.is_file():
+        return False
+    recorded = recorded_digest(path)
+    if recorded is not None:
+        return recorded == digest
     weights = [p for p in folder.glob("*.safetensors")] + [p for p in folder.glob("*.bin")]
-    return path.is_file() and all(path.stat().st_mtime >= w.stat().st_mtime for w in weights)
+    return all(path.stat().st_mtime >= w.stat().st_mtime for w in weights)
 
 
 def onnx_files(model, source: str, quantize: bool) -> Path:
@@ -130,9 +164,10 @@ def onnx_files(model, source: str, quantize: bool) -> Path:
     cache, exported (and quantized) now if missing; a fresh fp32 export must match torch within FP32_TOLERANCE."""
     name = INT8_FILE if quantize else FP32_FILE
     folder = Path(source) / ONNX_DIR
-    if _fresh(folder / name, Path(source)):
+    digest = weights_digest(model)
+    if _fresh(folder / name, Path(source), digest):
         return folder / name
-    where = cache_dir() / "onnx" / weights_digest(model)
+    where = cache_dir() / "onnx" / digest
     if not (where / FP32_FILE).is_file():
         export_onnx(model, where / FP32_FILE)
         diff = max_logit_difference(_session(where / FP32_FILE, 1), model)
