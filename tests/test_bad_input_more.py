@@ -358,3 +358,29 @@ def test_a_table_saved_as_txt_is_refused_not_labelled_line_by_line(capsys, tmp_p
     assert pd.read_csv(out, encoding="utf-8-sig", dtype=str).review.tolist() == ["정말 재밌어요", "최악이에요 돈 아까움"]
     assert run_cli(capsys, *base, "--format", "txt", "--overwrite")[0] == 0
     assert len(pd.read_csv(out, encoding="utf-8-sig", dtype=str)) == 3
+
+
+def test_a_lone_surrogate_in_a_jsonl_is_one_line_or_u_fffd(capsys, tmp_path, tiny_classifier_dir, sample_tokenizer_dir):
+    """"\\ud83d" alone (a tool cut an emoji in two) decodes to a str no encoder writes and the tokenizer refuses: a
+    traceback mid-run (label, tokenizer words). Now one line naming the line, or with label's --encoding-errors
+    replace, U+FFFD as for an undecodable byte (that row flagged, the others labelled)."""
+    import json
+
+    from koelectra_kit.cli import main
+
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"review": "좋아요 \\ud83d 최고"}\n{"review": "별로 \\ud83d\\ude00"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    label = ["label", "--model", str(tiny_classifier_dir), "--input", str(data), "--output", str(out), "--no-progress"]
+    assert main(label) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {data}: line 1 holds '\\ud83d'") and err.count("\n") == 1, err
+    assert not out.exists()
+    assert main([*label, "--encoding-errors", "replace"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["review"] == "좋아요 \ufffd 최고" and rows[0]["status"].startswith("error: line 1")
+    assert rows[1]["review"] == "별로 😀" and rows[1]["status"] == "ok"  # a whole pair is a character
+    tok = shutil.copytree(sample_tokenizer_dir, tmp_path / "tok")
+    capsys.readouterr()
+    assert main(["tokenizer", "words", f"tokenizer={tok}", f"input={data}", "progress=false"]) == 2
+    assert "line 1 holds '\\ud83d'" in capsys.readouterr().err

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..errors import InputError
 
+# A JSON string may escape half of a UTF-16 pair alone ("\\ud83d": a tool that cut an emoji in two). json.loads makes
+# it a str no encoder writes and the tokenizer's Rust side refuses: a traceback mid-run, or an output half-written.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 LINES_COLUMN = "text"  # a .txt file's one column: a review per line, no header
 
 # A review may be longer than the csv module's default 128 KiB field limit; that is legal CSV, so lift it.
@@ -159,7 +163,7 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
         return columns, gen()
     f = open(path, encoding=encoding, errors=errors, newline="")
     if fmt == "jsonl":
-        return _jsonl_records(path, f)
+        return _jsonl_records(path, f, errors)
     if fmt == "txt":
         return [LINES_COLUMN], _closing(f, (Record([line.rstrip("\r\n").lstrip("\ufeff") if i == 1 else
                                                     line.rstrip("\r\n")], i) for i, line in enumerate(f, 1)))
@@ -200,7 +204,26 @@ def check_lines_file(path: Path, encoding: str, text_column: str | None, default
                          "--format txt to label each whole line as one review")
 
 
-def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
+def _whole_characters(value, path: Path, lineno: int, errors: str):
+    """``value`` (a JSON line's, nested or not) without lone surrogates: under ``errors="replace"`` each becomes
+    U+FFFD, as an undecodable byte does; otherwise one line naming the line and the way past it."""
+    if isinstance(value, str):
+        if not _LONE_SURROGATE.search(value):
+            return value
+        if errors != "replace":
+            raise InputError(f"{path}: line {lineno} holds {_LONE_SURROGATE.search(value).group()!r}, half of a "
+                             "UTF-16 pair escaped alone (a tool cut a character in two), which is no character: "
+                             "fix the line (`label --encoding-errors replace` reads each such half as U+FFFD)")
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_whole_characters(k, path, lineno, errors): _whole_characters(v, path, lineno, errors)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_characters(v, path, lineno, errors) for v in value]
+    return value
+
+
+def _jsonl_records(path: Path, f, errors: str = "strict") -> tuple[list[str], Iterator[Record]]:
     """A JSONL's columns are every key any of its objects has, in the order they first appear: an object may leave
     out a key (a review with no reply), and the first object alone lost the keys that came later (a text column
     that first appears on line 2 was "no column"). So one pass collects them before the rows stream."""
@@ -222,7 +245,11 @@ def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
                              "has one object per line (its keys are the columns)")
         first = first or lineno
         if isinstance(obj, dict):
-            keys.update(dict.fromkeys(obj))
+            try:
+                keys.update(dict.fromkeys(_whole_characters(list(obj), path, lineno, errors)))
+            except InputError:
+                f.close()
+                raise
     columns = list(keys)
     f.seek(0)
 
@@ -234,6 +261,7 @@ def _jsonl_records(path: Path, f) -> tuple[list[str], Iterator[Record]]:
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
                     raise ValueError("not an object")
+                obj = _whole_characters(obj, path, i, errors)
                 yield Record([obj.get(c) for c in columns], i)
             except ValueError as e:
                 yield Record([None] * len(columns), i, f"malformed line {i}: not a JSON object ({e})",
