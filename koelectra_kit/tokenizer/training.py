@@ -90,11 +90,19 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
     # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
     # trainer cuts its own among equally frequent characters in hash order (other rare characters each run).
+    # Subwords: the trainer numbers each "##" form as it first meets it in a hash map's order, and those numbers
+    # break ties between equally frequent merges, so one corpus gave other merges run to run (huggingface/
+    # tokenizers#1794; the quickstart twice: two vocabularies, two models). Given first, in code point order, as
+    # special tokens (the one way to number them up front), they are numbered the same every run; they are plain
+    # vocabulary again right after (``_only_specials``).
+    forms = [] if chars else _continuing_forms(files, set(kept))
     trainer = trainers.WordPieceTrainer(
         vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
-        special_tokens=SPECIAL_TOKENS, limit_alphabet=alphabet, initial_alphabet=kept,
+        special_tokens=[*SPECIAL_TOKENS, *forms], limit_alphabet=alphabet, initial_alphabet=kept,
         continuing_subword_prefix="##", show_progress=cfg.progress)
     backend.train([str(f) for f in files], trainer)
+    if forms:
+        backend = _only_specials(backend)
     _renumber(backend, *(_fallback_room(backend, merged=not chars) if _with_fallback(cfg) else ([], set())))
     vocab = [t for t in backend.get_vocab() if t not in SPECIAL_TOKENS]
     merged = sum(len(t.removeprefix("##")) > 1 and t not in BYTE_TOKENS for t in vocab)
@@ -103,6 +111,30 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
         warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
                       f"({merged} longer pieces): raise vocab_size or lower limit_alphabet", stacklevel=3)
     return backend
+
+
+def _continuing_forms(files: list[Path], alphabet: set[str]) -> list[str]:
+    """The "##" form of every alphabet character that continues a word of the pre-split files (the trainer makes
+    one for each such character), in code point order."""
+    seen: set[str] = set()
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                seen.update("".join(w[1:] for w in line.split()))
+    return ["##" + c for c in sorted(seen & alphabet)]
+
+
+def _only_specials(backend):
+    """``backend`` with SPECIAL_TOKENS as its only added tokens: the "##" forms given to the trainer as special
+    tokens stay in the vocabulary as the trainer left them, as ordinary pieces (an added token is matched in the
+    input before WordPiece runs, and a special one is dropped by decode)."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    state = json.loads(backend.to_str())
+    state["added_tokens"] = [t for t in state["added_tokens"] if t["content"] in SPECIAL_TOKENS]
+    return Tokenizer.from_str(json.dumps(state))
 
 
 def _post_processor(tok):
@@ -167,8 +199,8 @@ def _renumber(backend, add: list[str] = (), drop: set[str] = frozenset()) -> Non
     of one command numbered the same pieces differently (a model is tied to its ids) and, where merges tie at the
     vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
     they get a fixed order: special tokens, single characters, "##" characters, longer pieces, each by length then
-    code point. A character vocabulary is now the same run to run; a subword one has a fixed alphabet (see
-    ``alphabet_size``) but can still differ in tied merges (the trainer numbers "##" forms in hash order)."""
+    code point. A character vocabulary is the same run to run; so is a subword one (a fixed alphabet: see
+    ``alphabet_size``; tied merges: ``_continuing_forms``)."""
     from tokenizers import models
 
     old = backend.model
