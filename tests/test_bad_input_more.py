@@ -384,3 +384,15 @@ def test_a_lone_surrogate_in_a_jsonl_is_one_line_or_u_fffd(capsys, tmp_path, tin
     capsys.readouterr()
     assert main(["tokenizer", "words", f"tokenizer={tok}", f"input={data}", "progress=false"]) == 2
     assert "line 1 holds '\\ud83d'" in capsys.readouterr().err
+
+
+def test_evaluates_unknown_labels_are_mapped_onto_the_models_not_changed(capsys, tmp_path, tiny_classifier_dir):
+    """evaluate has no labels= key (the model's labels are fixed): its unknown-label line said "change labels="."""
+    from koelectra_kit.cli import main
+
+    data = tmp_path / "test.csv"
+    data.write_text("review,label\n좋아요,posi\n별로,negative\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(tiny_classifier_dir), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "label_map={value: label} onto the model's labels" in err and "labels=" not in err.replace(
+        "unknown_labels=", ""), err

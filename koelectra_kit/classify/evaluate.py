@@ -93,7 +93,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                          "finetune` first (a trained classifier with such names: map your labels, label_map=)")
     rows = read_labelled(cfg.data, labels, text_column=cfg.text_column, label_column=cfg.label_column,
                          rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
-                         drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding)
+                         drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding,
+                         labels_of="the model")  # (evaluate has no labels= key: the model's are fixed)
     print(format_file_report(rows.report))
     missing = [lab for lab, c in rows.report["class_counts"].items() if c == 0]
     t0 = time.perf_counter()

@@ -199,8 +199,10 @@ def _map_labels(raw: list[str], kind: str, source_col: str, labels: list[str], l
     return [cache[v] for v in raw]
 
 
-def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, drop: bool) -> dict:
-    """Rows whose label maps to none: an error with counts and examples, or (``drop``) their report entry."""
+def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, drop: bool,
+                  labels_of: str | None = None) -> dict:
+    """Rows whose label maps to none: an error with counts and examples, or (``drop``) their report entry.
+    ``labels_of``: whose label set it is when the user cannot change it (evaluate: the model's)."""
     values: dict[str, int] = {}
     for i in idx:
         values[raw[i]] = values.get(raw[i], 0) + 1
@@ -212,8 +214,9 @@ def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, dr
         examples = "; ".join(_examples(rows[idx], [texts[i] for i in idx], [raw[i] for i in idx]))
         what = _rating_misses(values, labels, rating_map) if kind == "rating" else \
             f"labels are not in the label set {labels}"
-        hint = ("fix the bands in rating_map= (or the labels=)" if kind == "rating" else
-                "map them with label_map={value: label}, change labels=")
+        hint = ("fix the bands in rating_map=" + ("" if labels_of else " (or the labels=)") if kind == "rating" else
+                "map them with label_map={value: label}" + (f" onto {labels_of}'s labels" if labels_of else
+                                                            ", change labels="))
         raise InputError(f"{path}: {len(idx)} rows' {what}: {shown}; e.g. {examples}; "
                          f"{hint}, or pass drop_unknown_labels=true to drop these rows")
     return {"count": int(len(idx)), "values": dict(top[:20]), "rows": rows[idx][:10].tolist()}
@@ -258,7 +261,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
                   label_column: str | None = None, rating_column: str | None = None,
                   rating_map: str | None = None, label_map: dict | None = None,
                   drop_unknown_labels: bool = False, fmt: str | None = None,
-                  encoding: str | None = None) -> Labelled:
+                  encoding: str | None = None, labels_of: str | None = None) -> Labelled:
     """Read one labelled table. Empty texts are dropped (counted, with examples); a label or rating
     that maps to no label is an error with counts and examples, or dropped and reported with
     ``drop_unknown_labels``. Nothing is dropped silently: see ``report["dropped"]``."""
@@ -317,7 +320,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         dropped["empty_text"] = {"count": int(len(idx)), "rows": rows[idx][:10].tolist()}
     if unknown.any():
         dropped["unknown_label"] = _unknown_rows(path, np.flatnonzero(unknown), rows, texts, raw, kind, labels,
-                                                 rating_map, drop_unknown_labels)
+                                                 rating_map, drop_unknown_labels, labels_of)
     keep = ~(empty | unknown)
     if not len(df):  # a header and nothing under it: "no usable rows (0 empty texts, 0 unknown labels out of 0)"
         raise InputError(f"{path}: the {'dataset' if fmt == 'dataset' else 'file'} has no rows"

@@ -84,7 +84,8 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
                                  "another file was given); rerun it with the others' command and --overwrite")
             if job.get(key) != first[1].get(key):
                 shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
-                raise InputError(f"can't merge {output}: {path.name} was labelled with another {what} than "
+                other = "other" if what.endswith("s") else "another"  # (labels: "another labels" read wrong)
+                raise InputError(f"can't merge {output}: {path.name} was labelled with {other} {what} than "
                                  f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
                                  "different jobs?); rerun it with the others' command and --overwrite")
 
