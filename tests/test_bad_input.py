@@ -863,10 +863,28 @@ def test_export_refuses_a_discriminator_and_a_bad_opset(capsys, tmp_path, discri
     pytest.importorskip("onnxruntime")
     rc, _, err = run_cli(capsys, "export", "--model", discriminator_dir, "--onnx", "--out", tmp_path / "x")
     assert_one_line_error(rc, err, "not a fine-tuned classifier")
-    for opset in ("0", "9"):  # 0 was silently the default; 9 was a torch.onnx traceback
-        rc, _, err = run_cli(capsys, "export", "--model", tiny_classifier_dir, "--onnx", "--opset", opset,
-                             "--out", tmp_path / "x")
+    # 0 was silently the default; 9 was a torch.onnx traceback; 99: ~180 lines of the traced graph on stdout before
+    # the line, and an empty --out folder left behind
+    for opset in ("0", "9", "99"):
+        rc, out, err = run_cli(capsys, "export", "--model", tiny_classifier_dir, "--onnx", "--opset", opset,
+                               "--out", tmp_path / "x")
         assert_one_line_error(rc, err, f"--opset {opset}")
+        assert not out.strip(), out[:500]
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_export_that_fails_leaves_no_folder_it_made(capsys, tmp_path, tiny_classifier_dir, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from koelectra_kit.classify import onnx_backend
+
+    def fails(model, dest, opset):
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)  # as export_onnx does before the exporter runs
+        raise RuntimeError("Unsupported thing")
+
+    monkeypatch.setattr(onnx_backend, "export_onnx", fails)
+    rc, _, err = run_cli(capsys, "export", "--model", tiny_classifier_dir, "--onnx", "--opset", "18",
+                         "--out", tmp_path / "x")
+    assert_one_line_error(rc, err, "--opset 18: the ONNX exporter failed (Unsupported thing)")
     assert not (tmp_path / "x").exists()
 
 

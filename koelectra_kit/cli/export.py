@@ -19,6 +19,17 @@ included) and needs a token (hf auth login, or HF_TOKEN)."""
 MIN_OPSET = 14  # scaled_dot_product_attention exports from opset 14 on
 
 
+def max_opset() -> int:
+    """The newest opset the exporter ``export_onnx`` uses writes (torch 2.13's TorchScript exporter: 20): asked
+    beyond it, the exporter failed after printing ~180 lines of the traced graph."""
+    try:
+        from torch.onnx import _constants
+
+        return int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET))
+    except (ImportError, AttributeError):  # a torch that moved them: the exporter's own error line still stands
+        return 10**6
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "export", help="classifier folder -> ONNX (int8 optional); push a folder to the Hugging Face hub",
@@ -50,6 +61,9 @@ def run(args) -> int:
     if args.opset is not None and args.opset < MIN_OPSET:
         raise InputError(f"--opset {args.opset}: the model's attention needs ONNX opset {MIN_OPSET} or later "
                          "(leave it out for the default 17)")
+    if args.opset is not None and args.opset > max_opset():
+        raise InputError(f"--opset {args.opset}: this torch exports ONNX opsets up to {max_opset()} (leave it out "
+                         "for the default 17)")
     if args.onnx:
         from ..classify.registry import toolkit_kind
 
@@ -96,9 +110,12 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
         raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
     with loading(source), quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(source, trust_remote_code=False).float().eval()
+    made = not out.exists()
     try:
         fp32 = export_onnx(model, out / FP32_FILE, opset or OPSET)
     except Exception as e:  # noqa: BLE001 - an opset the exporter cannot do; with the default opset it is a bug
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # nothing written: no empty folder left where the export was asked for
         if opset is None:
             raise
         raise KitError(f"--opset {opset}: the ONNX exporter failed ({str(e).strip().splitlines()[0]}); leave --opset "
