@@ -396,3 +396,17 @@ def test_evaluates_unknown_labels_are_mapped_onto_the_models_not_changed(capsys,
     err = capsys.readouterr().err
     assert "label_map={value: label} onto the model's labels" in err and "labels=" not in err.replace(
         "unknown_labels=", ""), err
+
+
+def test_a_tfidf_folder_given_as_an_encoder_is_named_as_one(capsys, tmp_path, sample_dir):
+    """Was "is not a model folder (no config.json)", for a folder that is the toolkit's own TF-IDF classifier."""
+    from koelectra_kit.cli import main
+
+    data = sample_dir / "reviews_labelled.csv"
+    assert main(["baseline", f"train={data}", f"out={tmp_path / 'tfidf'}", "progress=false"]) == 0
+    capsys.readouterr()
+    rc = main(["finetune", "--config", "tiny", f"model={tmp_path / 'tfidf'}", f"train={data}",
+               f"out={tmp_path / 'ft'}", "progress=false"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is a TF-IDF or ensemble classifier folder (classifier.json)" in err, err
+    assert not (tmp_path / "ft").exists()

@@ -25,6 +25,9 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
         if not path.is_dir():
             raise InputError(f"{what}={name} is a file; give a model folder (config.json + weights) or a hub id")
         if not (path / "config.json").exists():
+            if (path / "classifier.json").is_file():  # (classify.registry's MANIFEST: hub/ does not import classify/)
+                raise InputError(f"{what}={name} is a TF-IDF or ensemble classifier folder (classifier.json), not a "
+                                 "model folder (config.json + weights): it has no encoder to train or load here")
             raise InputError(f"{what}={name} is not a model folder (no config.json)")
         return str(path)
     looks_local = (not _HUB_ID.match(name) or name.startswith((".", "~")) or
