@@ -165,6 +165,16 @@ def test_existing_run_needs_resume_or_overwrite(tiny_cfg):
     assert pretrain(tiny_cfg("max_steps=5", "resume=true"))["steps"] == 5
 
 
+def test_resume_with_max_steps_below_the_checkpoints_step_is_refused(tiny_cfg, tmp_path):
+    """A resume whose max_steps the checkpoint is already past stopped at once and exported the checkpoint's step-4
+    weights as a 'done: 4 steps' run for max_steps=2, without a word; now one line, before out/ is touched."""
+    pretrain(tiny_cfg("max_steps=4", "save_every=2"))
+    with pytest.raises(ConfigError, match="max_steps=2 is below step 4, where checkpoint .*step-00000004"):
+        pretrain(tiny_cfg("max_steps=2", "resume=true"))
+    assert "max_steps: 4" in (tmp_path / "run" / "config.yaml").read_text()
+    assert pretrain(tiny_cfg("max_steps=4", "resume=true"))["steps"] == 4  # the budget it reached: still fine
+
+
 def test_truncated_or_corrupt_checkpoint_is_a_clear_error(tiny_cfg, tmp_path):
     pretrain(tiny_cfg("max_steps=2"))
     ckpt = tmp_path / "run" / "checkpoints" / "step-00000002"

@@ -185,6 +185,20 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
     raise InputError(f"resume={p}: not a checkpoint dir (no meta.json) nor a run dir with checkpoints/latest.json")
 
 
+def check_resume_request(ckpt: Path, cfg: PretrainConfig) -> None:
+    """What can be refused from the checkpoint's meta.json alone, before the run touches out/ or builds data: a
+    budget the checkpoint is already past. (A damaged meta.json is left to ``read_checkpoint``'s message.)"""
+    try:
+        step = json.loads((ckpt / "meta.json").read_text())["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if cfg.max_steps > 0 and isinstance(step, int) and step > cfg.max_steps:
+        # the loop would stop at once and export the checkpoint's step-{step} weights as the max_steps run: "done"
+        raise ConfigError(f"max_steps={cfg.max_steps} is below step {step}, where checkpoint {ckpt} already is: its "
+                          f"weights are past that budget; pass max_steps={step} or more to continue it, resume=<an "
+                          "earlier checkpoint dir>, or overwrite=true to start over")
+
+
 # Keys a resume may change without a word: the budget, where and how often it writes, how it reports. Any other
 # change (lr, batch_size, mask_prob, seed, ...) takes effect from the checkpoint's step on, and is said once.
 RUN_KEYS = {"corpus", "prepared", "out", "tokenizer", "cache_dir", "num_workers", "max_steps", "max_minutes", "device",

@@ -23,8 +23,8 @@ from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import StopRequest, autocast_dtype, get_logger, log, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
-from .checkpoint import (LoopState, latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint,
-                         set_rng_state)
+from .checkpoint import (LoopState, check_resume_request, latest_checkpoint, read_checkpoint, resolve_resume,
+                         rng_state, save_checkpoint, set_rng_state)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
@@ -139,6 +139,8 @@ class PretrainRecipe:
         check_run_dir(out)
         self.created_out = self.main and not out.exists()
         self.ckpt = resolve_resume(cfg, out)
+        if self.ckpt is not None:
+            check_resume_request(self.ckpt, cfg)
         if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
             if not cfg.overwrite:
                 raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
