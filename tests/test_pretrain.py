@@ -91,23 +91,29 @@ def test_plot_and_print_config_commands(tiny_run, capsys):
     assert "lr: 0.01" in printed and "seq_len: 64" in printed
 
 
-def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
-    """Killed after step 6 (last checkpoint: step 4) and resumed: steps 5-8 match an uninterrupted run
-    exactly, with dropout and gradient accumulation on (all RNG streams and the data position restored)."""
-    common = ("max_steps=8", "save_every=4", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
-              "grad_accum=2")
+def killed_and_resumed(tiny_cfg, tmp_path, common: tuple, kill_step: int) -> tuple[dict, dict]:
+    """(the summary of a run of ``common`` in tmp_path/full, that of the same run killed after ``kill_step`` and
+    resumed in tmp_path/cut)."""
     full = pretrain(tiny_cfg(*common, f"out={tmp_path / 'full'}"))
 
     class Killed(Exception):
         pass
 
     def kill(step, row):
-        if step == 6:
+        if step == kill_step:
             raise Killed
 
     with pytest.raises(Killed):
         pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=kill)
-    resumed = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}", "resume=true"))
+    return full, pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}", "resume=true"))
+
+
+def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
+    """Killed after step 6 (last checkpoint: step 4) and resumed: steps 5-8 match an uninterrupted run
+    exactly, with dropout and gradient accumulation on (all RNG streams and the data position restored)."""
+    common = ("max_steps=8", "save_every=4", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
+              "grad_accum=2")
+    full, resumed = killed_and_resumed(tiny_cfg, tmp_path, common, 6)
 
     def strip(rows):
         return [{k: v for k, v in r.items() if k not in ("elapsed_s", "tokens_per_s")} for r in rows]
@@ -117,6 +123,20 @@ def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
     assert [r["step"] for r in b] == list(range(1, 9))  # the killed run's steps 5-6 were replaced
     assert a == b
     assert full["rank_param_digests"] == resumed["rank_param_digests"]
+
+
+def test_a_resume_that_logs_no_row_keeps_the_uninterrupted_runs_summary(tiny_cfg, tmp_path):
+    """Metrics every 4 steps, killed at step 5 and resumed from step 4 to 6: the resumed part logs no row, and its
+    summary had final: null (and no below-unigram warning) where the uninterrupted run has step 4's row."""
+    common = ("max_steps=6", "save_every=4", "log_every=4")
+    full, resumed = killed_and_resumed(tiny_cfg, tmp_path, common, 5)
+
+    def strip(row):
+        return {k: v for k, v in row.items() if k not in ("elapsed_s", "tokens_per_s")}
+
+    assert full["final"]["step"] == 4 and strip(resumed["final"]) == strip(full["final"])
+    assert resumed.get("warning") == full.get("warning")
+    assert resumed["rank_param_digests"] == full["rank_param_digests"]
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])

@@ -221,6 +221,7 @@ class PretrainRecipe:
         import torch
 
         cfg, tok = self.cfg, self.tok
+        self.resumed_row = None  # the last metrics row up to the checkpoint: the summary's until the loop logs one
         if self.ckpt is None:
             self.state = LoopState.fresh(tok.vocab_size, self.device)
             return
@@ -240,6 +241,7 @@ class PretrainRecipe:
             log(f"resumed from {self.ckpt} at step {self.state.step} ({self.state.tokens:,} tokens)")
             kept = [r for r in read_metrics(self.out / "metrics.jsonl") if r["step"] <= self.state.step]
             write_text_atomic(self.out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
+            self.resumed_row = kept[-1] if kept else None
 
     def setup_parallel(self) -> None:
         """DDP and/or torch.compile around the model (``wrapped``: what the forward runs through)."""
@@ -289,7 +291,7 @@ class PretrainRecipe:
         step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
         self.slow = SlowSteps()
         saved_at = s.step if self.ckpt is not None else -1
-        last_row = None
+        last_row = self.resumed_row  # as the uninterrupted run's: a resume that logs no row kept its final and warning
         stop = StopRequest(enabled=self.world == 1, what="pretraining")
         with stop, self.progress() as (bar, metrics_f):
             while not stop.requested:
