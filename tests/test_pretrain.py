@@ -226,6 +226,19 @@ def test_resume_with_another_tokenizer_is_refused(tiny_cfg, tmp_path, sample_dir
         pretrain(tiny_cfg("max_steps=3", "resume=true", "model.hidden_size=32"))
 
 
+def test_a_resume_without_the_tokenizer_it_was_trained_with_names_it(tiny_cfg, tmp_path, sample_dir):
+    """Without tokenizer= a resume trained a tokenizer into out/tokenizer first (Kiwi over the whole corpus), then
+    was refused as 'another tokenizer'; now the key left out is named before any work."""
+    from koelectra_kit.tokenizer import TokenizerConfig, train_tokenizer
+
+    given = tmp_path / "tok1500"
+    train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(given), vocab_size=1500))
+    pretrain(tiny_cfg(f"tokenizer={given}", "max_steps=2", "save_every=2"))
+    with pytest.raises(ConfigError, match=f"trained with tokenizer={given}: pass it again"):
+        pretrain(tiny_cfg("tokenizer=null", "max_steps=3", "resume=true"))
+    assert not (tmp_path / "run" / "tokenizer").exists()
+
+
 def test_disk_full_while_saving_keeps_the_previous_checkpoint(tiny_cfg, tmp_path, monkeypatch):
     import safetensors.torch
 

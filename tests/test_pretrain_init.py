@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from koelectra_kit.cli import main
-from koelectra_kit.errors import InputError
+from koelectra_kit.errors import ConfigError, InputError
 from koelectra_kit.pretrain import pretrain, read_metrics
 
 
@@ -43,6 +43,21 @@ def test_continue_a_run_starts_where_it_ended_and_exports_new_weights(tiny_run, 
         (tiny_run / "discriminator" / "tokenizer.json").read_text()  # init's vocabulary, not one trained here
     assert not (out / "tokenizer").exists()
     assert "hidden_size: 64" in (out / "config.yaml").read_text(encoding="utf-8")
+
+
+def test_a_resume_without_the_init_it_continues_or_with_one_it_did_not_names_it(tiny_run, tiny_cfg, tmp_path):
+    """A continued run resumed without init= trained a tokenizer into out/tokenizer, then was refused as
+    'generator.hidden_size 32 -> None; the model shape can't change'; init= was never named."""
+    out, plain = tmp_path / "continued", tmp_path / "plain"
+    pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={out}", "max_steps=2", "save_every=2"))
+    with pytest.raises(ConfigError, match=f"continues init={tiny_run} .*pass init={tiny_run} again"):
+        pretrain(tiny_cfg("tokenizer=null", f"out={out}", "max_steps=3", "resume=true"))
+    assert not (out / "tokenizer").exists()  # no tokenizer trained for nothing
+    pretrain(tiny_cfg(f"out={plain}", "max_steps=2", "save_every=2"))
+    with pytest.raises(ConfigError, match=f"was not trained from init=: drop init={tiny_run}"):
+        pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={plain}", "max_steps=3", "resume=true"))
+    assert pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={out}", "max_steps=3",
+                             "resume=true"))["steps"] == 3
 
 
 def test_discriminator_alone_gets_a_fresh_generator_of_generator_size(tiny_run, tiny_cfg, tmp_path, capsys):

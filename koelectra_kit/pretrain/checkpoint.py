@@ -185,13 +185,30 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
     raise InputError(f"resume={p}: not a checkpoint dir (no meta.json) nor a run dir with checkpoints/latest.json")
 
 
-def check_resume_request(ckpt: Path, cfg: PretrainConfig) -> None:
+def check_resume_request(ckpt: Path, cfg: PretrainConfig, out: Path) -> None:
     """What can be refused from the checkpoint's meta.json alone, before the run touches out/ or builds data: a
-    budget the checkpoint is already past. (A damaged meta.json is left to ``read_checkpoint``'s message.)"""
+    budget the checkpoint is already past, and the source of its weights or tokenizer left out. (A damaged
+    meta.json is left to ``read_checkpoint``'s message.)"""
     try:
-        step = json.loads((ckpt / "meta.json").read_text())["step"]
+        meta = json.loads((ckpt / "meta.json").read_text())
+        step, saved = meta["step"], meta.get("config")
     except (OSError, ValueError, KeyError, TypeError):
         return
+    saved = saved if isinstance(saved, dict) else {}
+    # Without the init=, prepared= or tokenizer= it was trained with, the run trained a tokenizer of its own into
+    # out/tokenizer (minutes on a real corpus), then was refused as "another tokenizer" or "the model shape can't
+    # change" (init= sets the shape): the thing left out was never named.
+    sources = ("init", "prepared", "tokenizer")
+    if saved.get("init") and not cfg.init:
+        raise ConfigError(f"checkpoint {ckpt} continues init={saved['init']} (its shape and tokenizer): pass "
+                          f"init={saved['init']} again to resume it")
+    if cfg.init and "init" in saved and not saved["init"]:
+        raise ConfigError(f"checkpoint {ckpt} was not trained from init=: drop init={cfg.init} to resume it, or "
+                          "start over with overwrite=true")
+    given = [k for k in sources if saved.get(k)]
+    if given and not any(getattr(cfg, k) for k in sources) and not (out / "tokenizer" / "tokenizer.json").exists():
+        raise ConfigError(f"checkpoint {ckpt} was trained with {given[0]}={saved[given[0]]}: pass it again to resume "
+                          "it (without it this run would train a tokenizer of its own)")
     if cfg.max_steps > 0 and isinstance(step, int) and step > cfg.max_steps:
         # the loop would stop at once and export the checkpoint's step-{step} weights as the max_steps run: "done"
         raise ConfigError(f"max_steps={cfg.max_steps} is below step {step}, where checkpoint {ckpt} already is: its "

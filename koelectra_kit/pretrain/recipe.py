@@ -140,7 +140,7 @@ class PretrainRecipe:
         self.created_out = self.main and not out.exists()
         self.ckpt = resolve_resume(cfg, out)
         if self.ckpt is not None:
-            check_resume_request(self.ckpt, cfg)
+            check_resume_request(self.ckpt, cfg, out)
         if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
             if not cfg.overwrite:
                 raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
