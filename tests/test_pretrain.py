@@ -383,6 +383,8 @@ def test_resume_on_other_data_is_refused_and_a_changed_recipe_is_named(tiny_cfg,
     assert "note: resumed with lr " in err and "-> 0.0001: in effect from step 2 on" in err
     with pytest.raises(ConfigError, match="trained with seq_len 64 -> 32; the model shape"):  # the shape, not
         pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=6", "resume=true", "seq_len=32"))  # "other data"
+    # a refused resume left its own settings in config.yaml, the record of how the run's weights were trained
+    assert "seq_len: 64" in (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8")
     pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=5", "resume=true", "lr=1e-4", "vocab_size=900"))
     assert "vocab_size 2000 -> 900 has no effect on a resume" in capsys.readouterr().err
 

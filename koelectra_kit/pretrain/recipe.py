@@ -154,7 +154,8 @@ class PretrainRecipe:
             out.mkdir(parents=True, exist_ok=True)
             # with --verbose, as the other commands: 90 lines before a run's one error line, and out/config.yaml has it
             get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
-            write_text_atomic(out / "config.yaml", dump_yaml(cfg))
+            if self.ckpt is None:  # a resume's once its checkpoint accepts it (a refused one's was left as the run's)
+                write_text_atomic(out / "config.yaml", dump_yaml(cfg))
 
     def setup_data(self) -> None:
         """Tokenizer (given or trained here) and the packed rows (rank 0 builds the cache, the others map it), or
@@ -239,6 +240,7 @@ class PretrainRecipe:
                      "order continues exactly, dropout/masking randomness does not")
         if self.main:
             log(f"resumed from {self.ckpt} at step {self.state.step} ({self.state.tokens:,} tokens)")
+            write_text_atomic(self.out / "config.yaml", dump_yaml(cfg))
             kept = [r for r in read_metrics(self.out / "metrics.jsonl") if r["step"] <= self.state.step]
             write_text_atomic(self.out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
             self.resumed_row = kept[-1] if kept else None
