@@ -79,6 +79,13 @@ def test_sibling_generator_is_found_from_the_discriminator_folder(tiny_run, tiny
     assert f"generator: {tiny_run / 'generator'}" in capsys.readouterr().err
 
 
+def test_objective_mlm_continues_with_no_generator_and_says_so(tiny_run, tiny_cfg, tmp_path, capsys):
+    # the log said "generator: a fresh one (generator.size 0.5)" for a run that trains none
+    pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", "objective=mlm", f"out={tmp_path / 'r'}", "max_steps=1"))
+    err = capsys.readouterr().err
+    assert "a masked LM (objective=mlm: no generator)" in err and "generator:" not in err
+
+
 def test_another_vocabulary_is_a_one_line_error_naming_both(tiny_run, tiny_cfg, tiny_encoder_dir, tmp_path):
     # the fine-tuning fixture's vocabulary was trained on comments + reviews: other tokens, other ids
     with pytest.raises(InputError, match=f"tokenizer={tiny_encoder_dir}.*not the vocabulary of init={tiny_run}"):

@@ -185,7 +185,8 @@ class PretrainRecipe:
             self.model, notes = load_init_model(cfg, self.init_src, tok, attn)
             if self.main:
                 gen = self.init_src.generator or f"a fresh one (generator.size {cfg.generator.size:g})"
-                log(f"continuing from {self.init_src.discriminator}; generator: {gen}")
+                log(f"continuing from {self.init_src.discriminator}; " + (
+                    f"generator: {gen}" if cfg.objective == "electra" else "a masked LM (objective=mlm: no generator)"))
                 for note in notes:
                     warn(note)
         else:
