@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import sys
 
 LOGGER_NAME = "koelectra_kit"
@@ -175,6 +176,24 @@ def quiet_transformers():
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def memory_refusal(what: str, fix: str):
+    """An allocation the machine cannot give inside the block (torch's CPU "can't allocate memory", CUDA's out of
+    memory) as one ``ConfigError`` naming ``what`` and the ``fix``, not torch's traceback: a mistyped size
+    (generator.size=1e9) asked for terabytes."""
+    from .errors import ConfigError
+
+    try:
+        yield
+    except RuntimeError as e:  # torch.OutOfMemoryError (CUDA) is one; the CPU allocator raises a plain one
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "can't allocate memory" not in first and "out of memory" not in first.lower():
+            raise
+        asked = re.search(r"allocate (\d+) bytes", first)
+        detail = f"{int(asked.group(1)) / 2**30:,.1f} GiB asked for at once" if asked else first[:160]
+        raise ConfigError(f"{what} does not fit in memory ({detail}); {fix}") from None
 
 
 class StopRequest:

@@ -277,6 +277,15 @@ def test_bad_corpus_is_a_one_line_error(tiny_cfg, tmp_path, content, msg):
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.parametrize("size", ["generator.size=1e12", "model.hidden_size=100000000000000"])
+def test_a_model_too_big_for_memory_is_one_line_not_a_traceback(tiny_cfg, tmp_path, size):
+    # petabytes: beyond any address space, so the allocation fails at once whatever the machine's overcommit
+    with pytest.raises(ConfigError, match=r"the model \(model.hidden_size .*\) does not fit in memory \([\d,.]+ GiB "
+                                          r"asked for at once\); lower model.\* or generator.\*"):
+        pretrain(tiny_cfg(size, "model.num_heads=1"))
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
     assert main(["pretrain", "corpus=a.txt", f"out={tmp_path}", "nope=1"]) == 2
     err = capsys.readouterr().err.strip()

@@ -21,7 +21,7 @@ from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import StopRequest, autocast_dtype, get_logger, log, set_seed, warn
+from ..runtime import StopRequest, autocast_dtype, get_logger, log, memory_refusal, set_seed, warn
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, check_resume_request, latest_checkpoint, read_checkpoint, resolve_resume,
                          rng_state, save_checkpoint, set_rng_state)
@@ -182,7 +182,8 @@ class PretrainRecipe:
         if self.init_src is not None:
             from .continued import load_init_model
 
-            self.model, notes = load_init_model(cfg, self.init_src, tok, attn)
+            with memory_refusal(f"init={cfg.init}", "continue it on a machine with more memory"):
+                self.model, notes = load_init_model(cfg, self.init_src, tok, attn)
             if self.main:
                 gen = self.init_src.generator or f"a fresh one (generator.size {cfg.generator.size:g})"
                 log(f"continuing from {self.init_src.discriminator}; " + (
@@ -190,9 +191,11 @@ class PretrainRecipe:
                 for note in notes:
                     warn(note)
         else:
-            self.model = electra.build_pretrain_model(
-                tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
-                cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
+            with memory_refusal(f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size "
+                                f"{cfg.generator.size:g}, ...)", "lower model.* or generator.*"):
+                self.model = electra.build_pretrain_model(
+                    tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
+                    cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
         if cfg.fast_cpu_kernels:
             electra_cpu.use_fast_dropout(self.model)
         self.model.to(self.device)
