@@ -86,6 +86,22 @@ def test_objective_mlm_continues_with_no_generator_and_says_so(tiny_run, tiny_cf
     assert "a masked LM (objective=mlm: no generator)" in err and "generator:" not in err
 
 
+def test_a_classifier_continued_says_its_head_is_left_out(tiny_run, tiny_cfg, tmp_path, capsys):
+    """A fine-tuned classifier as init= was continued with a fresh replaced-token head without a word."""
+    from transformers import ElectraForSequenceClassification
+
+    clf = tmp_path / "clf"
+    ElectraForSequenceClassification.from_pretrained(tiny_run / "discriminator", num_labels=3).save_pretrained(clf)
+    for f in (tiny_run / "discriminator").iterdir():
+        if f.name not in ("config.json", "model.safetensors"):  # its tokenizer, as a fine-tune saves it
+            shutil.copy(f, clf / f.name)
+    pretrain(tiny_cfg(f"init={clf}", "tokenizer=null", f"out={tmp_path / 'r'}", "max_steps=1"))
+    err = capsys.readouterr().err
+    assert "is ElectraForSequenceClassification, not a pretraining discriminator" in err, err
+    pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={tmp_path / 'r2'}", "max_steps=1"))
+    assert "not a pretraining discriminator" not in capsys.readouterr().err  # a discriminator: no note
+
+
 def test_another_vocabulary_is_a_one_line_error_naming_both(tiny_run, tiny_cfg, tiny_encoder_dir, tmp_path):
     # the fine-tuning fixture's vocabulary was trained on comments + reviews: other tokens, other ids
     with pytest.raises(InputError, match=f"tokenizer={tiny_encoder_dir}.*not the vocabulary of init={tiny_run}"):

@@ -117,6 +117,11 @@ def apply_init_shape(cfg: PretrainConfig, src: InitSource) -> list[str]:
             setattr(cfg.generator, field_name, value)  # explicit: generator_shape then reports the loaded one
     if replaced:
         notes.append(f"note: init={cfg.init} fixes the model's shape; config values replaced: {', '.join(replaced)}")
+    arch = [str(a) for a in getattr(src.config, "architectures", None) or []]
+    if cfg.objective == "electra" and arch and "ElectraForPreTraining" not in arch:
+        # (a fine-tuned classifier continued on in-domain text is a fair use; its head simply has no role here)
+        notes.append(f"note: init={cfg.init} is {', '.join(arch)}, not a pretraining discriminator: its encoder "
+                     "continues; its own head is left out and the replaced-token detection head starts fresh")
     if cfg.model.init != "normal":
         notes.append(f"note: model.init={cfg.model.init} ignored with init= (the weights already encode positions)")
         cfg.model.init = "normal"
