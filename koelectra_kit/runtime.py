@@ -196,6 +196,30 @@ def memory_refusal(what: str, fix: str):
         raise ConfigError(f"{what} does not fit in memory ({detail}); {fix}") from None
 
 
+def refuse_unless_it_fits(build, device, what: str, fix: str, bytes_per_parameter: int = 16) -> None:
+    """``build()`` run on torch's meta device (no memory) to count the model's parameters; one ``ConfigError``
+    when training them (fp32 weights, gradients and AdamW's two moments: 16 bytes each, activations aside) needs
+    more than ``device`` has. ``memory_refusal`` catches what fails at once; a table torch allocates lazily
+    (model.max_position_embeddings=1e8) instead filled the machine until the OS killed the run, without a word.
+    Any failure to build or measure here is left to the real build, which says what is wrong."""
+    import torch
+
+    from .errors import ConfigError
+
+    try:
+        with torch.device("meta"):
+            n = sum(p.numel() for p in build().parameters())
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device).total_memory
+        else:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except Exception:  # noqa: BLE001 - only a pre-check
+        return
+    if n * bytes_per_parameter > total:
+        raise ConfigError(f"{what} has {n:,} parameters: training them needs ~{n * bytes_per_parameter / 2**30:,.0f} "
+                          f"GiB, more than this {device.type}'s {total / 2**30:,.0f} GiB; {fix}")
+
+
 class StopRequest:
     """Ctrl-C or SIGTERM (a scheduler's, a lease's end) as a request to stop at the next step boundary, so the loop
     can save and export what it has instead of dying between two optimizer updates; a second signal stops at once

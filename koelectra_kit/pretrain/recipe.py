@@ -21,7 +21,8 @@ from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import StopRequest, autocast_dtype, get_logger, log, memory_refusal, set_seed, warn
+from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, refuse_unless_it_fits,
+                       set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, check_resume_request, latest_checkpoint, read_checkpoint, resolve_resume,
                          rng_state, save_checkpoint, set_rng_state)
@@ -175,10 +176,19 @@ class PretrainRecipe:
         from ..electra import cpu as electra_cpu, model as electra
 
         cfg, tok = self.cfg, self.tok
-        set_seed(cfg.seed)  # identical initialisation on every rank
         if cfg.fast_cpu_kernels:
             electra_cpu.register_cpu_sdpa()
         attn = electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa"
+
+        def build():
+            return electra.build_pretrain_model(
+                tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
+                cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
+
+        what = f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size {cfg.generator.size:g}, ...)"
+        if self.init_src is None:  # (before the seed: whatever the count draws is drawn again from it)
+            refuse_unless_it_fits(build, self.device, what, "lower model.* or generator.*")
+        set_seed(cfg.seed)  # identical initialisation on every rank
         if self.init_src is not None:
             from .continued import load_init_model
 
@@ -191,11 +201,8 @@ class PretrainRecipe:
                 for note in notes:
                     warn(note)
         else:
-            with memory_refusal(f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size "
-                                f"{cfg.generator.size:g}, ...)", "lower model.* or generator.*"):
-                self.model = electra.build_pretrain_model(
-                    tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
-                    cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
+            with memory_refusal(what, "lower model.* or generator.*"):
+                self.model = build()
         if cfg.fast_cpu_kernels:
             electra_cpu.use_fast_dropout(self.model)
         self.model.to(self.device)
