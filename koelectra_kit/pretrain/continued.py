@@ -163,6 +163,14 @@ def init_tokenizer(cfg: PretrainConfig):
     return tok
 
 
+def init_line(cfg: PretrainConfig, src: InitSource) -> str:
+    """What the run continues, for the log."""
+    if cfg.objective != "electra":
+        return f"continuing from {src.discriminator}; a masked LM (objective=mlm: no generator)"
+    return f"continuing from {src.discriminator}; generator: " + (
+        src.generator or f"a fresh one (generator.size {cfg.generator.size:g})")
+
+
 def load_init_model(cfg: PretrainConfig, src: InitSource, tok, attn_implementation: str = "sdpa"):
     """(the ``ElectraPretrainModel`` with the checkpoint's weights (a fresh generator when there is none), notices
     to print); the config's dropout applies (a training knob, not part of the shape). Master weights in fp32."""

@@ -12,6 +12,7 @@ import contextlib
 import json
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -100,6 +101,11 @@ class PretrainRecipe:
             raise ConfigError(f"batch_size {cfg.batch_size} must be a multiple of ranks x grad_accum "
                               f"({self.world} x {cfg.grad_accum})")
 
+    def notes(self, lines, say=warn) -> None:
+        """Lines about the run's settings, said once (by rank 0)."""
+        for line in lines if self.main else ():
+            say(line)
+
     def setup_init(self) -> None:
         """Continued pretraining (``init=``): where the weights come from, and the config's shape made the
         checkpoint's before config.yaml is written (``continued.py`` says what wins, and why)."""
@@ -108,9 +114,7 @@ class PretrainRecipe:
             from .continued import apply_init_shape, resolve_init
 
             self.init_src = resolve_init(self.cfg)
-            for note in apply_init_shape(self.cfg, self.init_src):
-                if self.main:
-                    warn(note)
+            self.notes(apply_init_shape(self.cfg, self.init_src))
 
     def setup_inputs(self) -> None:
         """The corpus and a given tokenizer exist, or the prepared-data folder opens (and sets seq_len), and the
@@ -126,9 +130,7 @@ class PretrainRecipe:
                 from .prepared import check_init_vocab
 
                 check_init_vocab(self.cfg, self.prepared)
-            for note in apply_prepared_shape(self.cfg, self.prepared):
-                if self.main:
-                    warn(note)
+            self.notes(apply_prepared_shape(self.cfg, self.prepared))
             return
         self.corpus = check_corpus(self.cfg.corpus)
         if self.cfg.tokenizer and not self.cfg.init:
@@ -180,28 +182,22 @@ class PretrainRecipe:
             electra_cpu.register_cpu_sdpa()
         attn = electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa"
 
-        def build():
-            return electra.build_pretrain_model(
-                tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)), cfg.model, cfg.generator,
-                cfg.objective, cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
-
-        what = f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size {cfg.generator.size:g}, ...)"
+        build = partial(electra.build_pretrain_model, tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)),
+                        cfg.model, cfg.generator, cfg.objective, cfg.model.max_position_embeddings, cfg.temperature,
+                        attn_implementation=attn)
+        too_big = (f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size {cfg.generator.size:g}, "
+                   "...)", "lower model.* or generator.*")
         if self.init_src is None:  # (before the seed: whatever the count draws is drawn again from it)
-            refuse_unless_it_fits(build, self.device, what, "lower model.* or generator.*")
+            refuse_unless_it_fits(build, self.device, *too_big)
         set_seed(cfg.seed)  # identical initialisation on every rank
         if self.init_src is not None:
-            from .continued import load_init_model
+            from .continued import init_line, load_init_model
 
             with memory_refusal(f"init={cfg.init}", "continue it on a machine with more memory"):
                 self.model, notes = load_init_model(cfg, self.init_src, tok, attn)
-            if self.main:
-                gen = self.init_src.generator or f"a fresh one (generator.size {cfg.generator.size:g})"
-                log(f"continuing from {self.init_src.discriminator}; " + (
-                    f"generator: {gen}" if cfg.objective == "electra" else "a masked LM (objective=mlm: no generator)"))
-                for note in notes:
-                    warn(note)
+            self.notes([init_line(cfg, self.init_src), *notes], say=log)
         else:
-            with memory_refusal(what, "lower model.* or generator.*"):
+            with memory_refusal(*too_big):
                 self.model = build()
         if cfg.fast_cpu_kernels:
             electra_cpu.use_fast_dropout(self.model)

@@ -70,9 +70,9 @@ def model_max_length(folder: Path) -> int:
         return 512
 
 
-def save_tokenizer(tok, directory: str | Path) -> Path:
+def save_tokenizer(tok, directory: str | Path, word_list: bool = True) -> Path:
     """Write ``tok``'s files into ``directory`` (each written beside its name, then renamed); other files in the
-    directory (a model's) are kept."""
+    directory (a model's) are kept. ``word_list``: its folder's Kiwi word list too (wordlist.py)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     if tok.hf is not None:
@@ -98,7 +98,7 @@ def save_tokenizer(tok, directory: str | Path) -> Path:
         **({"kiwi": tok.kiwi_record()} if tok.presplit in KIWI_PRESPLITS else {}),
         # only when set: a tokenizer from before the fallback saves (and fingerprints) exactly as it did
         **({"fallback": tok.fallback} if tok.fallback else {})})
-    if tok.presplit == "kiwi_word":  # its word list (wordlist.py) goes with it: the model encodes those files anywhere
+    if word_list and tok.presplit == "kiwi_word":  # its word list goes with it: the model encodes those files anywhere
         wordlist.copy_into(getattr(tok, "source", None), d)
     return d
 
@@ -218,9 +218,9 @@ def tokenizer_fingerprint(tok) -> str:
         return fp
     h = hashlib.sha256()
     with tempfile.TemporaryDirectory() as d:
-        tok.save(d)
+        save_tokenizer(tok, d, word_list=False)  # (no id depends on the word list: Kiwi's cuts, kept)
         for f in sorted(Path(d).rglob("*")):
-            if f.is_file() and f.name != wordlist.FILE:  # (no id depends on the word list: Kiwi's cuts, kept)
+            if f.is_file():
                 data = f.read_bytes()
                 if f.name == "tokenizer_config.json" and getattr(tok, "hf", None) is None:
                     data = _LEGACY_CONFIG

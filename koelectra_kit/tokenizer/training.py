@@ -81,9 +81,9 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
                              else pre_tokenizers.BertPreTokenizer())
     backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)
     chars = cfg.model == "characters"
-    alphabet, kept = cfg.limit_alphabet, []
+    alphabet, kept, continuing = cfg.limit_alphabet, [], set()
     if not chars:
-        alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet)
+        alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet, continuing=continuing)
         if cfg.progress:
             rest = ("jamo or UTF-8 byte tokens (fallback=jamo_bytes)" if cfg.fallback == "jamo_bytes" else "[UNK]")
             runtime.log(f"{note} (the rest become {rest})")
@@ -94,8 +94,8 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     # break ties between equally frequent merges, so one corpus gave other merges run to run (huggingface/
     # tokenizers#1794; the quickstart twice: two vocabularies, two models). Given first, in code point order, as
     # special tokens (the one way to number them up front), they are numbered the same every run; they are plain
-    # vocabulary again right after (``_only_specials``).
-    forms = [] if chars else _continuing_forms(files, set(kept))
+    # vocabulary again right after (``_only_specials``). Which ones: ``alphabet_size`` collects them.
+    forms = ["##" + c for c in sorted(continuing & set(kept))]  # (empty for characters: no merges to tie)
     trainer = trainers.WordPieceTrainer(
         vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
         special_tokens=[*SPECIAL_TOKENS, *forms], limit_alphabet=alphabet, initial_alphabet=kept,
@@ -111,17 +111,6 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
         warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
                       f"({merged} longer pieces): raise vocab_size or lower limit_alphabet", stacklevel=3)
     return backend
-
-
-def _continuing_forms(files: list[Path], alphabet: set[str]) -> list[str]:
-    """The "##" form of every alphabet character that continues a word of the pre-split files (the trainer makes
-    one for each such character), in code point order."""
-    seen: set[str] = set()
-    for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for line in fh:
-                seen.update("".join(w[1:] for w in line.split()))
-    return ["##" + c for c in sorted(seen & alphabet)]
 
 
 def _only_specials(backend):
@@ -200,7 +189,7 @@ def _renumber(backend, add: list[str] = (), drop: set[str] = frozenset()) -> Non
     vocab_size cut-off, could keep different ones. WordPiece's greedy longest match does not use the ids, so
     they get a fixed order: special tokens, single characters, "##" characters, longer pieces, each by length then
     code point. A character vocabulary is the same run to run; so is a subword one (a fixed alphabet: see
-    ``alphabet_size``; tied merges: ``_continuing_forms``)."""
+    ``alphabet_size``; tied merges: the "##" forms numbered up front in ``_train_wordpiece``)."""
     from tokenizers import models
 
     old = backend.model
@@ -211,8 +200,8 @@ def _renumber(backend, add: list[str] = (), drop: set[str] = frozenset()) -> Non
                                      max_input_chars_per_word=old.max_input_chars_per_word)
 
 
-def alphabet_size(files: list[Path], vocab_size: int, limit: int,
-                  coverage: float = 0.9995) -> tuple[int, str, list[str]]:
+def alphabet_size(files: list[Path], vocab_size: int, limit: int, coverage: float = 0.9995,
+                  continuing: set | None = None) -> tuple[int, str, list[str]]:
     """How many characters WordPiece may keep as its alphabet, a line saying what that means, and which ones.
 
     WordPiece starts its vocabulary with the alphabet plus a "##" form of every character that continues a piece;
@@ -225,7 +214,10 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int,
 
     Which ones: the most frequent as the trainer counts them ("#" also once per character of each "##" mark),
     ties broken by code point, so the same corpus always gives the same alphabet (the trainer's own cut breaks
-    ties in hash order)."""
+    ties in hash order).
+
+    ``continuing``, if given, gets the characters that continue a word of the files (the trainer makes a "##" form
+    of each), in the same pass."""
     counts: Counter = Counter()
     marks = 0
     for f in files:  # pre-split text: pieces joined by spaces, "##" before the pieces that continue a word
@@ -233,6 +225,8 @@ def alphabet_size(files: list[Path], vocab_size: int, limit: int,
             for line in fh:
                 marks += line.count(" ##") + line.startswith("##")
                 counts.update(line.replace(" ##", " ").removeprefix("##").replace(" ", "").rstrip("\n"))
+                if continuing is not None:
+                    continuing.update("".join(w[1:] for w in line.split()))
     total = sum(counts.values()) or 1
     freqs = sorted(counts.values(), reverse=True)
     needed, seen = 0, 0
