@@ -51,6 +51,7 @@ class Check:
 
     def __init__(self, args):
         self.args, self.lines, self.figures = args, [], {}
+        self.earlier = getattr(args, "earlier_figures", None) or {}
         self.t0 = time.perf_counter()
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -151,17 +152,17 @@ STEP_PLAN = "small:128,256,512,1024 gpu-10min:256 base:16,32,64,128"  # the issu
 TINY_STEP_PLAN = "tiny:2,4 small:2"  # a dry run: the same stages in minutes on a CPU
 
 
-def step_plan(text: str) -> list[tuple[str, str]]:
+def step_plan(text: str, flag: str = "--step-plan") -> list[tuple[str, str]]:
     """``--step-plan``: "SHAPE:B1,B2 SHAPE:B ..." -> [(shape, "B1,B2"), ...] (the first is the ``step`` stage's,
-    the rest ``step_more``'s)."""
+    the rest ``step_more``'s); ``--profile-plan`` is read the same way."""
     plan = []
     for item in text.split():
         shape, _, batches = item.partition(":")
         if not shape or not batches or not all(b.isdigit() and int(b) > 0 for b in batches.split(",")):
-            raise ValueError(f"--step-plan: {item!r} is not SHAPE:BATCH[,BATCH...] (e.g. small:128,256,512)")
+            raise ValueError(f"{flag}: {item!r} is not SHAPE:BATCH[,BATCH...] (e.g. small:128,256,512)")
         plan.append((shape, batches))
     if not plan:
-        raise ValueError("--step-plan is empty")
+        raise ValueError(f"{flag} is empty")
     return plan
 
 
@@ -209,17 +210,26 @@ def stage_step(c: Check) -> None:
     bench_shape(c, *step_plan(c.args.step_plan)[0])
 
 
+PROFILE_MIN_S = 130  # the profile compiles first: 73 s (base) to 103 s (small at 512) on the H100
+
+
 def stage_profile(c: Check) -> None:
     """Where the compiled step's GPU time goes, by kind of kernel, and its top kernels (bench_pretrain --profile):
-    the first --step-plan shape at its first batch, compiled without CUDA graphs (inside a replayed graph the
-    profiler sees one launch). On the H100 the small step ran at 12% of the bf16 peak, scaling with the batch: GPU
-    work, not launches; this says which."""
+    each SHAPE:BATCH of --profile-plan (default: the first --step-plan shape at its first batch), compiled without
+    CUDA graphs (inside a replayed graph the profiler sees one launch). On the H100 the small step ran at 11-12% of
+    the bf16 peak at any batch from 256 to 1,024, and compiling did not pay at the base shape (20.9% compiled, 24.7%
+    eager): this says which kernels hold them. A profile that cannot compile in what the budget leaves is skipped
+    in one line (the second lease's started with 39 s left and said nothing)."""
     a = c.args
-    shape, batches = step_plan(a.step_plan)[0]
+    plan = step_plan(a.profile_plan, "--profile-plan") if a.profile_plan else [step_plan(a.step_plan)[0]]
     tiny = ["--seq", "32", "--vocab", "500"] if a.tiny else []
-    c.run("profile", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape,
-                      "--batch", batches.split(",")[0], "--compile", "--profile", "2" if a.tiny else "10", *tiny],
-          a.step_s, tail=40, indented=True)
+    for shape, batches in plan:
+        if not a.tiny and c.left() < PROFILE_MIN_S:
+            c.say(f"profile {shape}: skipped ({c.left():.0f} s left; compiling alone took 73-103 s on the H100)")
+            continue
+        c.run(f"profile_{shape}", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape",
+                                   shape, "--batch", batches.split(",")[0], "--compile", "--profile",
+                                   "2" if a.tiny else "10", *tiny], a.step_s, tail=40, indented=True)
 
 
 def stage_step_more(c: Check) -> None:
@@ -307,10 +317,12 @@ def stage_finetune(c: Check) -> None:
     result = ft / "eval.json"
     if code == 0 and result.exists():
         r = json.loads(result.read_text())
+        enc = json.loads((encoder / "config.json").read_text())
+        r["encoder_shape"] = f"{enc.get('num_hidden_layers')} x {enc.get('hidden_size')}"
         c.figures["finetune"] = r
         train = r.get("train", {})
-        c.say(f"finetune: {train.get('examples_per_s')} examples/s at batch 32 (bar: 5 x 1,066 = 5,330 on an H100); "
-              f"dev macro-F1 {r.get('macro_f1', r.get('dev', {}).get('macro_f1'))}")
+        c.say(f"finetune ({r['encoder_shape']}): {train.get('examples_per_s')} examples/s at batch 32 (issue 39's "
+              f"1,066 was a 6 x 256 encoder's); dev macro-F1 {r.get('macro_f1', r.get('dev', {}).get('macro_f1'))}")
 
 
 def stage_finetune_bench(c: Check) -> None:
@@ -427,12 +439,22 @@ def scope_line(figures: dict, shape: str) -> str:
 
 def acceptance(c: Check) -> None:
     """Issue 39's bars, each from the figures this check measured (a stage that did not run says so)."""
-    f, a = c.figures, c.args
+    a = c.args
+    # what this call did not measure, from an earlier call's figures (--earlier): e.g. a second call's compiled
+    # step of the preset against the first call's pretrain run
+    f = {**c.earlier, **c.figures}
     c.say("\n== acceptance (issue 39's bars; they are for an H100) ==")
-    for key in [k for k in f if k.startswith("step_compiled_")]:
+    if c.earlier:
+        c.say(f"(with {', '.join(sorted(set(c.earlier) - set(c.figures))) or 'nothing'} from --earlier "
+              f"{a.earlier})")
+    # the eager sweep's line too: at the base shape the uncompiled step was the faster (24.7% vs 20.9%)
+    for key in [k for k in f if k.startswith("step_") and not k.startswith(("step_compiled_", "step_layers_"))] + \
+            [k for k in f if k.startswith("step_compiled_")]:
+        how = f"compiled ({a.compile_mode})" if key.startswith("step_compiled_") else "uncompiled"
         for entry in f[key].get("shapes", []):
             line = entry.get("acceptance")
-            c.say(f"step, compiled ({a.compile_mode}): {line['line'] if isinstance(line, dict) else line}")
+            if line:
+                c.say(f"step, {how}: {line['line'] if isinstance(line, dict) else line}")
     for key in [k for k in f if k.startswith("step_layers_")]:
         c.say(scope_line(f, key[len("step_layers_"):]))
     run, ref = (f.get("pretrain") or {}).get("tokens_per_s_steady"), steady_rate(f, a.preset)
@@ -452,8 +474,11 @@ def acceptance(c: Check) -> None:
             c.say(f"size {shape}: {rate:,.0f} tokens/s in the step benchmark = {rate * 600 / corpus:,.1f} epochs of "
                   f"the {corpus / 1e6:,.1f}M-token corpus in 10 minutes")
     ft = ((f.get("finetune") or {}).get("train") or {}).get("examples_per_s")
-    c.say(f"finetune (the preset's encoder, batch 32): {ft:,.0f} examples/s = {ft / 1066:.1f}x the 1,066 before "
-          "(bar 5x at 6 x 256)" if ft else "finetune: not measured")
+    shape = (f.get("finetune") or {}).get("encoder_shape") or "the preset's encoder"
+    # the bar's 1,066 was a 6 x 256 encoder; the preset's is 12 x 256 (twice the layers): the bench's line below
+    # is the same model
+    c.say(f"finetune ({shape}, batch 32): {ft:,.0f} examples/s = {ft / 1066:.1f}x the 1,066 before "
+          "(the bar is 5x at 6 x 256: the bench line below)" if ft else "finetune: not measured")
     for key, how in (("acceptance", ""), ("acceptance_graphs", ", cuda_graphs=true"),
                      ("acceptance_compiled", ", compiled with CUDA graphs")):
         bench = (f.get("finetune_bench") or {}).get(key)
@@ -538,6 +563,10 @@ def main() -> None:
     p.add_argument("--bundle-dev", default=None, help="--make-bundle: the dev table (default shared nsmc3)")
     p.add_argument("--bundle-rows", type=int, default=None, help="--make-bundle: train rows kept (seeded; "
                    "default all: the quality stage's 150,000)")
+    p.add_argument("--profile-plan", default=None, help="stage profile: SHAPE:BATCH ... (default: the first "
+                   "--step-plan shape at its first batch), e.g. 'small:512 base:128'")
+    p.add_argument("--earlier", default=None, help="an earlier call's gpu_check.json (its --out): the acceptance "
+                   "takes from it what this call did not measure (e.g. the pretrain stage's rate)")
     p.add_argument("--report", default=None, help="where the printed report is written "
                    "(default: OUT/gpu_check.txt; keep it in docs/benchmarks/gpu_check-<GPU>.txt)")
     a = p.parse_args()
@@ -557,8 +586,17 @@ def main() -> None:
     a.step_plan = a.step_plan or (TINY_STEP_PLAN if a.tiny else STEP_PLAN)
     try:
         step_plan(a.step_plan)
+        if a.profile_plan:
+            step_plan(a.profile_plan, "--profile-plan")
     except ValueError as e:
         p.error(str(e))
+    if a.earlier:
+        try:
+            a.earlier_figures = json.loads(Path(a.earlier).read_text(encoding="utf-8"))
+            if not isinstance(a.earlier_figures, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            p.error(f"--earlier {a.earlier}: not an earlier call's gpu_check.json ({e})")
     if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:
         p.error("--minutes, --rows and --budget-s must be positive")
     for name in ("train", "dev"):
