@@ -31,8 +31,11 @@ distinct words once each plus the warm run, the least a fresh process with no wo
 and the model each use every core).
 
 On a GPU (or any --device): (a) the pipeline on that device, fp32 as it loads, batch 32, and its best batch of
---pipeline-batches, fp32 and bf16; (b) `label`'s in-process path on that device (the model loaded once, as the app
-and a long file see it; and loaded in each run, as the command). No Kiwi and no fine-tuned model are needed: a
+--pipeline-batches, fp32 and bf16 (chosen on the first --sweep-rows rows, one run each; the turns time all --rows);
+(b) `label`'s in-process path on that device (the model loaded once, as the app and a long file see it; and loaded
+in each run, as the command), at the precision it really runs (bf16 weights where Classifier.load converts them);
+then one more run of `label` (not in the ratios) timed in parts: tokenizing, the model, and the rest (read, check,
+dedupe, write), to say where its time goes. No Kiwi and no fine-tuned model are needed: a
 random-init classifier of --shape, with --tokenizer's vocabulary or, without one, an 8,000 WordPiece vocabulary
 trained here on the rows' texts with presplit=none (--presplit rewrites a given tokenizer's mode):
 
@@ -174,7 +177,8 @@ def bench_tokenizer(texts: list[str], out: Path) -> str:
 
 def device_compare(args, dev, tmp: Path, device) -> dict:
     """(a) transformers' pipeline vs (b) `label`'s in-process path, both on ``device``, rows/s, in turns; no Kiwi
-    (with a presplit=none tokenizer) and no fine-tuned model (random weights of --shape)."""
+    (with a presplit=none tokenizer) and no fine-tuned model (random weights of --shape). The pipeline's batch sweep
+    runs on the first --sweep-rows rows (it only picks the best batch and precision); the turns on all --rows."""
     import pandas as pd
     import torch
 
@@ -209,21 +213,23 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     presplit = tok.presplit_batch(texts)  # the pipeline's input (not timed): for presplit none the normalized text
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
-    # (a) the pipeline as it loads (fp32), batch 32, then a quick sweep of batch sizes, fp32 and bf16: one timed
-    # call each after a warm one; the best goes into the turns below beside batch 32
+    # (a) a quick sweep of the pipeline's batch sizes, fp32 and bf16, on the first --sweep-rows rows: one timed
+    # call each after a warm one; its best goes into the turns below (all --rows) beside fp32 batch 32, the pipeline
+    # as it loads. The sweep only picks; on all rows it labelled the file 8 times before the turns began.
     pipes = {"fp32": hf_pipeline(model_dir, device), "bf16": hf_pipeline(model_dir, device, torch.bfloat16)}
+    sample = presplit[:min(args.sweep_rows, len(presplit))]
     sweep = {}
     for kind, pipe in pipes.items():
         for bs in args.pipeline_batches:
-            pipe(presplit[:4 * bs], batch_size=bs)
+            pipe(sample[:4 * bs], batch_size=bs)
             sync()
             t = time.perf_counter()
-            pipe(presplit, batch_size=bs)
+            pipe(sample, batch_size=bs)
             sync()
-            sweep[(kind, bs)] = len(texts) / (time.perf_counter() - t)
+            sweep[(kind, bs)] = len(sample) / (time.perf_counter() - t)
     best_kind, best_bs = max(sweep, key=sweep.get)
-    print("pipeline sweep (one run each, rows/s): " + ", ".join(f"{k} batch {b}: {r:,.0f}" for (k, b), r in
-                                                                 sweep.items()))
+    print(f"pipeline sweep on the first {len(sample):,} rows (one run each, rows/s): "
+          + ", ".join(f"{k} batch {b}: {r:,.0f}" for (k, b), r in sweep.items()))
     outs: dict[str, list] = {}
 
     def pipeline_run(kind, bs):
@@ -234,6 +240,7 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
         return run
 
     clf = Classifier.load(model_dir, device=str(device), max_length=128)
+    label_dtype, label_how = label_precision(clf)
     competitors = {"(a) transformers pipeline, fp32, batch 32": pipeline_run("fp32", 32)}
     if (best_kind, best_bs) != ("fp32", 32):
         competitors[f"(a*) transformers pipeline, {best_kind}, batch {best_bs} (its best)"] = \
@@ -261,9 +268,13 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
         print(f"{name:<62}{n / t:>10,.0f}{t_a / t:>8.2f}x{t_best / t:>12.2f}x")
     got = pd_read(tmp / "label.csv")["pred_label"]
     agree = (pd.Series([o["label"] for o in outs["fp32-32"]]) == got).mean()
-    label_dtype = str(clf.dtype).replace("torch.", "") if clf.dtype else "fp32"
-    print(f"(random weights: the pipeline's fp32 labels agree with label's ({label_dtype}) on {agree:.2%} of rows; "
-          "near-ties flip with the precision)")
+    print(f"({'random weights: ' if args.shape else ''}the pipeline's fp32 labels agree with label's ({label_how}) "
+          f"on {agree:.2%} of rows; near-ties flip with the precision)")
+    parts = label_parts(clf, src, tmp / "label-parts.csv", sync)
+    parts["timed_median"] = median(runs["(b) koelectra-kit label, model loaded once"])
+    print("label's parts (one more run, model loaded once, tokenizing not overlapped, seconds): tokenize "
+          "{tokenize:.3f}, model {model:.3f}, the rest {rest:.3f} (read, check, dedupe, write); total {total:.3f} "
+          "(the timed run's median {timed_median:.3f})".format(**parts))
     # judged against the pipeline at its best batch and precision: the baseline a careful pipeline user gets
     ours = rows["(b) koelectra-kit label, model loaded once"]
     ratio, ratio_32 = ours["vs_best_pipeline"], ours["vs_a"]
@@ -272,10 +283,73 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
           f"{'met' if ratio >= 2 else 'NOT met'}{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
     return {"device": str(device), "device_name": device_name, "torch": torch.__version__, "rows": n,
             "repeated_rows": n - len(set(texts)), "shape": args.shape, "vocab": tok.vocab_size,
-            "presplit": tok.presplit, "label_dtype": label_dtype, "label_batch_size": LabelConfig.batch_size,
+            "presplit": tok.presplit, "label_dtype": label_dtype, "label_precision": label_how,
+            "label_batch_size": LabelConfig.batch_size, "sweep_rows": len(sample),
             "pipeline_sweep": {f"{k} batch {b}": r for (k, b), r in sweep.items()}, "methods": rows,
+            "label_parts": parts,
             "agreement": agree, "acceptance": {"ratio": ratio, "against": f"pipeline {best_kind} batch {best_bs}",
                                                "ratio_fp32_batch32": ratio_32, "bar": 2.0, "met": ratio >= 2}}
+
+
+def label_precision(clf) -> tuple[str, str]:
+    """What `label` with ``clf`` computes in: its autocast dtype where it has one, else its weights' dtype
+    (Classifier.load turns bf16 into bf16 weights and autocast off), else fp32 (onnx, int8). (short name, phrase)"""
+    import torch
+
+    short = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    if clf.dtype is not None:
+        name = short.get(clf.dtype, str(clf.dtype).replace("torch.", ""))
+        return name, f"{name} autocast"
+    weights = next(iter(clf.model.parameters()), None) if isinstance(clf.model, torch.nn.Module) else None
+    if weights is not None and weights.dtype != torch.float32:
+        name = short.get(weights.dtype, str(weights.dtype).replace("torch.", ""))
+        return name, f"{name} weights"
+    return "fp32", "fp32"
+
+
+def label_parts(clf, src: Path, out: Path, sync) -> dict:
+    """One `label_file` run on ``src`` with ``clf`` whose predict is Classifier.predict with overlap=False cut in
+    two and timed: its tokenizing (tok.encode_batch) and its model (predict_logits, the device synchronized), with
+    the arguments predict passes; the rest of the run's time (read, check, normalize and dedupe, write) is the
+    total less those. Seconds. No koelectra_kit code changes: the classifier is a copy with its own predict."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from koelectra_kit.classify.classifier import cpu_streams, default_batch_size, predict_logits
+    from koelectra_kit.classify.predictions import Predictions
+    from koelectra_kit.label import label_file
+    from koelectra_kit.runtime import pad_multiple
+
+    spent = {"tokenize": 0.0, "model": 0.0}
+
+    def predict(texts, batch_size=None, group=None, overlap=None, normalized=False):
+        # label calls it with at most a chunk's texts (20,000): predict's one group when not overlapping
+        texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
+        t0 = time.perf_counter()
+        enc = clf.tok.encode_batch(texts, max_length=clf.max_length, truncation=True, return_offsets=False,
+                                   return_attention_mask=False, normalized=normalized)
+        t1 = time.perf_counter()
+        logits = predict_logits(clf.model, enc["input_ids"], pad_id=clf.tok.pad_token_id, device=clf.device,
+                                dtype=clf.dtype, batch_size=batch_size or default_batch_size(clf.device),
+                                streams=cpu_streams(clf.model, clf.device), multiple=pad_multiple(clf.device),
+                                max_width=clf.max_length)
+        sync()
+        t2 = time.perf_counter()
+        spent["tokenize"] += t1 - t0
+        spent["model"] += t2 - t1
+        probs = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
+        return Predictions([clf.labels[i] for i in probs.argmax(axis=1)] if len(texts) else [],
+                           probs.astype(np.float32), list(enc["truncated"]))
+
+    timed = copy.copy(clf)
+    timed.predict = predict
+    t = time.perf_counter()
+    label_file(clf.source, src, out, "document", progress=False, overwrite=True, classifier=timed)
+    sync()
+    total = time.perf_counter() - t
+    return {**spent, "rest": total - spent["tokenize"] - spent["model"], "total": total}
 
 
 def compare(args, dev, tmp: Path) -> None:
@@ -505,6 +579,16 @@ def batch_list(text: str) -> list[int]:
     return out
 
 
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of rows >= 1")
+    return n
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a fine-tuned model dir (koelectra-kit finetune output); with --shape and "
@@ -523,6 +607,8 @@ def main(argv: list[str] | None = None) -> None:
                     "here); left out: the CPU comparison above, with Kiwi's pre-split timed")
     ap.add_argument("--pipeline-batches", type=batch_list, default=[32, 64, 128, 256], help="with --device: the "
                     "pipeline's batch sizes tried (fp32 and bf16, one run each); its best is timed beside batch 32")
+    ap.add_argument("--sweep-rows", type=positive_int, default=None, help="with --device: the pipeline's batch "
+                    "sweep runs on the first N rows (default 2,048; more than --rows: --rows); the turns on all --rows")
     ap.add_argument("--json", metavar="PATH", help="with --device: write every figure to PATH as JSON")
     ap.add_argument("--models", nargs=2, metavar=("OLD", "NEW"), help="two fine-tuned classifier dirs whose nsmc3 "
                     "dev accuracy and macro-F1 are printed side by side (e.g. pretrained with kiwi and kiwi_word)")
@@ -550,6 +636,9 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(str(e))
     if args.json and args.device is None:
         ap.error("--json goes with --device")
+    if args.sweep_rows and args.device is None:
+        ap.error("--sweep-rows goes with --device")
+    args.sweep_rows = args.sweep_rows or 2048
     args.dup_rows = (0 if args.device is not None else 20000) if args.dup_rows is None else args.dup_rows
     args.big_rows = (0 if args.device is not None else 1_000_000) if args.big_rows is None else args.big_rows
     if (args.tokenizer or args.presplit) and not args.shape:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -70,6 +71,9 @@ def test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps(tmp_path, mon
     (bench_label, ["--device", "cpu", "--shape", "tiny", "--dup-rows", "100"], "belong to the CPU comparison"),
     (bench_label, ["--shape", "tiny", "--json", "x.json", "--model", "m"], "--json goes with --device"),
     (bench_label, ["--device", "cpu", "--shape", "tiny", "--pipeline-batches", "0"], "batch sizes >= 1"),
+    (bench_label, ["--device", "cpu", "--shape", "tiny", "--sweep-rows", "0"], "a whole number of rows >= 1"),
+    (bench_label, ["--device", "cpu", "--shape", "tiny", "--sweep-rows", "x"], "a whole number of rows >= 1"),
+    (bench_label, ["--shape", "tiny", "--model", "m", "--sweep-rows", "16"], "--sweep-rows goes with --device"),
 ])
 def test_bad_options_are_one_error_line(bench, argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -77,25 +81,32 @@ def test_bad_options_are_one_error_line(bench, argv, message, capsys):
     assert_one_line_error(e.value.code, capsys.readouterr().err, message)
 
 
-def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path, monkeypatch, capsys, sample_dir,
-                                                                        no_kiwi):
-    dev = tmp_path / "dev.tsv"  # nsmc3's layout, from the bundled sample
+@pytest.fixture
+def sample_as_nsmc_dev(tmp_path, monkeypatch, sample_dir):
+    """bench_label's DEV: nsmc3's layout, from the bundled sample."""
+    dev = tmp_path / "dev.tsv"
     with open(sample_dir / "reviews_labelled.csv", encoding="utf-8") as f, open(dev, "w", encoding="utf-8") as g:
         g.write("id\tmovie_id\trating\tlabel\tdocument\n")
         for i, row in enumerate(csv.DictReader(f)):
             g.write(f"{i}\t0\t0\t{row['label']}\t{row['review'].replace(chr(9), ' ')}\n")
     monkeypatch.setattr(bench_label, "DEV", dev)
+    return dev
+
+
+def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path, capsys, sample_as_nsmc_dev,
+                                                                        no_kiwi):
     out_json = tmp_path / "label.json"
     bench_label.main(["--device", "cpu", "--shape", "tiny", "--rows", "200", "--rounds", "1", "--pipeline-batches",
-                      "32,64", "--json", str(out_json)])
+                      "32,64", "--sweep-rows", "500", "--json", str(out_json)])
     out = capsys.readouterr().out
+    assert "pipeline sweep on the first 200 rows (one run each, rows/s)" in out  # more than --rows: --rows
     assert "model: random-init tiny shape" in out and "pre-split none" in out
     for row in ["(a) transformers pipeline, fp32, batch 32", "(b) koelectra-kit label, model loaded once",
                 "(b) koelectra-kit label, loading the model each run"]:
         assert row in out
     assert "acceptance: label " in out and "(bar 2x)" in out
     figures = json.loads(out_json.read_text())
-    assert figures["presplit"] == "none" and figures["rows"] == 200
+    assert figures["presplit"] == "none" and figures["rows"] == 200 and figures["sweep_rows"] == 200
     assert set(figures["pipeline_sweep"]) == {"fp32 batch 32", "fp32 batch 64", "bf16 batch 32", "bf16 batch 64"}
     methods = figures["methods"]
     assert methods["(a) transformers pipeline, fp32, batch 32"]["vs_a"] == 1.0
@@ -105,3 +116,38 @@ def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path,
     assert figures["acceptance"]["ratio_fp32_batch32"] == ours["vs_a"]
     assert figures["device_name"].startswith("CPU")
     assert 0 <= figures["agreement"] <= 1
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_label_bench_sweeps_a_sample_says_labels_precision_and_times_labels_parts(
+        precision, tmp_path, monkeypatch, capsys, sample_as_nsmc_dev, no_kiwi):
+    """The pipeline's sweep on the first --sweep-rows rows, the turns on all --rows; the precision label runs at
+    (bf16: Classifier.load converts the weights to bf16 and turns autocast off: it was printed as fp32); one more
+    run of label cut into its parts. The precision is forced in every Classifier.load (the bench's and each
+    label_file's), so the case does not depend on the CPU having bf16 (precision auto)."""
+    from koelectra_kit.classify.classifier import Classifier
+
+    load = Classifier.load.__func__
+    monkeypatch.setattr(Classifier, "load", classmethod(lambda cls, *a, **k: load(cls, *a, **{**k,
+                                                                                           "precision": precision})))
+    out_json = tmp_path / "label.json"
+    bench_label.main(["--device", "cpu", "--shape", "tiny", "--rows", "40", "--sweep-rows", "16", "--rounds", "1",
+                      "--pipeline-batches", "8,16", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    figures = json.loads(out_json.read_text())
+    assert "pipeline sweep on the first 16 rows (one run each, rows/s)" in out and "40 reviews from" in out
+    assert figures["sweep_rows"] == 16 and figures["rows"] == 40
+    how = "bf16 weights" if precision == "bf16" else "fp32"
+    assert f"agree with label's ({how}) on" in out
+    assert figures["label_dtype"] == precision and figures["label_precision"] == how
+    line = next(x for x in out.splitlines() if x.startswith("label's parts"))
+    tokenize, model, rest, total, timed = (float(x) for x in re.search(
+        r"tokenize ([\d.]+), model ([\d.]+), the rest ([\d.]+) \(read, check, dedupe, write\); total ([\d.]+) "
+        r"\(the timed run's median ([\d.]+)\)", line).groups())
+    assert min(tokenize, model, rest) >= 0 and model > 0 and timed > 0
+    assert tokenize + model + rest == pytest.approx(total, abs=0.002)  # each printed to 3 decimals
+    parts = figures["label_parts"]
+    assert min(parts.values()) >= 0
+    assert parts["tokenize"] + parts["model"] + parts["rest"] == pytest.approx(parts["total"])
+    assert parts["timed_median"] == pytest.approx(figures["methods"]["(b) koelectra-kit label, model loaded once"][
+        "seconds"][0])
