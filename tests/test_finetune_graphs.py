@@ -1,7 +1,8 @@
 """cuda_graphs=true (koelectra_kit/finetune/graphs.py), what a CPU can check of it: the padded static-batch step it
 records trains as ``train_step`` does (the rows that fill a short batch and the columns that widen it change
-nothing), it reads nothing back to the host (a host read inside a CUDA graph's recording is an error), and the
-option is refused where it cannot run. The recording itself needs a GPU: benchmarks/bench_finetune.py runs it there."""
+nothing), it reads nothing back to the host (a host read inside a CUDA graph's recording is an error), the option
+is refused where it cannot run, and its default (auto) is on with a CUDA device only. The recording itself needs a
+GPU: benchmarks/bench_finetune.py runs it there."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -113,4 +114,60 @@ def test_cuda_graphs_without_a_gpu_is_one_line(capsys, tmp_path, sample_dir, pla
                f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}", "cuda_graphs=true",
                "progress=false"])
     assert_one_line_error(rc, capsys.readouterr().err, "cuda_graphs=true needs a CUDA GPU")
+    assert not (tmp_path / "o").exists()
+
+
+# -- cuda_graphs=auto, the default: on with a CUDA GPU (graphs.wants_graphs), off on a CPU --------------------------
+
+def test_the_default_is_auto_and_a_cpu_run_says_nothing_of_cuda_graphs(capsys, tmp_path, sample_dir,
+                                                                         plain_encoder_dir):
+    from koelectra_kit.finetune.recipe import FinetuneRecipe
+
+    assert FinetuneConfig().cuda_graphs == "auto"
+    args = [f"model={plain_encoder_dir}", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}",
+            "epochs=1", "progress=false", "plots=false", "references=false", "ensemble=none", "token_cache=false"]
+    cfg = load_config(FinetuneConfig, TINY_CONFIG, args)  # (tiny.yaml's base, sentiment.yaml, says auto too)
+    assert cfg.cuda_graphs == "auto"
+    recipe = FinetuneRecipe(cfg)
+    recipe.setup_model()
+    assert recipe.graphs is False and recipe.multiple == 1  # a CPU pads to the batch's longest, not max_length
+    capsys.readouterr()
+    assert main(["finetune", "--config", str(TINY_CONFIG), *args]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "model: " in text and "parameters on cpu" in text
+    assert "graph" not in text.lower(), text
+
+
+@pytest.mark.parametrize("dtype, compile, on", [(torch.bfloat16, False, True), (None, False, True),
+                                                (torch.float16, False, False), (torch.bfloat16, True, False)])
+def test_auto_is_on_with_a_cuda_device_in_bf16_or_fp32_and_not_compiled(dtype, compile, on):
+    """No GPU needed: the resolver reads the device's type, the step's dtype (None: fp32) and compile."""
+    from koelectra_kit.finetune.graphs import wants_graphs
+
+    cuda = torch.device("cuda")
+    assert wants_graphs("auto", cuda, dtype, compile) is on
+    assert wants_graphs("auto", CPU, dtype, compile) is False
+    assert wants_graphs(True, CPU, dtype, compile) is True  # as asked: the recipe says why it cannot run
+    assert wants_graphs(False, cuda, dtype, compile) is False
+
+
+@pytest.mark.parametrize("other", ["compile=true", "precision=fp16"])
+def test_auto_with_compile_or_fp16_is_no_error(other):
+    cfg = load_config(FinetuneConfig, TINY_CONFIG, ["model=m", "train=t.csv", "out=o", other])
+    assert cfg.cuda_graphs == "auto"
+
+
+@pytest.mark.parametrize("value, read", [("auto", "auto"), ("true", True), ("yes", True), ("on", True),
+                                         ("false", False), ("no", False), ("off", False)])
+def test_cuda_graphs_reads_auto_and_the_usual_booleans(value, read):
+    cfg = load_config(FinetuneConfig, TINY_CONFIG, ["model=m", "train=t.csv", "out=o", f"cuda_graphs={value}"])
+    assert cfg.cuda_graphs == read and type(cfg.cuda_graphs) is type(read)
+
+
+def test_a_bad_cuda_graphs_value_is_one_line_naming_the_choices(capsys, tmp_path, sample_dir, plain_encoder_dir):
+    rc = main(["finetune", "--config", str(TINY_CONFIG), f"model={plain_encoder_dir}",
+               f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'o'}", "cuda_graphs=maybe",
+               "progress=false"])
+    assert_one_line_error(rc, capsys.readouterr().err, "cuda_graphs", "auto", "true", "false", "'maybe'")
     assert not (tmp_path / "o").exists()

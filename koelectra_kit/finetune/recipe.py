@@ -26,7 +26,7 @@ from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multipl
 from .batching import length_grouped_batches, shuffled_batches
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
-from .graphs import GraphedStep
+from .graphs import GraphedStep, wants_graphs
 from .model import build_optimizer, compile_model, default_lr, load_model
 from .report import MetricsLog, Window
 from .step import train_step
@@ -116,7 +116,8 @@ class FinetuneRecipe:
             raise ConfigError(f"max_length={cfg.max_length} exceeds the model's max_position_embeddings={max_pos}")
         # Lengths rounded up to a multiple (16 on a GPU): few batch shapes, each compiled once with compile=true.
         self.multiple = pad_multiple(self.device, cfg.pad_to_multiple_of)
-        if cfg.cuda_graphs:
+        self.graphs = wants_graphs(cfg.cuda_graphs, self.device, self.dtype, cfg.compile)  # auto: on a GPU
+        if self.graphs:
             if self.device.type != "cuda":
                 raise ConfigError(f"cuda_graphs=true needs a CUDA GPU; this run is on {self.device.type} (device=cuda, "
                                   "or leave cuda_graphs out)")
@@ -179,7 +180,7 @@ class FinetuneRecipe:
             (warn if note.startswith("warning:") else log)(note)
         log(f"model: {type(model).__name__} {self.n_params / 1e6:.2f}M parameters on {device} "
             f"({self.precision_name}{', compiled' if cfg.compile else ''}"
-            f"{', CUDA graphs' if cfg.cuda_graphs else ''}); "
+            f"{', CUDA graphs' if self.graphs else ''}); "
             f"lr {self.lr:g} (top), layer decay "
             f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in self.optimizer.param_groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
@@ -246,7 +247,7 @@ class FinetuneRecipe:
                         dynamic_ncols=True)
         window = Window()
         graphed = None
-        if cfg.cuda_graphs:
+        if self.graphs:
             graphed = GraphedStep(self.model, self.optimizer, batch_size=cfg.batch_size, width=cfg.max_length,
                                   device=self.device, dtype=self.dtype, class_weights=self.class_weights,
                                   max_grad_norm=cfg.max_grad_norm)
