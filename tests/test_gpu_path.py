@@ -115,7 +115,8 @@ def test_training_steps_read_nothing_back_between_logging_steps(tmp_path, plain_
     from koelectra_kit.finetune.report import MetricsLog
 
     r = _recipe(tmp_path, plain_encoder_dir, sample_dir, "epochs=0.25", "log_every=3", "eval_every=1000",
-                "class_weights=balanced", f"precision={precision}")
+                "class_weights=balanced", f"precision={precision}",
+                "cuda_graphs=false")  # the eager loop's syncs (on a GPU, auto would record a graph: a sync of its own)
     r.setup_model()
     r.setup_data()
     r.setup_optimizer()
