@@ -299,9 +299,15 @@ def stage_pretrain(c: Check) -> None:
         c.say(f"pretrain: step {step} took {seconds:.1f} s (a recompile? its log has TORCH_LOGS' lines)")
 
 
+def encoder_dir(c: Check) -> Path:
+    """The encoder the fine-tune and quality stages use: --encoder (a fine-tune lease carries one brought back from
+    an earlier lease), else the pretrain stage's."""
+    return Path(c.args.encoder) if getattr(c.args, "encoder", None) else c.out / "pretrain" / "discriminator"
+
+
 def stage_finetune(c: Check) -> None:
     a = c.args
-    encoder = c.out / "pretrain" / "discriminator"
+    encoder = encoder_dir(c)
     if not encoder.exists():
         c.say("finetune: skipped (no encoder from the pretrain stage)")
         return
@@ -380,7 +386,7 @@ def stage_quality(c: Check) -> None:
     --quality-sizes x --quality-seeds x --quality-arms (150,000 rows takes a GPU; 1,000 and 10,000 also run on a
     CPU from the exported encoder). Its table comes back beside the report."""
     a = c.args
-    encoder = c.out / "pretrain" / "discriminator"
+    encoder = encoder_dir(c)
     if not (encoder / "config.json").exists():
         c.say("quality: skipped (no encoder from the pretrain stage)")
         return
@@ -552,6 +558,8 @@ def main() -> None:
     p.add_argument("--out", default="runs/gpu-check", help="folder for the stages' runs and logs")
     p.add_argument("--export", default=None, help="stage export: the parts' path without .NN (default "
                    "OUT/run.tar; on a lease $OUT/run.tar)")
+    p.add_argument("--encoder", default=None, help="stages finetune and quality: this encoder folder instead of "
+                   "the pretrain stage's (a fine-tune lease: one brought back by `gpu_bundle.py unpack`)")
     p.add_argument("--quality-sizes", default="150000,1000", help="stage quality: labelled rows, comma-separated")
     p.add_argument("--quality-seeds", default="1,2", help="stage quality: fine-tuning seeds")
     p.add_argument("--quality-arms", default="default", help="stage quality: label_efficiency.py arms (default "
@@ -603,6 +611,8 @@ def main() -> None:
     for name in ("train", "dev"):
         if not Path(getattr(a, name)).is_file():
             p.error(f"--{name} {getattr(a, name)}: no such file")
+    if a.encoder and not Path(a.encoder, "config.json").is_file():
+        p.error(f"--encoder {a.encoder}: not a model folder (no config.json)")
     if a.prepared and not Path(a.prepared, "prepared.json").is_file():
         p.error(f"--prepared {a.prepared}: not a prepared-data folder (koelectra-kit prepare makes one)")
     a.report = a.report or str(Path(a.out) / "gpu_check.txt")

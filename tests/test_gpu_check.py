@@ -124,6 +124,14 @@ def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
         out / "pretrain" / "discriminator" / "model.safetensors").read_bytes()
     assert {p.name for p in (tmp_path / "run").iterdir()} == {"discriminator", "metrics.jsonl", "summary.json",
                                                              "config.yaml"}
+    # a fine-tune lease: the encoder brought back, carried to another machine, fine-tuned there without pretraining
+    out2 = tmp_path / "check2"
+    proc = check("--tiny", "--device", "cpu", "--stages", "env,quality", "--encoder", tmp_path / "run" /
+                 "discriminator", "--quality-sizes", "64", "--quality-seeds", "2", "--out", out2, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not (out2 / "pretrain").exists()
+    report = (out2 / "gpu_check.txt").read_text()
+    assert f"--encoder {tmp_path / 'run' / 'discriminator'}" in report and "quality at 64 rows: encoder 0." in report
 
 
 def test_a_run_packs_without_the_encoders_word_list(tmp_path):
@@ -157,6 +165,7 @@ def test_a_run_packs_without_the_encoders_word_list(tmp_path):
     (["--quality-sizes", "1000,x"], "--quality-sizes: positive whole numbers"),
     (["--profile-plan", "small"], "--profile-plan: 'small' is not SHAPE:BATCH"),
     (["--earlier", "nope.json"], "--earlier nope.json: not an earlier call's gpu_check.json"),
+    (["--encoder", str(SAMPLE)], "not a model folder (no config.json)"),
 ])
 def test_bad_options_are_one_error_line(args, needle):
     proc = check("--device", "cpu", *args, timeout=60)
