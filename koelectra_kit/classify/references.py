@@ -72,8 +72,9 @@ def tfidf_predict(vec, model, texts: list[str]) -> np.ndarray:
     return model.classes_[model.predict_proba(vec.transform(texts)).argmax(1)]
 
 
-def tfidf_reference(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None) -> dict:
-    vec, model, _ = fit_tfidf(train_texts, y_train, cfg)
+def tfidf_reference(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None, fitted=None) -> dict:
+    """The TF-IDF row; ``fitted``: ``fit_tfidf(train_texts, y_train, cfg)``'s result when the caller has it."""
+    vec, model, _ = fitted or fit_tfidf(train_texts, y_train, cfg)
     probs = model.predict_proba(vec.transform(eval_texts))
     scores = np.zeros((len(eval_texts), len(labels)), dtype=np.float32)
     scores[:, model.classes_] = probs  # a class absent from training has no column: score 0
@@ -103,9 +104,10 @@ def cv_tfidf_reference(texts, y, labels: list[str], folds: int = 5, seed: int = 
             "accuracy": report["accuracy"], "macro_f1": report["macro_f1"]}
 
 
-def reference_scores(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None) -> dict:
+def reference_scores(train_texts, y_train, eval_texts, y_eval, labels: list[str], cfg=None, fitted=None) -> dict:
     return {"majority": majority_reference(np.asarray(y_train), np.asarray(y_eval), labels),
-            "tfidf": tfidf_reference(train_texts, np.asarray(y_train), eval_texts, np.asarray(y_eval), labels, cfg)}
+            "tfidf": tfidf_reference(train_texts, np.asarray(y_train), eval_texts, np.asarray(y_eval), labels, cfg,
+                                     fitted)}
 
 
 def reference_warnings(report: dict, refs: dict) -> list[str]:

@@ -7,10 +7,12 @@ the same run, and which of the three scored best on dev.
 
 On a few thousand labels TF-IDF is often the better model and the ensemble better still (docs/RESULTS.md §5), so
 a user gets all three and a line naming the best. The TF-IDF fit is the one the report's reference row needs
-anyway: nothing is fitted twice.
+anyway: nothing is fitted twice. On a GPU the recipe runs that fit (``tfidf_job``) in a thread while the model
+trains (``fit_in_background``) and hands the fitted model to ``write_companions``.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -24,19 +26,58 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return p / p.sum(axis=1, keepdims=True)
 
 
-def write_companions(staging: Path, splits, labels: list[str], encoder_logits: np.ndarray, cfg) -> dict:
-    """Fit TF-IDF on ``splits.train``, choose the ensemble's weights on ``splits.dev`` with the encoder's best dev
-    logits, write ``staging/tfidf`` and ``staging/ensemble``; returns eval.json's ``candidates`` block."""
+def tfidf_job(splits, labels: list[str], cfg):
+    """The one TF-IDF fit a fine-tune's output needs, as a call taking no arguments; None when it needs none. With
+    ``ensemble=tfidf``: the companion ``TfidfClassifier`` (``write_companions``'s ``tfidf``); with ``ensemble=none``
+    and ``references`` on: the reference row's ``(vectorizer, model, name)``, fitted as ``reference_scores`` fits it
+    (no class weights; its ``fitted``). The same call wherever it runs, so the same fitted model and files."""
+    from functools import partial
+
+    if cfg.ensemble == "tfidf":
+        from ..classify.tfidf import TfidfClassifier
+
+        return partial(TfidfClassifier.fit, splits.train.texts, splits.train.y, labels, cfg.baseline,
+                       class_weight="balanced" if cfg.class_weights == "balanced" else None)
+    if cfg.references:
+        from ..classify.references import fit_tfidf
+
+        return partial(fit_tfidf, splits.train.texts, np.asarray(splits.train.y), cfg.baseline)
+    return None
+
+
+def fit_in_background(job) -> Future:
+    """``job()`` started in a daemon thread; the Future holds its result or its exception (``result()`` raises
+    it as calling ``job()`` there would). Not a ThreadPoolExecutor: its worker is joined when the interpreter exits,
+    even after ``shutdown(wait=False, cancel_futures=True)``, so a fine-tune failing early would wait at exit for
+    the rest of a fit nobody reads (on 150,000 rows up to ~37 s). An abandoned daemon thread ends with the process."""
+    import threading
+
+    future = Future()
+
+    def work():
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(job())
+        except BaseException as e:  # noqa: BLE001  (handed to whoever takes the result)
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="tfidf-fit", daemon=True).start()
+    return future
+
+
+def write_companions(staging: Path, splits, labels: list[str], encoder_logits: np.ndarray, cfg, tfidf=None) -> dict:
+    """Fit TF-IDF on ``splits.train`` (``tfidf``: ``tfidf_job``'s model, already fitted), choose the ensemble's
+    weights on ``splits.dev`` with the encoder's best dev logits, write ``staging/tfidf`` and ``staging/ensemble``;
+    returns eval.json's ``candidates`` block."""
     from .baseline import tfidf_card
     from ..config import dump_yaml
     from ..classify.ensemble import choose_weights, ensemble_card, write_ensemble
     from ..io.fileio import write_json_atomic, write_text_atomic
     from ..classify.metrics import classification_report
-    from ..classify.tfidf import TfidfClassifier
 
     y_dev = splits.dev.y
-    tfidf = TfidfClassifier.fit(splits.train.texts, splits.train.y, labels, cfg.baseline,
-                                class_weight="balanced" if cfg.class_weights == "balanced" else None)
+    if tfidf is None:
+        tfidf = tfidf_job(splits, labels, cfg)()
     p_tfidf = tfidf.predict(splits.dev.texts).probs.astype(np.float64)
     p_enc = softmax(encoder_logits)
     reports = {"encoder": classification_report(y_dev, p_enc.argmax(1), labels, scores=p_enc),
