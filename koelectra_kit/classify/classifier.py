@@ -391,6 +391,12 @@ def model_digest(clf) -> str:
     ensemble digests its members without importing the labeller."""
     if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with (and no
         return clf.digest()  # torch import: 3.5 s of a TF-IDF file job's first run went to it, issue 41)
+    # Once per loaded classifier: its weights never change after loading (inference only; retraining loads a new
+    # one), and hashing them cost every file labelled with it ~55 ms for a 12 x 256 model on a CPU (on a GPU each
+    # tensor is copied back to the host first): the app and the label benchmark label many files with one.
+    cached = getattr(clf, "_weights_digest", None)
+    if cached is not None:
+        return cached
     import torch
 
     # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
@@ -402,4 +408,5 @@ def model_digest(clf) -> str:
         if torch.is_tensor(value) and not value.is_quantized:
             h.update(name.encode())
             h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return h.hexdigest()[:24]
+    clf._weights_digest = h.hexdigest()[:24]
+    return clf._weights_digest
