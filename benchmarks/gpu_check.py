@@ -602,8 +602,10 @@ def main() -> None:
     if a.earlier:
         try:
             a.earlier_figures = json.loads(Path(a.earlier).read_text(encoding="utf-8"))
-            if not isinstance(a.earlier_figures, dict):
-                raise ValueError("not a JSON object")
+            # a gpu_check.json: the GPU's name, then one object of figures per stage
+            if not isinstance(a.earlier_figures, dict) or not all(
+                    isinstance(v, dict) for k, v in a.earlier_figures.items() if k != "gpu"):
+                raise ValueError("not an object of stages' figures")
         except (OSError, ValueError) as e:
             p.error(f"--earlier {a.earlier}: not an earlier call's gpu_check.json ({e})")
     if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:

@@ -376,3 +376,15 @@ def test_a_profile_the_budget_cannot_compile_is_skipped_in_one_line(tmp_path, mo
     gpu_check.stage_profile(c)
     assert [argv[argv.index("--shape") + 1:argv.index("--shape") + 4] for argv in ran] == [
         ["small", "--batch", "512"], ["base", "--batch", "128"]]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"gpu": "H100", "pretrain": 5}'])
+def test_an_earlier_file_that_is_not_a_checks_figures_is_one_error_line(tmp_path, text):
+    """--earlier's figures feed the acceptance lines: a file of anything else would end them in a traceback."""
+    bad = tmp_path / "gpu_check.json"
+    bad.write_text(text)
+    proc = check("--device", "cpu", "--earlier", bad, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: --earlier {bad}: not an "
+                                                                           "earlier call's gpu_check.json"), proc.stderr
