@@ -24,6 +24,12 @@ T = TypeVar("T")
 
 
 def _type_name(tp: Any) -> str:
+    """A union member as a user writes its values: a tri-state ``bool | Literal["auto"]`` reads "true/false or
+    auto" (its type names, "bool or Literal", named no choice the user could type)."""
+    if tp is bool:
+        return "true/false"
+    if typing.get_origin(tp) is typing.Literal:
+        return " or ".join(map(str, typing.get_args(tp)))
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 

@@ -171,3 +171,18 @@ def test_a_bad_cuda_graphs_value_is_one_line_naming_the_choices(capsys, tmp_path
                "progress=false"])
     assert_one_line_error(rc, capsys.readouterr().err, "cuda_graphs", "auto", "true", "false", "'maybe'")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["null", "AUTO", "1", "''", "'true'"])
+def test_a_bad_tri_state_is_one_message_naming_the_choices_in_every_command(value):
+    """finetune's cuda_graphs and pretrain's data_on_device are both auto | true | false: the same spellings, the same
+    words back. null was "expected bool or str, got None", data_on_device said "expected bool or Literal"."""
+    from koelectra_kit.pretrain.config import PretrainConfig
+
+    messages = []
+    for cls, key in ((FinetuneConfig, "cuda_graphs"), (PretrainConfig, "data_on_device")):
+        with pytest.raises(ConfigError) as e:
+            load_config(cls, None, [f"{key}={value}"])
+        messages.append(str(e.value).split(": ", 1))
+    assert messages[0][0] == "cuda_graphs" and messages[1][0] == "data_on_device"
+    assert messages[0][1] == messages[1][1] and messages[0][1].startswith("expected true/false or auto, got "), messages

@@ -89,8 +89,8 @@ class FinetuneConfig:
     # For a GPU, where a small encoder's step waits on the host: on an H100 a 12 x 256 encoder's fine-tune ran 4,516
     # examples/s with it, the eager loop 692 (docs/benchmarks/gpu_check-h100*.txt). auto | true | false. auto: on with a
     # CUDA GPU unless compile=true or the step is fp16 (graphs.wants_graphs), else off; true: on, an error where it
-    # cannot be. (bool | str, checked in validate(): the loader's message for bool | Literal names no choices.)
-    cuda_graphs: bool | str = "auto"
+    # cannot be. Spelled as pretrain's data_on_device, its other auto | true | false option.
+    cuda_graphs: bool | Literal["auto"] = "auto"
     eval_batch_size: int | None = None  # dev rows per model call; None: 128 on a CPU, 512 on a GPU
     log_every: int = 20  # steps between train-loss rows in metrics.jsonl
     progress: bool = True  # tqdm progress bar (stderr)
@@ -162,8 +162,6 @@ class FinetuneConfig:
         if self.pad_to_multiple_of is not None and not 1 <= self.pad_to_multiple_of <= self.max_length:
             raise ConfigError(f"pad_to_multiple_of: must be between 1 and max_length={self.max_length} (or null: 16 on "
                               f"a GPU, 1 on a CPU), got {self.pad_to_multiple_of}")
-        if not (isinstance(self.cuda_graphs, bool) or self.cuda_graphs == "auto"):
-            raise ConfigError(f"cuda_graphs: expected auto, true or false, got {self.cuda_graphs!r}")
         if self.cuda_graphs is True and (self.compile or self.precision == "fp16"):  # (auto: simply off)
             raise ConfigError("cuda_graphs=true records the eager step: not with compile=true (its own CUDA graphs: "
                               "compile_mode=reduce-overhead) or precision=fp16 (its loss scaler reads the host)")
