@@ -421,3 +421,22 @@ def test_a_loaded_classifier_hashes_its_weights_once(tmp_path, tiny_classifier_d
     assert len(calls) == 1
     assert model_digest(clf) == fresh and len(calls) == 1
     assert _read(tmp_path / "a.csv")["label"].tolist() == _read(tmp_path / "b.csv")["label"].tolist()
+
+
+def test_the_apps_file_jobs_hash_the_weights_once(tmp_path, tiny_classifier_dir, sample_dir, monkeypatch):
+    """Each app file job labels with a SharedClassifier it pins (app/jobs.py), which forwards attribute reads to the
+    classifier but not writes: a digest stored on what model_digest was handed stayed on that job's wrapper, and
+    every uploaded file hashed the weights again."""
+    from koelectra_kit.app.jobs import SharedClassifier
+    from koelectra_kit.classify.classifier import Classifier, model_digest
+
+    clf = Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32")
+    fresh = model_digest(Classifier.load(tiny_classifier_dir, device="cpu", precision="fp32"))
+    calls = []
+    real = clf.model.state_dict
+    monkeypatch.setattr(clf.model, "state_dict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    shared = SharedClassifier(clf)
+    for name in ("a.csv", "b.csv"):
+        label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / name, "review", classifier=shared.pin(),
+                   progress=False)
+    assert len(calls) == 1 and model_digest(shared.pin()) == model_digest(clf) == fresh and len(calls) == 1

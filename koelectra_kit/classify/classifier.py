@@ -245,6 +245,7 @@ def _int8_torch(model):
 
 class Classifier:
     backend, quantized = "torch", False  # set by load: the engine the model runs on, int8 or not
+    _weights_digest: str | None = None  # digest(), once computed
 
     def __init__(self, model, tok, labels: list[str], max_length: int, device, dtype, source: str = ""):
         self.model, self.tok, self.labels = model, tok, labels
@@ -363,6 +364,16 @@ class Classifier:
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if n else []
         return Predictions(labels, probs, truncated)
 
+    def digest(self) -> str:
+        """``model_digest``'s hash of the weights, once per loaded classifier: its weights never change after loading
+        (inference only; retraining loads a new one), and hashing them cost every file labelled with it ~55 ms for a
+        12 x 256 model on a CPU (on a GPU each tensor is copied back to the host first). A method, so that the
+        digest is kept here when the call comes through a wrapper that forwards reads only: the app's file jobs each
+        pin a SharedClassifier, on which a digest stored by ``model_digest`` was lost with the job."""
+        if self._weights_digest is None:
+            self._weights_digest = _hash_weights(self)
+        return self._weights_digest
+
     def __repr__(self) -> str:
         return (f"Classifier({self.source!r}, labels={self.labels}, max_length={self.max_length}, "
                 f"device={self.device}, dtype={self.dtype}, backend={getattr(self, 'backend', 'torch')}"
@@ -389,14 +400,12 @@ def model_digest(clf) -> str:
     """A digest of the weights as loaded (and whether they were quantized): two folders with the same weights
     agree, a retrained model does not. What ``label --resume`` compares; here, beside the loaders, so that an
     ensemble digests its members without importing the labeller."""
-    if hasattr(clf, "digest"):  # a TF-IDF or ensemble folder: its own digest of what it computes with (and no
-        return clf.digest()  # torch import: 3.5 s of a TF-IDF file job's first run went to it, issue 41)
-    # Once per loaded classifier: its weights never change after loading (inference only; retraining loads a new
-    # one), and hashing them cost every file labelled with it ~55 ms for a 12 x 256 model on a CPU (on a GPU each
-    # tensor is copied back to the host first): the app and the label benchmark label many files with one.
-    cached = getattr(clf, "_weights_digest", None)
-    if cached is not None:
-        return cached
+    # every kind has its own: a TF-IDF or ensemble folder's of what it computes with (and no torch import: 3.5 s of a
+    # TF-IDF file job's first run went to it, issue 41), a fine-tuned model's of its weights, hashed once
+    return clf.digest() if hasattr(clf, "digest") else _hash_weights(clf)
+
+
+def _hash_weights(clf) -> str:
     import torch
 
     # the engine too (onnx logits differ from torch's in the 4th decimal): a resume must not mix the two in one
@@ -408,5 +417,4 @@ def model_digest(clf) -> str:
         if torch.is_tensor(value) and not value.is_quantized:
             h.update(name.encode())
             h.update(value.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    clf._weights_digest = h.hexdigest()[:24]
-    return clf._weights_digest
+    return h.hexdigest()[:24]
