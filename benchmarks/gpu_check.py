@@ -45,6 +45,14 @@ PRETRAIN_LOGS = "recompiles,graph_breaks,perf_hints"
 EXTRA_STAGES = ("export", "quality", "profile")
 
 
+# what gpu_check.json holds besides "gpu": the stages' figures (Check.figures), step_* one per shape and kind
+FIGURE_KEYS = ("pretrain", "finetune", "finetune_bench", "label", "export", "quality")
+
+
+def is_figure_key(key: str) -> bool:
+    return key == "gpu" or key in FIGURE_KEYS or key.startswith("step_")
+
+
 class Check:
     """The report: printed as it goes and written whole to ``report`` at every stage's end (a slot that runs out
     keeps what was measured)."""
@@ -154,12 +162,20 @@ TINY_STEP_PLAN = "tiny:2,4 small:2"  # a dry run: the same stages in minutes on 
 
 def step_plan(text: str, flag: str = "--step-plan") -> list[tuple[str, str]]:
     """``--step-plan``: "SHAPE:B1,B2 SHAPE:B ..." -> [(shape, "B1,B2"), ...] (the first is the ``step`` stage's,
-    the rest ``step_more``'s); ``--profile-plan`` is read the same way."""
+    the rest ``step_more``'s); ``--profile-plan`` is read the same way, one batch a profile. A shape is what
+    bench_pretrain.py --shape takes (a configs/pretrain preset or a YAML path), checked here: a misspelt one failed
+    only when its stage came, minutes into a lease."""
     plan = []
     for item in text.split():
         shape, _, batches = item.partition(":")
         if not shape or not batches or not all(b.isdigit() and int(b) > 0 for b in batches.split(",")):
             raise ValueError(f"{flag}: {item!r} is not SHAPE:BATCH[,BATCH...] (e.g. small:128,256,512)")
+        if flag == "--profile-plan" and "," in batches:  # bench_pretrain --profile takes one --batch
+            raise ValueError(f"{flag}: {item!r}: one batch a profile (e.g. small:256 small:512)")
+        presets = ROOT / "configs" / "pretrain"
+        if not ((presets / f"{shape}.yaml").is_file() or (shape.endswith(".yaml") and (ROOT / shape).is_file())):
+            raise ValueError(f"{flag}: {item!r}: no shape {shape} (presets: "
+                             f"{', '.join(sorted(x.stem for x in presets.glob('*.yaml')))}; or a YAML path)")
         plan.append((shape, batches))
     if not plan:
         raise ValueError(f"{flag} is empty")
@@ -223,13 +239,17 @@ def stage_profile(c: Check) -> None:
     a = c.args
     plan = step_plan(a.profile_plan, "--profile-plan") if a.profile_plan else [step_plan(a.step_plan)[0]]
     tiny = ["--seq", "32", "--vocab", "500"] if a.tiny else []
+    shapes = [shape for shape, _ in plan]
     for shape, batches in plan:
         if not a.tiny and c.left() < PROFILE_MIN_S:
             c.say(f"profile {shape}: skipped ({c.left():.0f} s left; compiling alone took 73-103 s on the H100)")
             continue
-        c.run(f"profile_{shape}", [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape",
-                                   shape, "--batch", batches.split(",")[0], "--compile", "--profile",
-                                   "2" if a.tiny else "10", *tiny], a.step_s, tail=40, indented=True)
+        batch = batches.split(",")[0]  # (the default's first; --profile-plan has one)
+        # a shape profiled at two batches: a log each
+        name = f"profile_{shape}" if shapes.count(shape) == 1 else f"profile_{shape}_{batch}"
+        c.run(name, [sys.executable, "benchmarks/bench_pretrain.py", "--device", a.device, "--shape", shape,
+                     "--batch", batch, "--compile", "--profile", "2" if a.tiny else "10", *tiny], a.step_s, tail=40,
+              indented=True)
 
 
 def stage_step_more(c: Check) -> None:
@@ -592,10 +612,11 @@ def main() -> None:
     a.compile_scopes = [x.strip() for x in a.compile_scopes.split(",") if x.strip()]
     if not a.compile_scopes or set(a.compile_scopes) - {"model", "layers"}:
         p.error(f"--compile-scopes: model, layers or both (model,layers), not {','.join(a.compile_scopes) or 'nothing'}")
-    a.step_plan = a.step_plan or (TINY_STEP_PLAN if a.tiny else STEP_PLAN)
+    if a.step_plan is None:  # (given empty: the error below, not the default)
+        a.step_plan = TINY_STEP_PLAN if a.tiny else STEP_PLAN
     try:
         step_plan(a.step_plan)
-        if a.profile_plan:
+        if a.profile_plan is not None:
             step_plan(a.profile_plan, "--profile-plan")
     except ValueError as e:
         p.error(str(e))
@@ -606,10 +627,19 @@ def main() -> None:
             if not isinstance(a.earlier_figures, dict) or not all(
                     isinstance(v, dict) for k, v in a.earlier_figures.items() if k != "gpu"):
                 raise ValueError("not an object of stages' figures")
+            # keys no stage writes (docs/benchmarks' two-call files hold call1 and call2): the acceptance would
+            # take nothing from them and say it took "call1, call2"
+            if unknown := sorted(k for k in a.earlier_figures if not is_figure_key(k)):
+                raise ValueError(f"{', '.join(unknown)}: no stage's figures")
+            if not set(a.earlier_figures) - {"gpu"}:
+                raise ValueError("no stage's figures in it")
         except (OSError, ValueError) as e:
             p.error(f"--earlier {a.earlier}: not an earlier call's gpu_check.json ({e})")
     if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:
         p.error("--minutes, --rows and --budget-s must be positive")
+    for name in ("step_s", "finetune_s", "label_s", "label_rows"):
+        if getattr(a, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(a, name):g}")
     for name in ("train", "dev"):
         if not Path(getattr(a, name)).is_file():
             p.error(f"--{name} {getattr(a, name)}: no such file")

@@ -368,7 +368,8 @@ def test_a_profile_the_budget_cannot_compile_is_skipped_in_one_line(tmp_path, mo
     c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=60, report=tmp_path / "r.txt", tiny=False,
                                         device="cuda", step_plan="base:32", profile_plan="small:512 base:128",
                                         step_s=150))
-    monkeypatch.setattr(c, "run", lambda name, argv, *a, **k: ran.append(argv) or (0, ""))
+    names = []
+    monkeypatch.setattr(c, "run", lambda name, argv, *a, **k: names.append(name) or ran.append(argv) or (0, ""))
     gpu_check.stage_profile(c)
     assert ran == []
     assert [x.split(" (")[0] for x in c.lines] == ["profile small: skipped", "profile base: skipped"]
@@ -376,6 +377,10 @@ def test_a_profile_the_budget_cannot_compile_is_skipped_in_one_line(tmp_path, mo
     gpu_check.stage_profile(c)
     assert [argv[argv.index("--shape") + 1:argv.index("--shape") + 4] for argv in ran] == [
         ["small", "--batch", "512"], ["base", "--batch", "128"]]
+    assert names == ["profile_small", "profile_base"]
+    c.args.profile_plan = "small:256 small:512"  # one shape at two batches: a log each, not one overwritten
+    gpu_check.stage_profile(c)
+    assert names[2:] == ["profile_small_256", "profile_small_512"]
 
 
 @pytest.mark.fast
@@ -388,3 +393,40 @@ def test_an_earlier_file_that_is_not_a_checks_figures_is_one_error_line(tmp_path
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: --earlier {bad}: not an "
                                                                            "earlier call's gpu_check.json"), proc.stderr
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("args,needle", [
+    (["--profile-plan", ""], "--profile-plan is empty"),  # was: the default profile, silently
+    (["--step-plan", ""], "--step-plan is empty"),
+    (["--profile-plan", "small:512,1024"], "one batch a profile"),  # was: small at 512 only, silently
+    (["--profile-plan", "smal:512"], "no shape smal (presets: base, "),  # was: a failed stage, minutes in
+    (["--step-plan", "tiny:2 bse:4"], "--step-plan: 'bse:4': no shape bse"),
+    (["--label-rows", "0"], "--label-rows must be positive"),
+    (["--label-s", "-1"], "--label-s must be positive"),
+])
+def test_an_empty_or_misspelt_plan_or_a_stage_limit_below_one_is_one_error_line(tmp_path, args, needle):
+    """Each was taken (and with --stages env the check ran and said nothing of it)."""
+    proc = check("--tiny", "--device", "cpu", "--stages", "env", "--out", tmp_path / "out", *args, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], \
+        proc.stdout[-500:] + proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("figures, needle", [
+    ({"call1": {"pretrain": {}}, "call2": {"step_compiled_small": {}}}, "call1, call2: no stage's figures"),
+    ({"gpu": "NVIDIA H100 80GB HBM3"}, "no stage's figures in it"),
+    ({}, "no stage's figures in it"),
+])
+def test_an_earlier_file_with_no_stages_figures_is_one_error_line(tmp_path, figures, needle):
+    """docs/benchmarks/gpu_check-h100-2.json holds a lease's two calls as call1 and call2: passed as --earlier it was
+    taken, and the acceptance said "(with call1, call2 from --earlier ...)" and used none of it."""
+    earlier = tmp_path / "gpu_check.json"
+    earlier.write_text(json.dumps(figures))
+    proc = check("--tiny", "--device", "cpu", "--stages", "env", "--out", tmp_path / "out", "--earlier", earlier,
+                 timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stdout[-500:] + proc.stderr
+    assert lines[0].startswith(f"error: --earlier {earlier}: not an earlier call's gpu_check.json")
