@@ -325,6 +325,26 @@ def encoder_dir(c: Check) -> Path:
     return Path(c.args.encoder) if getattr(c.args, "encoder", None) else c.out / "pretrain" / "discriminator"
 
 
+def encoder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be --encoder, or None. A fine-tuned classifier has a config.json too, and the stages
+    fine-tuned it without a word: the quality table then scored a model that had already seen labels (its own
+    fine-tune's, any number) as the pretrained encoder at 1,000 rows."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except OSError:
+        return "not a model folder (no config.json)"
+    except ValueError as e:
+        return f"its config.json is not JSON ({e})"
+    if not isinstance(config, dict):
+        return "its config.json is not a model's config"
+    if any("ForSequenceClassification" in str(x) for x in config.get("architectures") or []):
+        kit = config.get("koelectra_kit")  # a koelectra-kit fine-tune's output names what it started from
+        source = kit.get("source_model") if isinstance(kit, dict) else None
+        return ("a fine-tuned classifier, not a pretrained encoder (the stages would fine-tune what has seen labels "
+                f"already); pass the encoder it was fine-tuned from{f': {source}' if source else ''}")
+    return None
+
+
 def stage_finetune(c: Check) -> None:
     a = c.args
     encoder = encoder_dir(c)
@@ -643,8 +663,9 @@ def main() -> None:
     for name in ("train", "dev"):
         if not Path(getattr(a, name)).is_file():
             p.error(f"--{name} {getattr(a, name)}: no such file")
-    if a.encoder and not Path(a.encoder, "config.json").is_file():
-        p.error(f"--encoder {a.encoder}: not a model folder (no config.json)")
+    if a.encoder:
+        if problem := encoder_problem(Path(a.encoder)):
+            p.error(f"--encoder {a.encoder}: {problem}")
     if a.prepared and not Path(a.prepared, "prepared.json").is_file():
         p.error(f"--prepared {a.prepared}: not a prepared-data folder (koelectra-kit prepare makes one)")
     a.report = a.report or str(Path(a.out) / "gpu_check.txt")

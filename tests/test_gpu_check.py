@@ -430,3 +430,20 @@ def test_an_earlier_file_with_no_stages_figures_is_one_error_line(tmp_path, figu
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stdout[-500:] + proc.stderr
     assert lines[0].startswith(f"error: --earlier {earlier}: not an earlier call's gpu_check.json")
+
+
+@pytest.mark.fast
+def test_a_fine_tuned_classifier_as_the_encoder_is_one_error_line_naming_its_encoder(tmp_path):
+    """--encoder takes a folder with a config.json: a fine-tune's output has one, and the finetune and quality stages
+    fine-tuned it again, scoring a model that had seen labels already as the pretrained encoder."""
+    clf = tmp_path / "sentiment"
+    clf.mkdir()
+    (clf / "config.json").write_text(json.dumps({"architectures": ["ElectraForSequenceClassification"],
+                                                 "koelectra_kit": {"source_model": "runs/gpu/a/discriminator"}}))
+    proc = check("--tiny", "--device", "cpu", "--stages", "env", "--out", tmp_path / "out", "--encoder", clf,
+                 timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-500:] + proc.stderr
+    assert lines[0] == (f"error: --encoder {clf}: a fine-tuned classifier, not a pretrained encoder (the stages would "
+                        "fine-tune what has seen labels already); pass the encoder it was fine-tuned from: "
+                        "runs/gpu/a/discriminator")
