@@ -84,15 +84,16 @@ def _files(folder):
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("ensemble", ["tfidf", "none"])
+@pytest.mark.parametrize("ensemble, weights", [("tfidf", "none"), ("none", "none"), ("tfidf", "balanced")])
 def test_the_background_fit_writes_what_the_sequential_fit_writes(monkeypatch, tmp_path, sample_dir,
-                                                                  plain_encoder_dir, ensemble):
+                                                                  plain_encoder_dir, ensemble, weights):
     out = tmp_path / "o"  # both runs write the same path: the configs they copy name it
-    assert main(_args(plain_encoder_dir, sample_dir, out, f"ensemble={ensemble}")) == 0
+    extra = [f"ensemble={ensemble}", f"class_weights={weights}"]
+    assert main(_args(plain_encoder_dir, sample_dir, out, *extra)) == 0
     out.rename(tmp_path / "sequential")
     _force_background(monkeypatch)
     rec = Recorder(monkeypatch)
-    assert main(_args(plain_encoder_dir, sample_dir, out, f"ensemble={ensemble}")) == 0
+    assert main(_args(plain_encoder_dir, sample_dir, out, *extra)) == 0
     assert rec.thread("fit") != threading.get_ident()  # (it did run in the background)
     seq, bg = _read_eval(tmp_path / "sequential"), _read_eval(out)
     assert bg["references"] == seq["references"]
@@ -104,6 +105,8 @@ def test_the_background_fit_writes_what_the_sequential_fit_writes(monkeypatch, t
             assert seq_files and bg_files.keys() == seq_files.keys(), sub
             for name in seq_files:
                 assert bg_files[name] == seq_files[name], f"{sub}/{name}"
+        settings = json.loads((out / "tfidf" / "classifier.json").read_text(encoding="utf-8"))["settings"]
+        assert settings["class_weight"] == (None if weights == "none" else "balanced")  # the companion's weights
     else:
         assert "candidates" not in bg and not (out / "tfidf").exists()
         assert bg["references"]["tfidf"]["name"] == "TF-IDF + logistic regression"
@@ -193,6 +196,58 @@ def test_ctrl_c_during_training_waits_for_the_fit_and_saves_the_run(monkeypatch,
     assert rec.thread("fit") != threading.get_ident() and rec.index("fit done") > rec.index("step", last=True)
     assert result["candidates"]["scores"]["tfidf"]["macro_f1"] > 0
     assert (out / "tfidf" / "tfidf.safetensors").is_file() and (out / "ensemble").is_dir()
+
+
+def test_with_no_references_and_no_ensemble_nothing_is_fitted_or_started(monkeypatch, tmp_path, sample_dir,
+                                                                         plain_encoder_dir):
+    _force_background(monkeypatch)
+    rec = Recorder(monkeypatch)
+    started = []
+    monkeypatch.setattr(recipe, "fit_in_background", lambda job: started.append(job))
+    out = tmp_path / "o"
+    assert main(_args(plain_encoder_dir, sample_dir, out, "ensemble=none", "references=false")) == 0
+    assert started == [] and "fit" not in [e for e, _ in rec.events] and rec.index("step") == 0
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert "references" not in result and "candidates" not in result and not (out / "tfidf").exists()
+
+
+def test_ctrl_c_while_save_waits_for_the_fit_stops_at_once_and_writes_nothing(monkeypatch, capsys, tmp_path,
+                                                                              sample_dir, plain_encoder_dir):
+    """The first Ctrl-C during training saves the run (above), and save() then waits for the fit; a Ctrl-C there is
+    the sequential fit's: the run stops, OUT is not written, the staging folder goes, and the fit is left behind."""
+    import os
+    import signal
+    from concurrent.futures import Future
+
+    from koelectra_kit.finetune import companions
+
+    _force_background(monkeypatch)
+    rec = Recorder(monkeypatch)
+    release, waiting = threading.Event(), threading.Event()
+    rec.fit_hold = lambda: release.wait(60)
+
+    class Watched(Future):
+        def result(self, timeout=None):
+            waiting.set()
+            return super().result(timeout)
+
+    monkeypatch.setattr(companions, "Future", Watched)
+
+    def ctrl_c():  # a real SIGINT, as a terminal sends it, once the main thread waits in result()
+        if waiting.wait(60):
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    out = tmp_path / "o"
+    try:
+        rc = main(_args(plain_encoder_dir, sample_dir, out))
+        assert waiting.is_set() and "fit done" not in [e for e, _ in rec.events]  # it was still fitting
+    finally:
+        release.set()
+    err = capsys.readouterr().err
+    assert rc == 130 and err.splitlines()[-1].startswith("interrupted: ") and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob(".o.partial-*"))
 
 
 def test_a_failed_run_does_not_wait_for_the_fit(monkeypatch, capsys, tmp_path, sample_dir, plain_encoder_dir):
