@@ -33,7 +33,8 @@ def _args(encoder, sample_dir, out, *extra):
 
 def _force_background(monkeypatch):
     """What a CUDA device decides, on this CPU."""
-    monkeypatch.setattr(recipe, "_background_fit", lambda device, job: job is not None, raising=False)
+    monkeypatch.setattr(recipe, "_background_fit", lambda device, job, graphs=True: job is not None,
+                        raising=False)
 
 
 class Recorder:
@@ -169,6 +170,8 @@ def test_on_a_cpu_the_fit_runs_after_training_on_the_main_thread(monkeypatch, tm
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert recipe._background_fit(cuda, lambda: None) is True
     assert recipe._background_fit(cpu, lambda: None) is False  # torch's threads have the cores
+    # an eager GPU loop (cuda_graphs off): the host issuing kernels is the step, the fit would take the GIL from it
+    assert recipe._background_fit(cuda, lambda: None, graphs=False) is False
     assert recipe._background_fit(cuda, None) is False  # references=false ensemble=none: nothing to fit
     rec = Recorder(monkeypatch)
     assert main(_args(plain_encoder_dir, sample_dir, tmp_path / "o")) == 0
@@ -277,7 +280,7 @@ from koelectra_kit.cli import main
 from koelectra_kit.errors import InputError
 from koelectra_kit.finetune import recipe
 
-recipe._background_fit = lambda device, job: job is not None
+recipe._background_fit = lambda device, job, graphs=True: job is not None
 real_fit = references.fit_tfidf
 started = threading.Event()
 

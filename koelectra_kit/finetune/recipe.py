@@ -49,12 +49,14 @@ def schedule_epochs(epochs: float | None, min_steps: int, steps_per_epoch: int) 
     return (floor, True) if floor > AUTO_EPOCHS else (AUTO_EPOCHS, False)
 
 
-def _background_fit(device, job) -> bool:
+def _background_fit(device, job, graphs: bool = True) -> bool:
     """Whether the run's TF-IDF fit (``job``: ``tfidf_job``'s, None when the run needs none) runs in a thread while
-    the model trains. On a CUDA GPU: the fit is pure CPU work that took 37 s on 150,000 rows (one core) after
-    training, and the loop leaves the CPU nearly idle there (CUDA graphs: one launch a step). Not on a CPU: the
-    thread and torch's threads would share the same cores, so the fit runs after training as it always did."""
-    return job is not None and device.type == "cuda"
+    the model trains. On a CUDA GPU with the step as one CUDA graph (``graphs``): the fit is pure CPU work that took
+    37 s on 150,000 rows (one core) after training, and that loop leaves the host nearly idle (one launch a step).
+    Not for an eager GPU loop: there the host issuing kernels is the step, and the fit's Python (the vectorizer)
+    would take the interpreter from it. Not on a CPU: the thread and torch's threads would share the same cores.
+    Otherwise the fit runs after training as it always did."""
+    return job is not None and device.type == "cuda" and graphs
 
 
 def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
@@ -409,7 +411,7 @@ class FinetuneRecipe:
             self.metrics = MetricsLog(self.staging / "metrics.jsonl", trackers)
             log(f"metrics: {self.staging / 'metrics.jsonl'} (moved to {self.out} at the end)")
             job = tfidf_job(self.splits, self.labels, self.cfg)
-            if _background_fit(self.device, job):  # on a GPU the TF-IDF fit save() needs runs beside training
+            if _background_fit(self.device, job, self.graphs):  # on a GPU the TF-IDF fit save() needs runs beside training
                 self.tfidf_future = fit_in_background(job)
             self.train()
             result = self.save()
