@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -222,3 +223,80 @@ def test_a_list_of_cuts_another_word_cuts_made_is_refused(tok_dir, sample_dir, m
     monkeypatch.setattr(wordfile, "FORMAT", wordfile.FORMAT + 1)
     with pytest.raises(InputError, match="cuts of format 1, .*make it again"):
         KoTokenizer.from_pretrained(tok_dir).encode_batch(texts)
+
+
+def _reviews_workbook(sample_dir: Path, path: Path) -> Path:
+    """The sample reviews as a workbook, with the cells a sheet holds that a CSV does not: numbers that Excel keeps
+    as floats (3.0, which `label` reads as '3') and an empty cell."""
+    from koelectra_kit.io.workbook import write_xlsx
+
+    texts = _reviews(sample_dir, "reviews_unlabelled.csv")[:20]
+    rows = [[i, t] for i, t in enumerate(texts, 1)] + [[21, 3.0], [22, 12345], [23, None], [24, "배송 빨라요"]]
+    write_xlsx(path, ["id", "review"], rows)
+    return path
+
+
+def test_a_workbooks_words_let_label_read_it_without_kiwipiepy(tiny_classifier_dir, sample_dir, tmp_path,
+                                                               monkeypatch, capsys):
+    """`label` reads an .xlsx; `tokenizer words` refused one (save it as CSV), so the file `label` was to read on the
+    machine without Kiwi had no words in the list. The workbook is read as `label` reads it: the labels there are
+    those Kiwi gives, and the sheet's temporary copy is gone."""
+    from koelectra_kit.tokenizer import kiwi
+
+    model = Path(shutil.copytree(tiny_classifier_dir, tmp_path / "clf"))  # its list must not reach other tests
+    book = _reviews_workbook(sample_dir, tmp_path / "reviews.xlsx")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    assert main(["tokenizer", "words", f"tokenizer={model}", f"input=[{book}]", "text_column=review",
+                 "progress=false"]) == 0
+    assert "words added" in capsys.readouterr().out
+    assert list(temp.iterdir()) == []
+    words = (model / FILE).read_text(encoding="utf-8")
+    assert "\n3\t" in words and "\n12345\t" in words  # the cells as `label` reads them ('3', not '3.0')
+    label = ["label", "--model", str(model), "--input", str(book), "--no-progress", "--output"]
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "kiwipiepy", None)
+        m.setattr(kiwi, "_KIWI", {})
+        assert main([*label, str(tmp_path / "a.csv")]) == 0, capsys.readouterr().err
+        assert kiwi._KIWI == {}  # no Kiwi was made
+    assert main([*label, str(tmp_path / "b.csv")]) == 0  # Kiwi back
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert len(pd.read_csv(tmp_path / "a.csv")) == 24
+
+
+def test_a_workbook_that_cannot_be_read_is_one_line_and_the_list_is_unchanged(tok_dir, sample_dir, tmp_path,
+                                                                              monkeypatch, capsys):
+    import openpyxl
+
+    data = sample_dir / "reviews_unlabelled.csv"
+    assert main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={data}", "progress=false"]) == 0
+    before = (tok_dir / FILE).read_bytes()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    capsys.readouterr()
+
+    def refused(book: Path, *needles: str) -> str:
+        assert main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input=[{data},{book}]", "text_column=review",
+                     "progress=false"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+        for n in needles:
+            assert n in err, (n, err)
+        assert (tok_dir / FILE).read_bytes() == before
+        assert list(temp.iterdir()) == []  # the sheet's copy removed on the error's path too
+        return err
+
+    corrupt = tmp_path / "corrupt.xlsx"
+    corrupt.write_bytes(os.urandom(4096))
+    refused(corrupt, f"{corrupt} is not a readable .xlsx workbook")  # `label`'s line
+    # a column the first sheet lacks names the workbook (not its temporary copy) and the sheet that has it
+    wb = openpyxl.Workbook()
+    wb.active.append(["summary"])
+    wb.active.append(["좋아요"])
+    wb.create_sheet("Reviews").append(["review"])
+    wb.save(tmp_path / "sheets.xlsx")
+    err = refused(tmp_path / "sheets.xlsx", f"{tmp_path / 'sheets.xlsx'}: no column 'review'",
+                  "sheet 'Reviews' has a column 'review'")
+    assert ".csv" not in err

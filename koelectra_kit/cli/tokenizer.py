@@ -70,11 +70,14 @@ def run_train(args) -> int:
 
 
 def run_words(args) -> int:
+    import tempfile
     from itertools import chain
+    from pathlib import Path
 
     from ..config import load_config
     from ..io.corpus import iter_texts
     from ..io.hfdata import corpus_paths
+    from ..io.workbook import WORKBOOK_SUFFIXES
     from ..tokenizer import KoTokenizer
     from ..tokenizer.config import WordsConfig
     from ..tokenizer.wordlist import FILE, add_words, check_kiwi
@@ -84,10 +87,36 @@ def run_words(args) -> int:
     tok = KoTokenizer.from_pretrained(cfg.tokenizer, num_workers=cfg.num_workers)
     check_kiwi(tok)  # before any file is read
     paths = corpus_paths(cfg.input, cfg.text_column, cfg.cache_dir)
-    added, total = add_words(tok, chain.from_iterable(iter_texts(p, cfg.text_column) for p in paths),
-                             cfg.num_workers, cfg.progress)
+    # iter_texts refuses workbooks, but `label` reads them: a workbook is converted here as `label` converts it, so
+    # the list holds the words `label` of that file will look up. The copies live only as long as this block.
+    with tempfile.TemporaryDirectory(prefix="koelectra-words-") as tmp:
+        sheets = {p: _sheet_copy(p, Path(tmp) / f"{i}.csv", cfg.text_column) for i, p in enumerate(paths)
+                  if p.suffix.lower() in WORKBOOK_SUFFIXES}  # all converted and checked before Kiwi's minutes
+        added, total = add_words(tok, chain.from_iterable(iter_texts(sheets.get(p, p), cfg.text_column)
+                                                          for p in paths), cfg.num_workers, cfg.progress)
     print(f"{added:,} words added; {total:,} in {tok.source}/{FILE}")
     return 0
+
+
+def _sheet_copy(src, dst, text_column):
+    """``src``'s first worksheet as the CSV ``dst``, by ``label``'s conversion (same call, same sheet, its errors),
+    its text column checked at once: an error names the workbook, not the temporary copy, and says which other
+    sheet holds the column (only the first is read)."""
+    from ..errors import InputError
+    from ..io.corpus import iter_texts
+    from ..io.tables import TEXT_COLUMNS
+    from ..io.workbook import other_sheets_hint, xlsx_to_csv
+
+    xlsx_to_csv(src, dst, str(src))
+    texts = iter_texts(dst, text_column)
+    try:
+        next(texts, None)  # the column rules run on the first rows
+    except InputError as e:
+        raise InputError(str(e).replace(str(dst), str(src))
+                         + other_sheets_hint(src, [text_column] if text_column else TEXT_COLUMNS)) from None
+    finally:
+        texts.close()  # its open file, before the folder is removed
+    return dst
 
 
 def run_encode(args) -> int:
