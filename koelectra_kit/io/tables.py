@@ -50,7 +50,7 @@ def refuse_workbook(path: str | Path) -> None:
     """An Excel workbook is a zip file: read as text it is noise. Only the web app converts one."""
     if Path(path).suffix.lower() in EXCEL_SUFFIXES:
         raise InputError(f"{path} is an Excel workbook; this command reads csv, tsv, jsonl, parquet: save the sheet "
-                         "as 'CSV UTF-8' in Excel (`koelectra-kit label` and `koelectra-kit app` read .xlsx)")
+                         "as 'CSV UTF-8' in Excel (`koelectra-kit label`, `tokenizer words` and `app` read .xlsx)")
 
 
 def table_format(path: str | Path, fmt: str | None = None) -> str:
