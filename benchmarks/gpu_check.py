@@ -591,8 +591,9 @@ def main() -> None:
     p.add_argument("--step-s", type=float, default=150, help="time limit of each step benchmark")
     p.add_argument("--finetune-s", type=float, default=180,
                    help="time limit of each fine-tune stage (the H100's 1,000-row fine-tune took 142 s)")
-    p.add_argument("--label-s", type=float, default=150, help="time limit of the label stage (20,000 rows: the "
-                   "pipeline at fp32 batch 32 alone labels them 4 times at ~1,800 rows/s on the H100)")
+    p.add_argument("--label-s", type=float, default=180, help="time limit of the label stage (20,000 rows: the "
+                   "pipeline at fp32 batch 32 alone labels them 4 times at ~1,800 rows/s on the H100, ~45 s; "
+                   "with the best pipeline's, label's three and the sweep, ~2 minutes by the second lease's rates)")
     p.add_argument("--label-rows", type=int, default=20000, help="rows the label benchmark times (the second lease's "
                    "4,000 took 0.5-2 s a run: fixed costs decided; its batch sweep now runs on 2,048 rows)")
     p.add_argument("--out", default="runs/gpu-check", help="folder for the stages' runs and logs")
