@@ -308,47 +308,41 @@ def label_precision(clf) -> tuple[str, str]:
 
 
 def label_parts(clf, src: Path, out: Path, sync) -> dict:
-    """One `label_file` run on ``src`` with ``clf`` whose predict is Classifier.predict with overlap=False cut in
-    two and timed: its tokenizing (tok.encode_batch) and its model (predict_logits, the device synchronized), with
-    the arguments predict passes; the rest of the run's time (read, check, normalize and dedupe, write) is the
-    total less those. Seconds. No koelectra_kit code changes: the classifier is a copy with its own predict."""
+    """One `label_file` run on ``src`` with ``clf``, through Classifier.predict itself with overlap=False (its
+    tokenizing and its model take turns), the two calls it makes timed: the tokenizer's encode_batch and
+    classifier.predict_logits (the device synchronized before the clock stops). The rest of the run's time (read,
+    check, normalize and dedupe, write) is the total less those. Seconds. Both are wrapped for this run only."""
     import copy
+    from functools import partial
 
-    import numpy as np
-    import torch
-
-    from koelectra_kit.classify.classifier import cpu_streams, default_batch_size, predict_logits
-    from koelectra_kit.classify.predictions import Predictions
+    from koelectra_kit.classify import classifier
     from koelectra_kit.label import label_file
-    from koelectra_kit.runtime import pad_multiple
 
     spent = {"tokenize": 0.0, "model": 0.0}
 
-    def predict(texts, batch_size=None, group=None, overlap=None, normalized=False):
-        # label calls it with at most a chunk's texts (20,000): predict's one group when not overlapping
-        texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
-        t0 = time.perf_counter()
-        enc = clf.tok.encode_batch(texts, max_length=clf.max_length, truncation=True, return_offsets=False,
-                                   return_attention_mask=False, normalized=normalized)
-        t1 = time.perf_counter()
-        logits = predict_logits(clf.model, enc["input_ids"], pad_id=clf.tok.pad_token_id, device=clf.device,
-                                dtype=clf.dtype, batch_size=batch_size or default_batch_size(clf.device),
-                                streams=cpu_streams(clf.model, clf.device), multiple=pad_multiple(clf.device),
-                                max_width=clf.max_length)
-        sync()
-        t2 = time.perf_counter()
-        spent["tokenize"] += t1 - t0
-        spent["model"] += t2 - t1
-        probs = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
-        return Predictions([clf.labels[i] for i in probs.argmax(axis=1)] if len(texts) else [],
-                           probs.astype(np.float32), list(enc["truncated"]))
+    def timed(fn, part, after=lambda: None):
+        def call(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                after()
+                spent[part] += time.perf_counter() - t
+        return call
 
-    timed = copy.copy(clf)
-    timed.predict = predict
-    t = time.perf_counter()
-    label_file(clf.source, src, out, "document", progress=False, overwrite=True, classifier=timed)
-    sync()
-    total = time.perf_counter() - t
+    run = copy.copy(clf)
+    run.predict = partial(classifier.Classifier.predict, run, overlap=False)
+    real = classifier.predict_logits
+    clf.tok.encode_batch = timed(clf.tok.encode_batch, "tokenize")  # an instance attribute, deleted below
+    classifier.predict_logits = timed(real, "model", sync)
+    try:
+        t = time.perf_counter()
+        label_file(clf.source, src, out, "document", progress=False, overwrite=True, classifier=run)
+        sync()
+        total = time.perf_counter() - t
+    finally:
+        classifier.predict_logits = real
+        del clf.tok.encode_batch
     return {**spent, "rest": total - spent["tokenize"] - spent["model"], "total": total}
 
 
