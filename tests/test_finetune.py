@@ -237,3 +237,14 @@ def test_nsmc3_subsample_beats_majority(tmp_path, shared_data, tiny_encoder_dir)
     result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
     assert result["dev"]["n"] == 10000
     assert result["dev"]["accuracy"] > result["dev"]["majority_accuracy"]
+
+
+def test_logged_embedding_lr_is_the_layer_decayed_peak(tmp_path, tiny_encoder_dir, sample_dir, capsys):
+    """The start line names the embeddings' peak lr (lr x decay^(layers+1)), not its value at warm-up's first step
+    (a 150,000-row run printed 1.2e-08 for a peak of 1.6e-05)."""
+    rc, _ = _run(tmp_path, tiny_encoder_dir, sample_dir, "run", "epochs=0.25", "lr=1e-3", "layer_decay=0.5",
+                 "warmup_ratio=0.5")
+    assert rc == 0
+    printed = capsys.readouterr()
+    line = next(x for x in printed.err.splitlines() if x.startswith("model: "))
+    assert "lr 0.001 (top), layer decay 0.5 -> embeddings 0.00013; " in line, line  # 1e-3 x 0.5^3 = 1.25e-4

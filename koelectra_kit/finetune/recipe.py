@@ -194,7 +194,8 @@ class FinetuneRecipe:
             f"({self.precision_name}{', compiled' if cfg.compile else ''}"
             f"{', CUDA graphs' if self.graphs else ''}); "
             f"lr {self.lr:g} (top), layer decay "
-            f"{cfg.layer_decay:g} -> embeddings {min(g['lr'] for g in self.optimizer.param_groups):.2g}; "
+            # initial_lr, the peak: the scheduler has already put each group's lr at warm-up's first step
+            f"{cfg.layer_decay:g} -> embeddings {min(g['initial_lr'] for g in self.optimizer.param_groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
             f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
