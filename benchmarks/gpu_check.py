@@ -504,9 +504,10 @@ def acceptance(c: Check) -> None:
     for key in [k for k in f if k.startswith("step_layers_")]:
         c.say(scope_line(f, key[len("step_layers_"):]))
     run, ref = (f.get("pretrain") or {}).get("tokens_per_s_steady"), steady_rate(f, a.preset)
-    c.say(f"pretrain {a.preset}: {run / ref:.0%} of the step benchmark's {ref:,.0f} tokens/s at its shape (bar 90%)"
-          if run and ref else f"pretrain {a.preset} against the step benchmark: not measured (stage pretrain or "
-          f"{a.preset} in --step-plan did not run)")
+    if not a.encoder:  # a fine-tune lease's encoder was pretrained elsewhere: no pretrain bar to report
+        c.say(f"pretrain {a.preset}: {run / ref:.0%} of the step benchmark's {ref:,.0f} tokens/s at its shape "
+              "(bar 90%)" if run and ref else f"pretrain {a.preset} against the step benchmark: not measured (stage "
+              f"pretrain or {a.preset} in --step-plan did not run)")
     pre = f.get("pretrain") or {}
     if pre.get("steps") and pre.get("tokens_per_s_steady"):  # a step budget is the same run on any GPU
         per_step = pre["tokens"] / pre["steps"]

@@ -132,6 +132,7 @@ def test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned(tmp_path):
     assert not (out2 / "pretrain").exists()
     report = (out2 / "gpu_check.txt").read_text()
     assert f"--encoder {tmp_path / 'run' / 'discriminator'}" in report and "quality at 64 rows: encoder 0." in report
+    assert "step benchmark" not in report  # no pretrain bar for an encoder pretrained elsewhere
 
 
 def test_a_run_packs_without_the_encoders_word_list(tmp_path):
