@@ -213,7 +213,8 @@ def test_the_acceptance_turns_measured_rates_into_a_step_budget_and_epochs(tmp_p
                "step_base": shape("base", 200_000),
                "pretrain": {"tokens_per_s_steady": 1_500_000, "tokens": 32768 * 100, "steps": 100}}
     c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt",
-                                        compile_mode="reduce-overhead", preset="small", prepared=str(prepared)))
+                                        compile_mode="reduce-overhead", preset="small", prepared=str(prepared),
+                                        encoder=None))
     c.figures = figures
     gpu_check.acceptance(c)
     text = "\n".join(c.lines)
@@ -347,7 +348,7 @@ def test_a_second_call_takes_what_it_did_not_measure_from_the_first(tmp_path):
                "step_base": shape("base", 287_000, "base: 24.7% of bf16 peak (bar 35%)")}
     c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt",
                                         compile_mode="reduce-overhead", preset="gpu-10min", prepared=None,
-                                        earlier="call1/gpu_check.json", earlier_figures=earlier))
+                                        earlier="call1/gpu_check.json", earlier_figures=earlier, encoder=None))
     c.figures = {"step_compiled_gpu-10min": shape("gpu-10min", 1_120_000, "gpu-10min: 9.6% of bf16 peak")}
     gpu_check.acceptance(c)
     text = "\n".join(c.lines)
