@@ -45,14 +45,14 @@ def plain_encoder_dir(tmp_path_factory, sample_dir) -> Path:
     return save_encoder(KoTokenizer.from_pretrained(root / "tok"), root / "model", hidden=32, max_positions=64)
 
 
-def save_encoder(tok, model_dir: Path, hidden: int, max_positions: int) -> Path:
-    """A random-init ELECTRA encoder (2 layers, 2 heads, FFN 2 x hidden, seed 0) with ``tok``'s vocabulary, saved
-    with the tokenizer as the pre-trainer exports it."""
+def save_encoder(tok, model_dir: Path, hidden: int, max_positions: int, layers: int = 2) -> Path:
+    """A random-init ELECTRA encoder (``layers`` layers, 2 heads, FFN 2 x hidden, seed 0) with ``tok``'s vocabulary,
+    saved with the tokenizer as the pre-trainer exports it."""
     import torch
     from transformers import ElectraConfig, ElectraModel
 
     torch.manual_seed(0)
-    cfg = ElectraConfig(vocab_size=tok.vocab_size, hidden_size=hidden, embedding_size=hidden, num_hidden_layers=2,
+    cfg = ElectraConfig(vocab_size=tok.vocab_size, hidden_size=hidden, embedding_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=max_positions,
                         pad_token_id=tok.pad_token_id)
     ElectraModel(cfg).save_pretrained(model_dir)

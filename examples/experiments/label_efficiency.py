@@ -25,6 +25,9 @@ ARMS = {  # name -> fine-tune overrides beside the default config (auto epochs, 
     # the auto schedule's floor before it was raised to 4,000 steps (10,000 rows stopped short with 2,000)
     "steps2000": ["min_steps=2000"],
     "random2000": ["init=random", "min_steps=2000", "ensemble=none", "references=false"],
+    # layer decay set, not by depth (docs/RESULTS.md §11): the paper's 0.8 (every default before that), and none
+    "ld08": ["layer_decay=0.8"],
+    "ld1": ["layer_decay=1.0"],
 }
 FULL = 150000  # nsmc3 train's size: no subsample
 
@@ -69,15 +72,16 @@ def report(results: dict, commands: dict, args) -> str:
              f"means of seeds {', '.join(map(str, args.seeds))} (each seed its own stratified subsample of train).", "",
              "## Macro-F1 on dev", "",
              "| labelled rows | TF-IDF | encoder, default | ensemble | best folder (as chosen on dev) | random init "
-             "| 3 epochs | 10 epochs | 20 epochs | default with min_steps 2,000 | random init, min_steps 2,000 |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| 3 epochs | 10 epochs | 20 epochs | default with min_steps 2,000 | random init, min_steps 2,000 "
+             "| layer decay 0.8 | layer decay 1.0 |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for size in args.sizes:
         r = results.get(size, {})
         d = r.get("default", [])
         cells = [fmt(mean(d, "tfidf", "macro_f1")), fmt(mean(d, "encoder", "macro_f1")),
                  fmt(mean(d, "ensemble", "macro_f1")), fmt(mean(d, "best_scores", "macro_f1"))]
         cells += [fmt(mean(r.get(a, []), "encoder", "macro_f1")) for a in ("random", "epochs3", "epochs10", "epochs20",
-                                                                             "steps2000", "random2000")]
+                                                                             "steps2000", "random2000", "ld08", "ld1")]
         seeds = sorted({row["seed"] for rows in r.values() for row in rows})
         note = "" if not seeds or seeds == sorted(args.seeds) else f" (seed {', '.join(map(str, seeds))} only)"
         lines.append(f"| {size:,}{note} | " + " | ".join(cells) + " |")

@@ -28,7 +28,7 @@ from .companions import fit_in_background, tfidf_job
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep, wants_graphs
-from .model import build_optimizer, compile_model, default_lr, load_model
+from .model import build_optimizer, compile_model, default_layer_decay, default_lr, load_model
 from .report import MetricsLog, Window
 from .step import train_step
 from ..io.output import check_not_input, check_out_dir, replaced_note
@@ -165,7 +165,8 @@ class FinetuneRecipe:
 
         cfg, model, device = self.cfg, self.model, self.device
         self.lr = cfg.lr or default_lr(model)
-        self.optimizer = build_optimizer(model, self.lr, cfg.layer_decay, cfg.weight_decay, cfg.adam_eps, device)
+        self.layer_decay = cfg.layer_decay if cfg.layer_decay is not None else default_layer_decay(model)
+        self.optimizer = build_optimizer(model, self.lr, self.layer_decay, cfg.weight_decay, cfg.adam_eps, device)
         self.steps_per_epoch = math.ceil(len(self.train_ids) / cfg.batch_size)
         self.epochs, floored = schedule_epochs(cfg.epochs, cfg.min_steps, self.steps_per_epoch)
         total = self.total_steps = max(1, math.ceil(self.epochs * self.steps_per_epoch))
@@ -195,7 +196,8 @@ class FinetuneRecipe:
             f"{', CUDA graphs' if self.graphs else ''}); "
             f"lr {self.lr:g} (top), layer decay "
             # initial_lr, the peak: the scheduler has already put each group's lr at warm-up's first step
-            f"{cfg.layer_decay:g} -> embeddings {min(g['initial_lr'] for g in self.optimizer.param_groups):.2g}; "
+            f"{self.layer_decay:g}{'' if cfg.layer_decay is not None else ' (by depth)'} -> embeddings "
+            f"{min(g['initial_lr'] for g in self.optimizer.param_groups):.2g}; "
             f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
             f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
@@ -355,7 +357,8 @@ class FinetuneRecipe:
                       "eval_time_s": round(st.eval_time, 2), "tokenize_time_s": round(self.tokenize_s, 2),
                       "examples_per_s": round(st.examples_seen / max(st.train_time, 1e-9), 1),
                       "device": str(self.device), "precision": self.precision_name,
-                      "threads": torch.get_num_threads(), "lr": self.lr, "parameters": self.n_params},
+                      "threads": torch.get_num_threads(), "lr": self.lr, "layer_decay": self.layer_decay,
+                      "parameters": self.n_params},
         }
         if cfg.ensemble == "tfidf":  # OUT/tfidf and OUT/ensemble beside the encoder; the best of the three named
             from .companions import write_companions
