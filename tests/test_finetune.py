@@ -242,7 +242,7 @@ def test_nsmc3_subsample_beats_majority(tmp_path, shared_data, tiny_encoder_dir)
 @pytest.mark.parametrize("layers, decay", [(2, 0.8), (6, 0.8), (7, 1.0)])
 def test_layer_decay_left_unset_goes_by_depth(tmp_path, tiny_encoder_dir, sample_dir, capsys, layers, decay):
     """layer_decay unset: the paper's 0.8 up to 6 layers, none deeper (0.8 a layer trained a 12-layer encoder's
-    embeddings at 5% of the top's rate, and it fine-tuned 2.4-4.4 points worse: docs/RESULTS.md §11). The value used
+    embeddings at 5% of the top's rate, and it fine-tuned 2.4-3.3 points worse: docs/RESULTS.md §11). The value used
     is printed, kept in eval.json and named in the model card."""
     from koelectra_kit.tokenizer import KoTokenizer
 
