@@ -149,8 +149,8 @@ AUTO_DECAY_MAX_LAYERS = 6  # deeper encoders fine-tune without layer decay (laye
 
 def default_layer_decay(model) -> float:
     """Layer decay by depth (``layer_decay: null``): the ELECTRA paper's 0.8 for encoders of up to
-    ``AUTO_DECAY_MAX_LAYERS`` layers, 1.0 (every layer at the top's lr) for deeper ones. Measured on nsmc3 (docs/RESULTS.md
-    §11): a 12-layer encoder fine-tuned 3.3 points better at 1,000 labels and 2.4 at 10,000 without decay; for a
+    ``AUTO_DECAY_MAX_LAYERS`` layers, 1.0 (every layer at the top's lr) for deeper ones. Measured on nsmc3
+    (docs/RESULTS.md §11): a 12-layer encoder fine-tuned 3.3 points better at 1,000 labels and 2.4 at 10,000 without decay; for a
     2-layer one the two were within noise (+0.6, -0.9), and every earlier figure was made with 0.8. KoELECTRA's own
     NSMC fine-tuning (12 layers) uses no layer decay either."""
     num_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
