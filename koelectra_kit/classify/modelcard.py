@@ -153,7 +153,7 @@ Accuracy **{report['accuracy']:.4f}**, macro-F1 **{report['macro_f1']:.4f}** on 
 - Data: `{cfg.train}` ({train['rows']} training rows{", " + dr['label_source'] if dr.get('label_source') else ""}),
   dev {dev_source}
 - Recipe: {train['steps']} steps ({train['epochs']} epochs, {train['stopped']}), best dev macro-F1 at step
-  {result['best']['step']}; lr {train['lr']:g} with layer decay {train.get('layer_decay', cfg.layer_decay):g},
+  {result['best']['step']}; lr {train['lr']:g} with layer decay {train['layer_decay']:g},
   batch {cfg.batch_size}, max_length {cfg.max_length}
 - Compute: {train['device']}, {train['precision']}, {train['threads']} thread(s), {train['train_time_s']:.0f} s of
   training ({train['examples_per_s']:.0f} examples/s), {train['parameters'] / 1e6:.1f}M parameters

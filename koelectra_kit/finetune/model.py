@@ -119,12 +119,16 @@ def _layer_depth(name: str, num_layers: int) -> int:
     return int(m.group(1)) + 1 if m else num_layers + 1
 
 
+def _num_layers(model) -> int:
+    return int(getattr(model.config, "num_hidden_layers", 0) or 0)
+
+
 def param_groups(model, lr: float, layer_decay: float, weight_decay: float) -> list[dict]:
     """AdamW groups with layer-wise lr decay as in ELECTRA's fine-tuning: lr * decay^(L+1-depth),
     so the head trains at ``lr`` and lower layers, which hold more general features, move less.
     No weight decay on biases and LayerNorm weights (1-d tensors). Each group carries its ``depth``
     too (for reports): drop that key before handing the groups to an optimizer."""
-    num_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+    num_layers = _num_layers(model)
     groups: dict[tuple[int, bool], dict] = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -150,11 +154,10 @@ AUTO_DECAY_MAX_LAYERS = 6  # deeper encoders fine-tune without layer decay (laye
 def default_layer_decay(model) -> float:
     """Layer decay by depth (``layer_decay: null``): the ELECTRA paper's 0.8 for encoders of up to
     ``AUTO_DECAY_MAX_LAYERS`` layers, 1.0 (every layer at the top's lr) for deeper ones. Measured on nsmc3
-    (docs/RESULTS.md §11): a 12-layer encoder fine-tuned 3.3 points better at 1,000 labels and 2.4 at 10,000 without decay; for a
-    2-layer one the two were within noise (+0.6, -0.9), and every earlier figure was made with 0.8. KoELECTRA's own
-    NSMC fine-tuning (12 layers) uses no layer decay either."""
-    num_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
-    return 0.8 if num_layers <= AUTO_DECAY_MAX_LAYERS else 1.0
+    (docs/RESULTS.md §11): a 12-layer encoder fine-tuned 3.3 points better at 1,000 labels and 2.4 at 10,000
+    without decay; for a 2-layer one the two were within noise (+0.6, -0.9), and every earlier figure was made
+    with 0.8. KoELECTRA's own NSMC fine-tuning (12 layers) uses no layer decay either."""
+    return 0.8 if _num_layers(model) <= AUTO_DECAY_MAX_LAYERS else 1.0
 
 
 def build_optimizer(model, lr: float, layer_decay: float, weight_decay: float, eps: float, device):
