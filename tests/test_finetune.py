@@ -265,3 +265,37 @@ def test_logged_embedding_lr_is_the_layer_decayed_peak(tmp_path, tiny_encoder_di
     printed = capsys.readouterr()
     line = next(x for x in printed.err.splitlines() if x.startswith("model: "))
     assert "lr 0.001 (top), layer decay 0.5 -> embeddings 0.00013; " in line, line  # 1e-3 x 0.5^3 = 1.25e-4
+
+
+def _one_class_classifier(src, dst):
+    """``src``'s classifier with its output layer zeroed but for the bias: it labels every row 'positive'."""
+    import shutil
+
+    import torch
+    from transformers import ElectraForSequenceClassification
+
+    shutil.copytree(src, dst)
+    model = ElectraForSequenceClassification.from_pretrained(src)
+    with torch.no_grad():
+        model.classifier.out_proj.weight.zero_()
+        model.classifier.out_proj.bias.copy_(torch.tensor([-5.0 if n != "positive" else 5.0
+                                                           for _, n in sorted(model.config.id2label.items())]))
+    model.save_pretrained(dst)
+    return dst
+
+
+@pytest.mark.parametrize("one_class, stopped", [(True, "completed"), (False, "early_stopping")])
+def test_patience_waits_while_every_dev_row_gets_one_class(tmp_path, finetuned_dir, sample_dir, one_class, stopped):
+    """Early stopping never ends a run whose best model still labels every dev row alike (it has not started to
+    learn: a random-init 12-layer run stopped on the majority class, docs/RESULTS.md §11); a model that tells
+    classes apart stops after ``patience`` evaluations without a better macro-F1, as before. lr 1e-9: no evaluation
+    improves on the first."""
+    model = _one_class_classifier(finetuned_dir, tmp_path / "one-class") if one_class else finetuned_dir
+    rc, out = _run(tmp_path, model, sample_dir, "run", "lr=1e-9", "epochs=2", "eval_every=4", "patience=2",
+                   "ensemble=none", "precision=fp32")
+    assert rc == 0
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    evals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+    assert len({e["macro_f1"] for e in evals}) == 1  # nothing improved on the first evaluation
+    assert result["train"]["stopped"] == stopped
+    assert len(evals) == (13 if one_class else 3)  # 52 steps, every 4th; or the first + patience 2

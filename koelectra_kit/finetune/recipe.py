@@ -74,6 +74,7 @@ class Best:
     step: int = 0
     state: dict | None = None
     logits: np.ndarray | None = None
+    one_class: bool = False  # it predicts the same class for every dev row
 
 
 @dataclass
@@ -217,7 +218,8 @@ class FinetuneRecipe:
         logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
                                 dtype=self.dtype, batch_size=self.eval_batch_size, multiple=self.multiple,
                                 streams=cpu_streams(self.model, self.device), max_width=self.cfg.max_length)  # as `label` scores
-        rep = classification_report(y_dev, logits.argmax(1), self.labels)
+        predicted = logits.argmax(1)
+        rep = classification_report(y_dev, predicted, self.labels)
         st.eval_time += time.perf_counter() - t
         self.metrics.write({"kind": "eval", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
                             "loss": cross_entropy(logits, y_dev), "accuracy": rep["accuracy"],
@@ -225,8 +227,12 @@ class FinetuneRecipe:
         if rep["macro_f1"] > best.macro_f1:
             best.macro_f1, best.step, best.logits = rep["macro_f1"], st.step, logits
             best.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            best.one_class = bool((predicted == predicted[0]).all())
             st.since_best = 0
-        else:
+        elif not best.one_class:
+            # Patience counts only once the best model tells classes apart: a model that labels every dev row alike
+            # has not started to learn (a random-init 12-layer run sat on the majority class for 1,200 steps and
+            # was stopped there, docs/RESULTS.md §11); it keeps the step budget instead.
             st.since_best += 1
         self.bar.set_postfix(dev_f1=f"{rep['macro_f1']:.3f}", best=f"{best.macro_f1:.3f}")
 
