@@ -48,6 +48,13 @@ def classification_report(y_true, y_pred, labels: list[str], scores=None) -> dic
     }
 
 
+def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
+    """Mean cross-entropy of fp32 logits [n, k] against class indices [n] (the dev loss)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return float(-logp[np.arange(len(y)), y].mean())
+
+
 def macro_f1(y_true, y_pred, k: int) -> float:
     """Macro-F1 over ``k`` classes (an absent class scores 0, as in ``classification_report``), in numpy: fast
     enough to score hundreds of ensemble weightings of one dev set."""

@@ -19,7 +19,7 @@ from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..io.trackers import Trackers, trackers_to_open
-from ..classify.metrics import classification_report, format_report
+from ..classify.metrics import classification_report, cross_entropy, format_report
 from ..hub.modelio import check_model_source
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multiple, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
@@ -59,13 +59,6 @@ def _background_fit(device, job, graphs: bool = True) -> bool:
     return job is not None and device.type == "cuda" and graphs
 
 
-def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
-    """Mean cross-entropy of fp32 logits [n, k] against class indices [n] (the dev loss)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return float(-logp[np.arange(len(y)), y].mean())
-
-
 @dataclass
 class Best:
     """The best dev evaluation so far; its weights are a CPU copy, written once at the end."""
@@ -74,7 +67,6 @@ class Best:
     step: int = 0
     state: dict | None = None
     logits: np.ndarray | None = None
-    one_class: bool = False  # it predicts the same class for every dev row
 
 
 @dataclass
@@ -218,8 +210,7 @@ class FinetuneRecipe:
         logits = predict_logits(self.model, self.dev_ids, pad_id=self.tok.pad_token_id, device=self.device,
                                 dtype=self.dtype, batch_size=self.eval_batch_size, multiple=self.multiple,
                                 streams=cpu_streams(self.model, self.device), max_width=self.cfg.max_length)  # as `label` scores
-        predicted = logits.argmax(1)
-        rep = classification_report(y_dev, predicted, self.labels)
+        rep = classification_report(y_dev, logits.argmax(1), self.labels)
         st.eval_time += time.perf_counter() - t
         self.metrics.write({"kind": "eval", "step": st.step, "epoch": round(st.step / self.steps_per_epoch, 3),
                             "loss": cross_entropy(logits, y_dev), "accuracy": rep["accuracy"],
@@ -227,9 +218,8 @@ class FinetuneRecipe:
         if rep["macro_f1"] > best.macro_f1:
             best.macro_f1, best.step, best.logits = rep["macro_f1"], st.step, logits
             best.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-            best.one_class = bool((predicted == predicted[0]).all())
             st.since_best = 0
-        elif not best.one_class:
+        elif len(np.unique(best.logits.argmax(1))) > 1:
             # Patience counts only once the best model tells classes apart: a model that labels every dev row alike
             # has not started to learn (a random-init 12-layer run sat on the majority class for 1,200 steps and
             # was stopped there, docs/RESULTS.md §11); it keeps the step budget instead.
