@@ -9,6 +9,7 @@ seeded after the optimizer exists; a resumed run then overwrites those streams w
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import shutil
 import time
@@ -447,4 +448,10 @@ class PretrainRecipe:
     def cleanup(self) -> None:
         if getattr(self, "trackers", None) is not None:
             self.trackers.close(failed=True)  # open here only when the run ended between setup and the loop
+        # DDP's reducer holds the process group. Freed after destroy_process_group (when the recipe goes), it
+        # would run gloo's destructor with the GIL held, joining a worker thread that needs the GIL to free the
+        # last collective's tensors: a hang at exit (2 runs in 20 of two CPU ranks under load). Freed first, the
+        # group's last owner is torch's registry, whose destructor releases the GIL.
+        self.wrapped = None
+        gc.collect()
         self.dist.close()
