@@ -275,19 +275,26 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     print("label's parts (one more run, model loaded once, tokenizing not overlapped, seconds): tokenize "
           "{tokenize:.3f}, model {model:.3f}, the rest {rest:.3f} (read, check, dedupe, write); total {total:.3f} "
           "(the timed run's median {timed_median:.3f})".format(**parts))
-    # judged against the pipeline at its best batch and precision: the baseline a careful pipeline user gets
-    ours = rows["(b) koelectra-kit label, model loaded once"]
+    # judged against the pipeline at its best batch and precision: the baseline a careful pipeline user gets; and on
+    # the same work: where the file repeats texts (more --rows than nsmc3 dev has), label answers each text once and
+    # the pipeline every row, so the --no-dedupe run is the one judged
+    repeated = n - len(set(texts))
+    judged = ("(b) koelectra-kit label --no-dedupe, model loaded once" if repeated else
+              "(b) koelectra-kit label, model loaded once")
+    ours = rows[judged]
     ratio, ratio_32 = ours["vs_best_pipeline"], ours["vs_a"]
-    print(f"acceptance: label {ratio:.2f}x transformers' pipeline at its best ({best_kind}, batch {best_bs}; "
-          f"{ratio_32:.2f}x its fp32 batch 32) on {device} (bar 2x): "
-          f"{'met' if ratio >= 2 else 'NOT met'}{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
+    print(f"acceptance: label{' --no-dedupe (the file repeats texts)' if repeated else ''} {ratio:.2f}x "
+          f"transformers' pipeline at its best ({best_kind}, batch {best_bs}; {ratio_32:.2f}x its fp32 batch 32) on "
+          f"{device} (bar 2x): {'met' if ratio >= 2 else 'NOT met'}"
+          f"{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
     return {"device": str(device), "device_name": device_name, "torch": torch.__version__, "rows": n,
             "repeated_rows": n - len(set(texts)), "shape": args.shape, "vocab": tok.vocab_size,
             "presplit": tok.presplit, "label_dtype": label_dtype, "label_precision": label_how,
             "label_batch_size": LabelConfig.batch_size, "sweep_rows": len(sample),
             "pipeline_sweep": {f"{k} batch {b}": r for (k, b), r in sweep.items()}, "methods": rows,
             "label_parts": parts,
-            "agreement": agree, "acceptance": {"ratio": ratio, "against": f"pipeline {best_kind} batch {best_bs}",
+            "agreement": agree, "acceptance": {"ratio": ratio, "judged": judged,
+                                               "against": f"pipeline {best_kind} batch {best_bs}",
                                                "ratio_fp32_batch32": ratio_32, "bar": 2.0, "met": ratio >= 2}}
 
 

@@ -110,12 +110,31 @@ def test_label_bench_on_a_device_needs_no_kiwi_and_no_fine_tuned_model(tmp_path,
     assert set(figures["pipeline_sweep"]) == {"fp32 batch 32", "fp32 batch 64", "bf16 batch 32", "bf16 batch 64"}
     methods = figures["methods"]
     assert methods["(a) transformers pipeline, fp32, batch 32"]["vs_a"] == 1.0
-    ours = methods["(b) koelectra-kit label, model loaded once"]
+    ours = methods[figures["acceptance"]["judged"]]  # with or without dedupe: the next test
     # judged against the pipeline at its best, not its fp32 batch 32
     assert figures["acceptance"]["ratio"] == ours["vs_best_pipeline"] <= ours["vs_a"]
     assert figures["acceptance"]["ratio_fp32_batch32"] == ours["vs_a"]
     assert figures["device_name"].startswith("CPU")
     assert 0 <= figures["agreement"] <= 1
+
+
+@pytest.mark.parametrize("rows, repeated", [(30, 0), (60, 30)])
+def test_label_bench_judges_the_no_dedupe_run_where_the_file_repeats_texts(rows, repeated, tmp_path, capsys,
+                                                                          sample_as_nsmc_dev, no_kiwi):
+    """More --rows than nsmc3 dev has repeat its texts, which label answers once and the pipeline every time: the
+    acceptance is then the --no-dedupe run's, the same work as the pipeline's; label's default run otherwise."""
+    lines = sample_as_nsmc_dev.read_text(encoding="utf-8").splitlines()
+    sample_as_nsmc_dev.write_text("\n".join(lines[:31]) + "\n", encoding="utf-8")  # the header and 30 rows
+    out_json = tmp_path / "label.json"
+    bench_label.main(["--device", "cpu", "--shape", "tiny", "--rows", str(rows), "--sweep-rows", "16", "--rounds", "1",
+                      "--pipeline-batches", "16", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    figures = json.loads(out_json.read_text())
+    assert figures["repeated_rows"] == repeated
+    judged = "(b) koelectra-kit label" + (" --no-dedupe" if repeated else "") + ", model loaded once"
+    assert figures["acceptance"]["judged"] == judged
+    assert figures["acceptance"]["ratio"] == figures["methods"][judged]["vs_best_pipeline"]
+    assert ("acceptance: label --no-dedupe (the file repeats texts) " in out) == bool(repeated)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
