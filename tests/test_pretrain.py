@@ -330,10 +330,11 @@ def test_time_budget_and_learning_warning(tiny_cfg, tmp_path, capsys):
 @pytest.mark.parametrize("extra", [[], ["compile=true", "compile_scope=layers"]], ids=["eager", "layers-compiled"])
 def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_tokenizer, pretrain_cache,
                                                            sample_dir, extra):
-    """DDP over two processes; also with each layer compiled in place before DDP wraps the model (compile_scope)."""
+    """DDP over two processes; also with each layer compiled in place before DDP wraps the model (compile_scope).
+    Each rank frees its DDP module before destroying the process group (torchrun_probe.py says why)."""
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "koelectra_kit", "pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
+           str(ROOT / "tests" / "torchrun_probe.py"), "pretrain", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
            f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=4",
            "log_every=2", "save_every=2", "progress=false", "plots=false", "model.hidden_dropout=0.1", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1",
@@ -344,6 +345,7 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     assert summary["world_size"] == 2 and len(summary["rank_param_digests"]) == 2
     assert summary["ranks_in_sync"], summary["rank_param_digests"]
     assert proc.stderr.count("model: electra") == 1  # only rank 0 logs
+    assert proc.stderr.count("probe: 0 DDP module(s) alive at destroy_process_group") == 2, proc.stderr[-3000:]
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [2, 4]
     assert (out / "discriminator" / "model.safetensors").exists()
 
