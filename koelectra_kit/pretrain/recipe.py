@@ -450,7 +450,7 @@ class PretrainRecipe:
             self.trackers.close(failed=True)  # open here only when the run ended between setup and the loop
         # DDP's reducer holds the process group. Freed after destroy_process_group (when the recipe goes), it
         # would run gloo's destructor with the GIL held, joining a worker thread that needs the GIL to free the
-        # last collective's tensors: a hang at exit (2 runs in 20 of two CPU ranks under load). Freed first, the
+        # last collective's tensors: a hang at exit (3 runs in 30 of two CPU ranks under load). Freed first, the
         # group's last owner is torch's registry, whose destructor releases the GIL.
         self.wrapped = None
         gc.collect()
