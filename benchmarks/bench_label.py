@@ -206,7 +206,8 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     tok = KoTokenizer.from_pretrained(model_dir)
     device_name = (torch.cuda.get_device_name(device) if device.type == "cuda"
                    else f"CPU, {torch.get_num_threads()} threads")
-    print(f"{len(data):,} reviews from nsmc3/dev ({len(data) - len(set(texts)):,} repeat an earlier text); {device_name}; "
+    repeated = len(data) - len(set(texts))  # answered once by label (dedupe), every time by the pipeline
+    print(f"{len(data):,} reviews from nsmc3/dev ({repeated:,} repeat an earlier text); {device_name}; "
           f"torch {torch.__version__}; median of {args.rounds} rounds in turns")
     print(f"model: {model_dir if not args.shape else f'random-init {args.shape} shape'}, vocab {tok.vocab_size}, "
           f"pre-split {tok.presplit}{' (Kiwi untimed for the pipeline)' if tok.needs_kiwi('가') else ''}")
@@ -278,7 +279,6 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
     # judged against the pipeline at its best batch and precision: the baseline a careful pipeline user gets; and on
     # the same work: where the file repeats texts (more --rows than nsmc3 dev has), label answers each text once and
     # the pipeline every row, so the --no-dedupe run is the one judged
-    repeated = n - len(set(texts))
     judged = ("(b) koelectra-kit label --no-dedupe, model loaded once" if repeated else
               "(b) koelectra-kit label, model loaded once")
     ours = rows[judged]
@@ -288,7 +288,7 @@ def device_compare(args, dev, tmp: Path, device) -> dict:
           f"{device} (bar 2x): {'met' if ratio >= 2 else 'NOT met'}"
           f"{'' if device.type == 'cuda' else ' (the bar is for a GPU)'}")
     return {"device": str(device), "device_name": device_name, "torch": torch.__version__, "rows": n,
-            "repeated_rows": n - len(set(texts)), "shape": args.shape, "vocab": tok.vocab_size,
+            "repeated_rows": repeated, "shape": args.shape, "vocab": tok.vocab_size,
             "presplit": tok.presplit, "label_dtype": label_dtype, "label_precision": label_how,
             "label_batch_size": LabelConfig.batch_size, "sweep_rows": len(sample),
             "pipeline_sweep": {f"{k} batch {b}": r for (k, b), r in sweep.items()}, "methods": rows,

@@ -9,7 +9,6 @@ seeded after the optimizer exists; a resumed run then overwrites those streams w
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import shutil
 import time
@@ -183,9 +182,9 @@ class PretrainRecipe:
             electra_cpu.register_cpu_sdpa()
         attn = electra_cpu.CPU_SDPA if cfg.fast_cpu_kernels else "sdpa"
 
-        build = partial(electra.build_pretrain_model, tok.vocab_size, tok.pad_token_id, sorted(set(tok.all_special_ids)),
-                        cfg.model, cfg.generator, cfg.objective, cfg.model.max_position_embeddings, cfg.temperature,
-                        attn_implementation=attn)
+        build = partial(electra.build_pretrain_model, tok.vocab_size, tok.pad_token_id,
+                        sorted(set(tok.all_special_ids)), cfg.model, cfg.generator, cfg.objective,
+                        cfg.model.max_position_embeddings, cfg.temperature, attn_implementation=attn)
         too_big = (f"the model (model.hidden_size {cfg.model.hidden_size}, generator.size {cfg.generator.size:g}, "
                    "...)", "lower model.* or generator.*")
         if self.init_src is None:  # (before the seed: whatever the count draws is drawn again from it)
@@ -260,14 +259,10 @@ class PretrainRecipe:
         from ..electra.model import compile_layers, generator_shape
 
         cfg, model = self.cfg, self.model
-        self.wrapped = None
         mode = None if cfg.compile_mode == "default" else cfg.compile_mode
         if cfg.compile and cfg.compile_scope == "layers":
             compile_layers(model, mode)  # in place, before DDP wraps the model (as torch's DDP + compile guide does)
-        if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            self.wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.wrapped = self.dist.wrap(model)
         if cfg.compile and cfg.compile_scope == "model":
             self.wrapped = torch.compile(self.wrapped if self.wrapped is not None else model, mode=mode)
         self.enc_params = sum(p.numel() for p in model.encoder().parameters())
@@ -448,10 +443,5 @@ class PretrainRecipe:
     def cleanup(self) -> None:
         if getattr(self, "trackers", None) is not None:
             self.trackers.close(failed=True)  # open here only when the run ended between setup and the loop
-        # DDP's reducer holds the process group. Freed after destroy_process_group (when the recipe goes), it
-        # would run gloo's destructor with the GIL held, joining a worker thread that needs the GIL to free the
-        # last collective's tensors: a hang at exit (3 runs in 30 of two CPU ranks under load). Freed first, the
-        # group's last owner is torch's registry, whose destructor releases the GIL.
-        self.wrapped = None
-        gc.collect()
+        self.wrapped = None  # DDP goes before the process group (DistContext.close says why)
         self.dist.close()
