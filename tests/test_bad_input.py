@@ -800,6 +800,7 @@ def test_pretrain_plot_of_a_file_of_other_rows(capsys, tmp_path):
     ("baseline.min_df=0", "baseline.min_df"),
     ("baseline.max_features=0", "baseline.max_features"),
     ("baseline.max_iter=0", "baseline.max_iter"),
+    ("baseline.tol=-1", "baseline.tol"),  # would be sklearn's InvalidParameterError traceback, after the vectorizing
 ])
 def test_finetune_and_baseline_bad_numbers(capsys, tmp_path, sample_dir, override, needle):
     data = sample_dir / "reviews_labelled.csv"

@@ -57,3 +57,17 @@ def test_baseline_nsmc3(shared_data):
     result = run_baseline(cfg)
     assert result["dev"]["n"] == 10000
     assert result["dev"]["accuracy"] > 0.67 and result["dev"]["macro_f1"] > 0.63
+
+
+def test_baseline_tol_is_the_fits_stop(sample_dir):
+    """baseline.tol reaches lbfgs: a loose one stops in fewer iterations than the default (which the default needs
+    so that the reference does not move with the BLAS thread count; classify/references.py)."""
+    import pandas as pd
+
+    from koelectra_kit.classify.references import BaselineConfig, fit_tfidf
+
+    df = pd.read_csv(sample_dir / "reviews_labelled.csv")
+    y = df["label"].astype("category").cat.codes.to_numpy()
+    _, loose, _ = fit_tfidf(df["review"].tolist(), y, BaselineConfig(min_df=1, tol=1e-1))
+    _, default, _ = fit_tfidf(df["review"].tolist(), y, BaselineConfig(min_df=1))
+    assert loose.n_iter_[0] < default.n_iter_[0]

@@ -13,7 +13,7 @@ examples:
 
 Reads the fine-tuning config (same columns, labels, rating_map, dev split, max_train_rows,
 class_weights), so its eval.json sits beside the transformer's field for field. Knobs under
-baseline.*: analyzer (char|char_wb), ngram_min, ngram_max, min_df, max_features, C, max_iter."""
+baseline.*: analyzer (char|char_wb), ngram_min, ngram_max, min_df, max_features, C, max_iter, tol."""
 
 
 def register(subparsers) -> None:

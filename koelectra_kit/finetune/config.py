@@ -182,6 +182,8 @@ class FinetuneConfig:
             raise ConfigError(f"baseline: need 1 <= ngram_min <= ngram_max, got {b.ngram_min}, {b.ngram_max}")
         if b.C <= 0:
             raise ConfigError(f"baseline.C: must be positive (inverse regularization strength), got {b.C}")
+        if not b.tol > 0:
+            raise ConfigError(f"baseline.tol: must be positive (lbfgs' gradient tolerance), got {b.tol}")
         for key in ("min_df", "max_iter"):
             if getattr(b, key) < 1:
                 raise ConfigError(f"baseline.{key}: must be at least 1, got {getattr(b, key)}")
