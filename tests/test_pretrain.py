@@ -336,7 +336,8 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(ROOT / "tests" / "torchrun_probe.py"), "pretrain", "--config", str(TINY),
            f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}",
-           f"out={out}", "max_steps=4", "log_every=2", "save_every=2", "progress=false", "plots=false", "model.hidden_dropout=0.1", *extra]
+           f"out={out}", "max_steps=4", "log_every=2", "save_every=2", "progress=false", "plots=false",
+           "model.hidden_dropout=0.1", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -16,25 +16,23 @@ from pathlib import Path
 
 from common import DEV, TRAIN, check_data, machine, parser, run_many, show
 
-ARMS = {  # name -> fine-tune overrides beside the default config (auto epochs, ensemble=tfidf)
-    "default": [],
-    "random": ["init=random", "ensemble=none", "references=false"],
-    "epochs3": ["epochs=3", "ensemble=none", "references=false"],
-    "epochs10": ["epochs=10", "ensemble=none", "references=false"],
-    "epochs20": ["epochs=20", "ensemble=none", "references=false"],
+ARMS = {  # name -> (its column in the macro-F1 table, fine-tune overrides beside the default config: auto epochs,
+    # ensemble=tfidf)
+    "default": ("default", []),
+    "random": ("random init", ["init=random", "ensemble=none", "references=false"]),
+    "epochs3": ("3 epochs", ["epochs=3", "ensemble=none", "references=false"]),
+    "epochs10": ("10 epochs", ["epochs=10", "ensemble=none", "references=false"]),
+    "epochs20": ("20 epochs", ["epochs=20", "ensemble=none", "references=false"]),
     # the auto schedule's floor before it was raised to 4,000 steps (10,000 rows stopped short with 2,000)
-    "steps2000": ["min_steps=2000"],
-    "random2000": ["init=random", "min_steps=2000", "ensemble=none", "references=false"],
+    "steps2000": ("default with min_steps 2,000", ["min_steps=2000"]),
+    "random2000": ("random init, min_steps 2,000", ["init=random", "min_steps=2000", "ensemble=none",
+                                                    "references=false"]),
     # layer decay set, not by depth (docs/RESULTS.md §11): the paper's 0.8 (every default before that), and none
-    "ld08": ["layer_decay=0.8"],
-    "ld1": ["layer_decay=1.0"],
+    "ld08": ("layer decay 0.8", ["layer_decay=0.8"]),
+    "ld1": ("layer decay 1.0", ["layer_decay=1.0"]),
     # ld1 at 150,000 rows was still learning at its last step (dev loss falling, train loss near dev's): a 4th epoch
-    "ld1ep4": ["layer_decay=1.0", "epochs=4"],
+    "ld1ep4": ("layer decay 1.0, 4 epochs", ["layer_decay=1.0", "epochs=4"]),
 }
-TITLES = {"default": "default", "random": "random init", "epochs3": "3 epochs", "epochs10": "10 epochs",
-          "epochs20": "20 epochs", "steps2000": "default with min_steps 2,000",
-          "random2000": "random init, min_steps 2,000", "ld08": "layer decay 0.8", "ld1": "layer decay 1.0",
-          "ld1ep4": "layer decay 1.0, 4 epochs"}  # the macro-F1 table's column of each arm
 FULL = 150000  # nsmc3 train's size: no subsample
 
 
@@ -42,7 +40,7 @@ def argv_for(encoder: Path, out: Path, size: int, seed: int, arm: str, ft: list[
     """``ft``: --ft's overrides, after the arm's (e.g. token_cache=false where `datasets` is missing)."""
     rows = [] if size >= FULL else [f"max_train_rows={size}"]
     return ["finetune", "--config", "sentiment", f"model={encoder}", f"train={TRAIN}", f"dev={DEV}", f"out={out}",
-            f"seed={seed}", *rows, "progress=false", "plots=false", *ARMS[arm], *ft]
+            f"seed={seed}", *rows, "progress=false", "plots=false", *ARMS[arm][1], *ft]
 
 
 def scores(report: dict) -> dict:
@@ -81,7 +79,7 @@ def report(results: dict, commands: dict, args) -> str:
              f"means of seeds {', '.join(map(str, args.seeds))} (each seed its own stratified subsample of train).", "",
              "## Macro-F1 on dev", "",
              f"| labelled rows | TF-IDF | encoder, {lead} | ensemble | best folder (as chosen on dev) |"
-             + "".join(f" {TITLES[a]} |" for a in others),
+             + "".join(f" {ARMS[a][0]} |" for a in others),
              "|---:" * (5 + len(others)) + "|"]
     for size in args.sizes:
         r = results.get(size, {})
