@@ -10,6 +10,8 @@ The device tool carries at most 64 MiB there and brings back at most 8 files of 
 - **A run brought back** (`pack`, `unpack`): a pretraining run's encoder, metrics and summary as one tar stream cut
   into parts of 15 MiB (`run.tar.00`, `run.tar.01`, ...) with its SHA-256 beside them (`run.tar.sha256`), and
   put back together here, checked, and extracted with tarfile's `data` filter (no links out, no absolute paths).
+  An encoder whose fp32 weights would not come back (a 12 x 384 one is 86 MiB) travels with its weights rounded to
+  bf16 (`travel_weights`), and `unpack` writes them back as fp32 (the rounded values, exactly).
 
     python benchmarks/gpu_bundle.py make .gpu                       # also: gpu_check.py --make-bundle .gpu
     python benchmarks/gpu_bundle.py unpack /work/.device/.../run.tar runs/gpu/q1
@@ -28,6 +30,10 @@ from pathlib import Path
 from common import ROOT  # noqa: E402  (benchmarks/common.py)
 
 PART_BYTES = 15 * 2**20  # under the device tool's 16 MiB a file
+BACK_FILES, BACK_BYTES = 8, 64 * 2**20  # what the device tool brings back from $OUT
+# beside the parts: gpu_check's report, its figures, its logs' tar.gz and the parts' SHA-256 (together ~1 MiB)
+BESIDE_FILES, BESIDE_BYTES = 4, 4 * 2**20
+TRAVEL_KEY = "koelectra_travel"  # safetensors metadata of weights rounded for travel: the dtype they had
 # what `unpack` needs to fine-tune and report on a run; checkpoints (optimizer state) and the generator stay there
 RUN_FILES = ("discriminator", "metrics.jsonl", "summary.json", "config.yaml")
 
@@ -135,20 +141,59 @@ class _Parts(io.RawIOBase):
         super().close()
 
 
-def pack(run: Path, prefix: Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    """``run``'s RUN_FILES as one tar stream in parts ``prefix.NN``, and ``prefix.sha256``; returns the parts. The
-    encoder's word list stays behind: it is the bundle's (here already, and Kiwi is here), and its 7.8 MB would
-    make a subword run's fp32 encoder five parts, one file more than the 8 that come back with the report's three."""
+def travel_weights(run: Path, part_bytes: int = PART_BYTES, files: int = BACK_FILES - BESIDE_FILES,
+                   limit: int = BACK_BYTES - BESIDE_BYTES) -> str:
+    """"fp32" when ``run``'s RUN_FILES come back as they are (at most ``files`` parts, ``limit`` bytes), else
+    "bf16": the encoder's weights rounded for travel, half the bytes (a 12 x 384 encoder: 86 MiB in fp32)."""
     from koelectra_kit.tokenizer.wordlist import FILE as WORD_LIST
 
+    size = sum(f.stat().st_size + 1024 for name in RUN_FILES if (run / name).exists()  # + a tar header each
+               for f in ([run / name] if (run / name).is_file() else (run / name).rglob("*"))
+               if f.is_file() and f.name != WORD_LIST)
+    return "fp32" if -(-size // part_bytes) <= files and size <= limit else "bf16"
+
+
+def _bf16_copy(weights: Path, dest: Path) -> None:
+    """``weights`` with every fp32 tensor rounded to bf16, and a note of it in the file's metadata."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    tensors = {k: t.to(torch.bfloat16) if t.dtype == torch.float32 else t for k, t in tensors.items()}
+    save_file(tensors, str(dest), metadata={**meta, "format": meta.get("format", "pt"), TRAVEL_KEY: "float32"})
+
+
+def pack(run: Path, prefix: Path, part_bytes: int = PART_BYTES, weights: str = "fp32") -> list[Path]:
+    """``run``'s RUN_FILES as one tar stream in parts ``prefix.NN``, and ``prefix.sha256``; returns the parts. The
+    encoder's word list stays behind: it is the bundle's (here already, and Kiwi is here), and its 7.8 MB would
+    make a subword run's fp32 encoder five parts, one file more than the 8 that come back with the report's three.
+    ``weights="bf16"``: the encoder's fp32 weights travel rounded to bf16 (``unpack`` makes them fp32 again)."""
+    from koelectra_kit.tokenizer.wordlist import FILE as WORD_LIST
+
+    if weights not in ("fp32", "bf16"):
+        raise ValueError(f"weights: fp32 or bf16, not {weights!r}")
     prefix.parent.mkdir(parents=True, exist_ok=True)
     for old in prefix.parent.glob(f"{prefix.name}.[0-9][0-9]"):
         old.unlink()
+    model = run / "discriminator" / "model.safetensors"
     parts = _Parts(prefix, part_bytes)
-    with tarfile.open(fileobj=parts, mode="w|") as tar:
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=parts, mode="w|") as tar:
+        rounded = Path(tmp) / model.name
+        if weights == "bf16" and model.is_file():
+            _bf16_copy(model, rounded)
+
+        def keep(t: tarfile.TarInfo):
+            return None if Path(t.name).name == WORD_LIST or (
+                rounded.exists() and t.name == "discriminator/model.safetensors") else t
+
         for name in RUN_FILES:
             if (run / name).exists():
-                tar.add(run / name, arcname=name, filter=lambda t: None if Path(t.name).name == WORD_LIST else t)
+                tar.add(run / name, arcname=name, filter=keep)
+        if rounded.exists():
+            tar.add(rounded, arcname="discriminator/model.safetensors")
     parts.close()
     Path(f"{prefix}.sha256").write_text(f"{parts.sha.hexdigest()}  {len(parts.paths)} parts\n", encoding="utf-8")
     return parts.paths
@@ -173,7 +218,32 @@ def unpack(prefix: Path, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         tar.extractall(dest, filter="data")
+    restore_weights(dest / "discriminator" / "model.safetensors")
     return dest
+
+
+def restore_weights(weights: Path) -> bool:
+    """Weights that travelled rounded to bf16 written back in the dtype they had (fp32, the values as rounded), so
+    the folder loads as any export does (transformers 5 loads a checkpoint in its stored dtype). True if it did."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import save_file
+
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            if meta.pop(TRAVEL_KEY, None) != "float32":
+                return False
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (OSError, SafetensorError):  # no weights, or not safetensors: nothing travelled rounded
+        return False
+    tmp = weights.with_name(weights.name + ".fp32")
+    save_file({k: t.to(torch.float32) if t.dtype == torch.bfloat16 else t for k, t in tensors.items()}, str(tmp),
+              metadata=meta)
+    tmp.replace(weights)
+    print(f"{weights}: travelled as bf16, written back as fp32 (each weight rounded to bf16's 8 bits of "
+          "mantissa)", flush=True)
+    return True
 
 
 def main() -> None:

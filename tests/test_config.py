@@ -127,3 +127,32 @@ def test_overrides_on_both_sides_of_a_flag_all_count_in_order(capsys):
     assert len(err) == 1 and err[0].startswith("error: seed=-1: a seed is a whole number"), err
     assert main(["finetune", "seed=1", "--config", "tiny", "--bogus"]) == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_the_size_candidate_differs_from_its_preset_only_in_width_and_lr():
+    """examples/experiments/gpu-10min-384.yaml (docs/benchmarks.md, "The size lease") is gpu-10min-subword with a
+    wider encoder: a lease that compares the two compares one thing, so an edit of the preset it bases on must not
+    change more than width and lr between them, and its head size stays the presets' 64."""
+    import dataclasses
+
+    from koelectra_kit.pretrain import PretrainConfig
+
+    def flat(cfg, prefix=""):
+        out = {}
+        for k, v in dataclasses.asdict(cfg).items():
+            out.update(flat_dict(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    def flat_dict(d, prefix):
+        return {k2: v2 for k, v in d.items()
+                for k2, v2 in (flat_dict(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}).items()}
+
+    first = (ROOT / "examples" / "experiments" / "gpu-10min-384.yaml").read_text(encoding="utf-8")
+    assert "koelectra-kit pretrain --config examples/experiments/gpu-10min-384.yaml" in first
+    wide = load_config(PretrainConfig, ROOT / "examples" / "experiments" / "gpu-10min-384.yaml", ["prepared=x", "out=x"])
+    wide.validate()
+    base = load_config(PretrainConfig, ROOT / "configs" / "pretrain" / "gpu-10min-subword.yaml", ["prepared=x", "out=x"])
+    a, b = flat(wide), flat(base)
+    assert {k for k in a if a[k] != b[k]} == {"model.hidden_size", "model.num_heads", "model.intermediate_size",
+                                              "lr"}
+    assert wide.model.hidden_size // wide.model.num_heads == 64 == base.model.hidden_size // base.model.num_heads

@@ -86,3 +86,48 @@ def test_the_scripts_read_a_bundles_parquet_train_table(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(root / "benchmarks")], capture_output=True, text=True,
                          env={**os.environ, "KOELECTRA_SHARED_DATA": str(tmp_path)}, cwd=tmp_path)
     assert out.stdout.strip() == str(tmp_path / "nsmc3" / "train.tsv")
+
+
+@pytest.fixture
+def real_run(tmp_path):
+    """A run whose encoder is a real transformers export (safetensors, fp32)."""
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    r = tmp_path / "real"
+    cfg = ElectraConfig(vocab_size=4000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    ElectraForPreTraining(cfg).save_pretrained(r / "discriminator")
+    (r / "summary.json").write_text("{}")
+    return r
+
+
+def test_weights_too_big_to_come_back_travel_as_bf16_and_unpack_as_fp32(real_run, tmp_path):
+    """A 12 x 384 encoder is 86 MiB in fp32, more than the 64 MiB the device tool brings back: it travels rounded to
+    bf16 (half the bytes) and comes back as an fp32 folder that loads, each weight its bf16 rounding."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import ElectraForPreTraining
+
+    model = real_run / "discriminator" / "model.safetensors"
+    size = model.stat().st_size
+    assert gpu_bundle.travel_weights(real_run) == "fp32"  # a small run comes back as it is
+    assert gpu_bundle.travel_weights(real_run, limit=size // 2) == "bf16"  # over the bytes that come back
+    assert gpu_bundle.travel_weights(real_run, part_bytes=size // 3, files=2) == "bf16"  # over the files
+    fp32 = sum(p.stat().st_size for p in gpu_bundle.pack(real_run, tmp_path / "a" / "run.tar"))
+    bf16 = sum(p.stat().st_size for p in gpu_bundle.pack(real_run, tmp_path / "b" / "run.tar", weights="bf16"))
+    assert bf16 < 0.6 * fp32
+    before = load_file(str(model))
+    dest = gpu_bundle.unpack(tmp_path / "b" / "run.tar", tmp_path / "back")
+    after = load_file(str(dest / "discriminator" / "model.safetensors"))
+    assert after.keys() == before.keys()
+    for k, t in before.items():
+        assert after[k].dtype == torch.float32
+        assert torch.equal(after[k], t.to(torch.bfloat16).to(torch.float32)), k
+    assert any(not torch.equal(after[k], t) for k, t in before.items())  # rounded, not the fp32 values
+    loaded = ElectraForPreTraining.from_pretrained(dest / "discriminator")
+    assert all(p.dtype == torch.float32 for p in loaded.parameters())
+    # an fp32 pack still comes back byte for byte, and unpack leaves it alone
+    gpu_bundle.unpack(tmp_path / "a" / "run.tar", tmp_path / "back32")
+    assert (tmp_path / "back32" / "discriminator" / "model.safetensors").read_bytes() == model.read_bytes()
+    with pytest.raises(ValueError, match="fp32 or bf16"):
+        gpu_bundle.pack(real_run, tmp_path / "c" / "run.tar", weights="fp16")

@@ -226,6 +226,29 @@ def test_the_acceptance_turns_measured_rates_into_a_step_budget_and_epochs(tmp_p
 
 
 @pytest.mark.fast
+def test_the_quality_lines_compare_with_tfidf_only_where_it_ran(tmp_path):
+    """The size lease fine-tunes 150,000 rows with --finetune-set ensemble=none (no TF-IDF fit, to fit the lease):
+    its encoder figure is still reported, without a difference to a TF-IDF it did not fit."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    table = ("| labelled rows | TF-IDF | encoder, default | ensemble | best folder (as chosen on dev) |\n"
+             "|---:|---:|---:|---:|---:|\n| 1,000 | 0.4288 | 0.5179 | 0.5229 | ensemble |\n"
+             "| 150,000 | - | 0.6760 | - | - |\n\n## Accuracy\n| 150,000 | 0.6 | 0.7 |\n")
+    c = gpu_check.Check(SimpleNamespace(out=tmp_path / "out", budget_s=600, report=tmp_path / "r.txt",
+                                        compile_mode="reduce-overhead", preset="gpu-10min", prepared=None,
+                                        encoder="enc"))
+    c.figures = {"quality": {"table": table, "complete": True}}
+    gpu_check.acceptance(c)
+    text = "\n".join(c.lines)
+    assert "quality at 1,000 rows: encoder 0.5179 vs TF-IDF 0.4288: +8.9 points (bar +5)" in text
+    assert "quality at 150,000 rows: encoder 0.6760 (no TF-IDF fitted in this run" in text
+    assert "150,000 rows: encoder 0.6760 vs" not in text and text.count("quality at") == 2
+
+
+@pytest.mark.fast
 def test_a_stages_variables_reach_its_command_and_no_later_stage(tmp_path, monkeypatch):
     """The label stage points KOELECTRA_SHARED_DATA at its dev-only folder for bench_label; it used to set it for
     the whole check, so bench_finetune after it found no nsmc3 train there and timed the sample reviews instead."""
