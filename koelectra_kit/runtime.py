@@ -87,6 +87,8 @@ def resolve_device(name: str = "auto"):
         dev = torch.device(name)
     except RuntimeError:
         raise ConfigError(f"device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):  # mps, xpu, meta...: nothing here is built or tested for them (each crashed)
+        raise ConfigError(f"device={name!r}: use auto, cpu, cuda or cuda:N")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device={name} was asked for but torch sees no CUDA GPU (is the CUDA build of torch "
                           "installed?); use device=cpu or auto")

@@ -344,8 +344,8 @@ def test_a_txt_file_is_one_review_per_line_with_no_header(capsys, tmp_path, tiny
 def test_a_table_saved_as_txt_is_refused_not_labelled_line_by_line(capsys, tmp_path, tiny_classifier_dir, flags,
                                                                    needle):
     """Excel's "Unicode Text" is a tab-separated table in a .txt (UTF-16): read as one review per line, its header
-    was labelled as a review, its ids glued to each text, and --text-column was ignored. --format tsv reads it;
-    --format txt labels each line as asked."""
+    was labelled as a review, its ids glued to each text, and --text-column was ignored. --format tsv reads it (an
+    export without quoted cells), as --format csv --sep '\\t' does; --format txt labels each line as asked."""
     import pandas as pd
 
     src = tmp_path / "export.txt"
@@ -358,6 +358,49 @@ def test_a_table_saved_as_txt_is_refused_not_labelled_line_by_line(capsys, tmp_p
     assert pd.read_csv(out, encoding="utf-8-sig", dtype=str).review.tolist() == ["정말 재밌어요", "최악이에요 돈 아까움"]
     assert run_cli(capsys, *base, "--format", "txt", "--overwrite")[0] == 0
     assert len(pd.read_csv(out, encoding="utf-8-sig", dtype=str)) == 3
+
+
+def test_an_excel_unicode_text_with_quoted_cells_is_refused_then_read_whole(capsys, tmp_path, tiny_classifier_dir):
+    """Excel quotes a cell holding a line break, tab or quote: such a file's lines no longer all hold the header's
+    tabs, so it was labelled line by line (the header a review, one review cut in two); and the advice, --format tsv,
+    reads no quotes (a half review labelled ok, the other half a row of its own). Now refused while most lines hold
+    the header's tabs, and the advice, --format csv --sep '\\t' (typed as is), reads the four rows whole."""
+    import csv
+
+    import pandas as pd
+
+    src = tmp_path / "export.txt"
+    rows = [["id", "review"], ["1", "첫줄 좋아요\n둘째줄 근데 배송이 최악"], ["2", '그는 "최고"라고 했다'],
+            ["3", "정상 리뷰"], ["4", "탭\t포함"]]
+    with open(src, "w", encoding="utf-16", newline="") as f:
+        csv.writer(f, delimiter="\t", lineterminator="\r\n").writerows(rows)
+    out = tmp_path / "o.csv"
+    base = ["label", "--model", tiny_classifier_dir, "--input", src, "--output", out, "--no-progress"]
+    rc, _, err = run_cli(capsys, *base)
+    assert_one_line_error(rc, err, "4 of the first 6 lines hold 1 tab", "--format csv --sep '\\t'")
+    assert not out.exists()
+    assert run_cli(capsys, *base, "--format", "csv", "--sep", "\\t")[0] == 0
+    got = pd.read_csv(out, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    assert got.review.tolist() == [r[1] for r in rows[1:]] and set(got.status) == {"ok"}
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--output-encoding", "rot13"], "output_encoding='rot13' is not an encoding of text files"),
+    (["--output-encoding", "idna"], "output_encoding='idna' is not an encoding of text files"),
+    (["--encoding", "hex"], "encoding='hex' is not an encoding of text files"),
+    (["--device", "mps"], "device='mps': use auto, cpu, cuda or cuda:N"),
+    (["--device", "meta"], "device='meta'"),
+    (["--shard", "1/3", "--output-encoding", "utf-16-le"], "label-merge joins utf-8 or cp949 shards"),
+])
+def test_codecs_devices_and_shard_encodings_that_crashed_are_one_line(capsys, tmp_path, tiny_classifier_dir,
+                                                                      sample_dir, flags, needle):
+    """Each was a traceback (rot13: TypeError, and a 0-byte .partial left; mps: torch's RuntimeError; meta: a
+    NotImplementedError hashing the weights) or, for utf-16-le shards, a merge that called them cut short."""
+    out = tmp_path / "o.csv"
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input",
+                         sample_dir / "reviews_unlabelled.csv", "--output", out, "--no-progress", *flags)
+    assert_one_line_error(rc, err, needle)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_lone_surrogate_in_a_jsonl_is_one_line_or_u_fffd(capsys, tmp_path, tiny_classifier_dir, sample_tokenizer_dir):

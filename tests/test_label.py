@@ -148,6 +148,25 @@ def test_resume_refuses_another_output_encoding(tmp_path, tiny_classifier):
     assert len(pd.read_csv(tmp_path / "o.csv", encoding="cp949", dtype=str)) == 30  # one encoding, every row
 
 
+def test_resume_refuses_another_way_of_reading_the_input(tmp_path, tiny_classifier):
+    """A .tsv resumed with --format csv --sep '\\t' was accepted: the first rows parsed as TSV, the rest as CSV (a
+    quote starts a quoted cell there), and a row the first run would label came out flagged. The format, separator
+    and encoding-errors setting are the job's too."""
+    from koelectra_kit.errors import InputError
+
+    src = tmp_path / "in.tsv"
+    src.write_text("review\n" + "\n".join(f'"{i}번" 정말 좋아요' for i in range(30)) + "\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=10,
+                   _after_chunk=lambda n: (_ for _ in ()).throw(KeyboardInterrupt))
+    for other in ({"fmt": "csv", "sep": "\\t"}, {"encoding_errors": "replace"}):
+        with pytest.raises(InputError, match="another reading"):
+            label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False,
+                       resume=True, **other)
+    s = label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True)
+    assert s.rows == 30 and s.new_rows == 20
+
+
 def test_a_labelled_file_labelled_again_keeps_the_first_models_columns(tmp_path, tiny_classifier):
     """Comparing two models the usual way, by labelling the first's output with the second: the second's columns
     are pred_*, then pred2_* when those are taken; no column of the input is ever written over."""

@@ -225,3 +225,42 @@ def test_an_app_upload_with_its_reviews_on_another_sheet_says_so(tmp_path):
     up = inspect(Upload(id="1", name="mine.xlsx", folder=folder, original=book, kind="xlsx"), 5)
     # the first sheet's 'note' is a guess from its contents: the page's note says where the review column is
     assert up.guessed == "note" and "the workbook's sheet 'Reviews' has a column 'review'" in up.note
+
+
+def _with_dimension(src, dst, ref):
+    """``src`` with each worksheet's size record set to ``ref`` (None: removed), as some exporters write it."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zo:
+        for item in zi.infolist():
+            data = zi.read(item.filename)
+            if item.filename.startswith("xl/worksheets/sheet"):
+                data = re.sub(rb"<dimension[^>]*/>", b"" if ref is None else f'<dimension ref="{ref}"/>'.encode(),
+                              data)
+            zo.writestr(item, data)
+    return dst
+
+
+@pytest.mark.parametrize("ref", ["A1", None])
+def test_a_workbook_whose_size_record_is_stale_or_missing_is_read_whole(tmp_path, tiny_classifier, ref):
+    """openpyxl's read-only mode trusted the sheet's <dimension> record: one that said A1 gave "labelled 0 rows" (the
+    id column gone too), and without one a row whose last cell is empty came back short and was flagged malformed.
+    Every row and column is read, short rows padded to the header."""
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["id", "review", "note"])
+    for row in [[1, "배송 빠르고 좋아요"], [2, "최악이에요 환불 원합니다", "반품"], [3, "그냥 그래요", None],
+                [4, "재구매 의사 있어요"]]:
+        ws.append(row)
+    wb.save(tmp_path / "good.xlsx")
+    src = _with_dimension(tmp_path / "good.xlsx", tmp_path / "stale.xlsx", ref)
+    assert [values for _, values in workbook.numbered_rows(src, "stale.xlsx")] == [
+        ("id", "review", "note"), (1, "배송 빠르고 좋아요", None), (2, "최악이에요 환불 원합니다", "반품"),
+        (3, "그냥 그래요", None), (4, "재구매 의사 있어요", None)]
+    _label(src, tmp_path / "out.csv", tiny_classifier)
+    rows = _csv(tmp_path / "out.csv")
+    assert rows[0][:3] == ["id", "review", "note"] and len(rows) == 5
+    assert [r[:3] for r in rows[1:]] == [["1", "배송 빠르고 좋아요", ""], ["2", "최악이에요 환불 원합니다", "반품"],
+                                         ["3", "그냥 그래요", ""], ["4", "재구매 의사 있어요", ""]]
+    assert all(r[rows[0].index("status")] == "ok" for r in rows[1:])

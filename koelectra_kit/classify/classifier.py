@@ -261,7 +261,7 @@ class Classifier:
         kind = toolkit_kind(name_or_dir)
         if kind:  # the toolkit's own folders (classifier.json): their classes, found through the registry
             if quantize or backend == "onnx":
-                raise InputError(f"{name_or_dir} is a {kind} folder: --quantize and backend=onnx apply to fine-tuned "
+                raise InputError(f"{name_or_dir} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} folder: --quantize and backend=onnx apply to fine-tuned "
                                  "encoders only")
             if device not in ("auto", "cpu"):  # checked as for an encoder (a TF-IDF folder uses none): device=banana
                 resolve_device(device)  # was accepted, and a mistyped device passed unnoticed until an encoder came

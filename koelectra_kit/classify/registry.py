@@ -34,7 +34,7 @@ def read_manifest(folder: Path, kind: str | None = None) -> dict:
     if not isinstance(manifest, dict) or manifest.get("type") not in KINDS:
         raise InputError(f"{path}: not a koelectra-kit classifier manifest (\"type\" must be {' or '.join(KINDS)})")
     if kind and manifest["type"] != kind:
-        raise InputError(f"{path}: a {manifest['type']} folder, not a {kind} one")
+        raise InputError(f"{path}: {_a(manifest['type'])} folder, not {_a(kind)} one")
     if manifest.get("format") != FORMAT:
         raise InputError(f"{path}: format {manifest.get('format')!r}; this version reads format {FORMAT} (upgrade "
                          "koelectra-kit, or write the folder again)")
@@ -56,3 +56,8 @@ def load_kind(kind: str, folder, **options):
     module, name = KINDS[kind]
     cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
     return cls.load(folder, **options)
+
+
+def _a(word: str) -> str:
+    """``word`` with its article: "an ensemble", "a tfidf"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

@@ -188,7 +188,8 @@ def check_lines_file(path: Path, encoding: str, text_column: str | None, default
     if text_column not in (None, default_column, LINES_COLUMN):
         raise InputError(f"{path}: a .txt file is read as one review per line, with no columns, so text column "
                          f"{text_column!r} names nothing; for a table saved as text (Excel's 'Unicode Text' is "
-                         "tab-separated) pass --format tsv")
+                         "tab-separated, its cells quoted where they hold tabs, quotes or line breaks) pass "
+                         "--format csv --sep '\\t'")
     if fmt_given == "txt":
         return
     tabs = []
@@ -198,10 +199,13 @@ def check_lines_file(path: Path, encoding: str, text_column: str | None, default
                 tabs.append(line.count("\t"))
             if len(tabs) == 20:
                 break
-    if len(tabs) >= 2 and tabs[0] > 0 and len(set(tabs)) == 1:
-        raise InputError(f"{path}: every line holds {tabs[0]} tab{'s' if tabs[0] > 1 else ''}: a tab-separated table "
-                         "saved as .txt (Excel's 'Unicode Text')? Pass --format tsv (and --text-column), or "
-                         "--format txt to label each whole line as one review")
+    # the first line's count on most lines, not on every one: a cell Excel quotes across lines breaks the run
+    if len(tabs) >= 2 and tabs[0] > 0 and 2 * tabs.count(tabs[0]) > len(tabs):
+        lines = "every line holds" if len(set(tabs)) == 1 else f"{tabs.count(tabs[0])} of the first {len(tabs)} lines hold"
+        raise InputError(f"{path}: {lines} {tabs[0]} tab{'s' if tabs[0] > 1 else ''}: a tab-separated table "
+                         "saved as .txt (Excel's 'Unicode Text')? Pass --format csv --sep '\\t' (and "
+                         "--text-column; Excel quotes the cells that hold tabs, quotes or line breaks, which "
+                         "--format tsv would read as text), or --format txt to label each whole line as one review")
 
 
 def _whole_characters(value, path: Path, lineno: int, errors: str):

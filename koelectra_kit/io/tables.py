@@ -37,6 +37,19 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".jso
 CANDIDATE_ENCODINGS = ("utf-8", "cp949")
 
 
+def encoding_problem(encoding: str) -> str | None:
+    """Why ``encoding`` cannot read or write a text file ("is not an encoding"), or None. Python's codec registry
+    also holds bytes-to-bytes and str-to-str transforms (base64, hex, zlib, rot13) and codecs of single names
+    (idna, punycode): as a file's encoding each ended in a traceback."""
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        return "is not an encoding"
+    if not getattr(info, "_is_text_encoding", True) or info.name in ("idna", "punycode", "undefined"):
+        return f"is not an encoding of text files ({info.name} is a codec of another kind)"
+    return None
+
+
 def is_wide(encoding: str | None) -> bool:
     """UTF-16/32 (detected by their BOM, or given): a b"\n" byte is not a line end there, so readers that split
     raw bytes at newlines must decode first."""
@@ -85,10 +98,8 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
     option, replace = hints
     rest = f"{replace} to label the rest and flag the bad lines" if replace else None
     if encoding:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise InputError(f"unknown encoding '{encoding}' (try utf-8, utf-8-sig, cp949)") from None
+        if problem := encoding_problem(encoding):
+            raise InputError(f"encoding '{encoding}' {problem} (try utf-8, utf-8-sig, cp949)")
         bad = _first_bad_byte(path, encoding, chunk)
         if bad is not None:
             where = f"{path}: line {_line_of(path, bad)} is not valid {encoding} (byte {bad})"

@@ -59,8 +59,16 @@ def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
     except Exception as e:  # noqa: BLE001 - zipfile, XML and openpyxl each raise their own types for a bad file
         raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
     try:
-        yield from ((n, r) for n, r in enumerate(wb.worksheets[0].iter_rows(values_only=True), 1)
-                    if any(v is not None for v in r))
+        ws = wb.worksheets[0]
+        # The sheet's size record (<dimension ref=...>) is a floor on the width, as openpyxl pads rows to it, but not
+        # a limit: some exporters write a stale one ("A1"), and read-only mode trusted it: 0 rows of 5 were read.
+        declared = ws.max_column or 0
+        ws.reset_dimensions()
+        width = None
+        for n, r in enumerate(ws.iter_rows(values_only=True), 1):
+            if any(v is not None for v in r):
+                width = width or max(declared, len(r))  # the header's (first kept row's) width, at least
+                yield n, tuple(r) + (None,) * (width - len(r))
     finally:
         wb.close()
 

@@ -87,6 +87,14 @@ class LabelConfig:
             raise ConfigError(f"output_suffix={self.output_suffix!r} must not hold a folder (use --output DIR/)")
         if self.shard is not None:
             self.shard_parts()
+            from ..io.tables import is_wide
+
+            if is_wide(self.output_encoding):
+                # a UTF-16/32 newline is not the byte label-merge splits shards' headers at; without a BOM
+                # (utf-16-le) a merge took the shards for cut short
+                raise ConfigError(f"shard={self.shard!r} with output_encoding={self.output_encoding!r}: label-merge "
+                                  "joins utf-8 or cp949 shards; label the shards with the default encoding and "
+                                  "convert the merged file")
             if self.writes_workbook:
                 # label-merge joins shards by their bytes (a header once, then each shard's rows): a zip can't be joined
                 raise ConfigError(f"shard={self.shard!r} with an .xlsx output: label-merge joins .csv, .tsv or "
@@ -100,6 +108,8 @@ class LabelConfig:
             raise ConfigError("text_column is empty: name the column that holds the text")
         if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"format={self.format!r}: use one of {', '.join(FORMATS)}")
+        if self.sep == "\\t":  # --sep '\t' as typed in a shell (and as pandas spells a tab): a tab
+            self.sep = "\t"
         if self.sep is not None and len(self.sep) != 1:
             raise ConfigError(f"sep={self.sep!r} must be one character (a tab is '\\t')")
         positive = {"batch_size": self.batch_size, "chunk_rows": self.chunk_rows}
@@ -116,12 +126,10 @@ class LabelConfig:
         for key in ("encoding", "output_encoding"):
             value = getattr(self, key)
             if value is not None:
-                import codecs
+                from ..io.tables import encoding_problem
 
-                try:
-                    codecs.lookup(value)
-                except LookupError:
-                    raise ConfigError(f"{key}={value!r} is not an encoding (try utf-8, utf-8-sig, cp949)") from None
+                if problem := encoding_problem(value):
+                    raise ConfigError(f"{key}={value!r} {problem} (try utf-8, utf-8-sig, cp949)")
         if self.human_labels is not None and not str(self.human_labels).strip():
             raise ConfigError("human_labels is empty: name the labels file (LABELS.csv), or leave it out")
         if self.output_encoding is not None and self.writes_workbook:

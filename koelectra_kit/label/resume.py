@@ -15,7 +15,8 @@ from ..errors import InputError
 STATE_VERSION = 3  # 3: TSV written unquoted, JSONL columns every object's keys (a partial of 2 would mix them)
 # What must match for a resume to continue the same job (what differs is named in the refusal).
 IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "tokenizer_fingerprint", "shard",
-            "human_labels", "output_encoding")
+            "human_labels", "output_encoding", "reading")
+KEPT_LATER = ("output_encoding", "reading")  # absent from older records, which resumed without them
 
 
 def input_fingerprint(path: Path, mtime: bool = True) -> str:
@@ -44,6 +45,9 @@ class LabelState:
     human_labels: str | None = None  # the digest of the analyst's labels put over the model's (None: none)
     # the bytes already written are in it: a resume in another would leave a file no encoding reads whole
     output_encoding: str | None = None
+    # how the input's bytes became rows (format, separator, encoding, what a bad byte does): a resume read another
+    # way parsed the rest differently (a .tsv resumed with --format csv --sep '\t' flagged a row the first run labelled)
+    reading: str | None = None
     version: int = STATE_VERSION
     rows_done: int = 0
     bytes_done: int = 0
@@ -60,7 +64,7 @@ class LabelState:
             raise InputError(f"can't resume {partial}: it was written by another version of koelectra-kit; "
                              "drop --resume (and pass --overwrite) to start over")
         for key in IDENTITY:
-            if key == "output_encoding" and key not in saved:
+            if key in KEPT_LATER and key not in saved:
                 continue  # a record from before it was kept: as those resumed
             if saved.get(key) != getattr(self, key) and key == "human_labels":
                 raise InputError(f"can't resume {partial}: it was labelled with other human labels (the labels file "

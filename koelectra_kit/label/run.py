@@ -19,8 +19,8 @@ from ..io.fileio import check_input_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..io.records import cell_text
 from ..runtime import log
-from ..io.tables import (LINES_COLUMN, check_lines_file, column_hint, detect_encoding, likeliest_encoding,
-                         read_records, refuse_other_separator, table_format)
+from ..io.tables import (FORMATS, LINES_COLUMN, check_lines_file, column_hint, detect_encoding,
+                         likeliest_encoding, read_records, refuse_other_separator, table_format)
 from ..io.textcheck import check_text_column
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, other_sheets_hint, xlsx_to_csv
 from . import excel
@@ -74,6 +74,9 @@ class FileLabeller:
 
             if importlib.util.find_spec("openpyxl") is None:  # said before labelling, not after it
                 raise InputError(f"{self.dst}: writing .xlsx needs openpyxl: pip install 'koelectra-kit[xlsx]'")
+        if not self.workbook and self.dst.suffix.lower() not in FORMATS:  # the extension is the only format option
+            raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl, or .xlsx for Excel (the output's format is "
+                             "its extension)")
         self.out_fmt = "csv" if self.workbook else table_format(self.dst)
         if self.out_fmt == "txt":
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl, or .xlsx for Excel (a .txt file holds one "
@@ -163,7 +166,7 @@ class FileLabeller:
                                                        else "none"),  # TF-IDF/ensemble: in the digest
                                 shard=cfg.shard,
                                 human_labels=self.human.digest() if self.human is not None else None,
-                                output_encoding=self._output_encoding())
+                                output_encoding=self._output_encoding(), reading=self._reading())
         saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
         if saved is not None:
             self.state.check_same_job(saved, self.partial)
@@ -181,6 +184,12 @@ class FileLabeller:
             self.partial.unlink(missing_ok=True)
             self.state_path.unlink(missing_ok=True)
         self.out_enc = self._output_encoding()
+
+    def _reading(self) -> str:
+        """How the input is parsed: its format, separator, encoding (codecs' name) and errors setting."""
+        cfg = self.cfg
+        sep = cfg.sep or {"tsv": "\t", "csv": ","}.get(self.read_fmt, "")
+        return f"{self.read_fmt} sep={sep!r} {codecs.lookup(self.encoding).name} errors={cfg.encoding_errors}"
 
     def _output_encoding(self) -> str:
         if self.cfg.output_encoding:  # codecs' own name: UTF-8 and utf_8 are one encoding to --resume

@@ -188,15 +188,15 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
         raise InputError(f"{output} exists; pass --overwrite to replace it")
     shards = find_shards(output)
     check_one_job(output, shards)
+    with open(shards[0], "rb") as f:  # (before the cut-short check, which reads newlines as utf-8 ones)
+        if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
+            raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
+                             "outputs (label them with the default --output-encoding)")
     for path in shards:
         if _cut_short(path):
             raise InputError(f"can't merge {output}: {path.name} ends mid-line, cut short after labelling (an "
                              "interrupted copy?); copy it again, or rerun that shard with --overwrite")
     check_shard_files(output, shards)
-    with open(shards[0], "rb") as f:
-        if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
-            raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
-                             "outputs (label them with the default --output-encoding)")
     headerless = output.suffix.lower() in (".csv", ".tsv")
     first_header = None
     tmp = output.with_name(output.name + ".merging")

@@ -63,12 +63,10 @@ class SuggestConfig:
         if not self.out.lower().endswith(WRITABLE):
             raise ConfigError(f"out={self.out}: write {', '.join(WRITABLE)} (a .csv opens in Excel)")
         if self.encoding is not None:
-            import codecs
+            from ..io.tables import encoding_problem
 
-            try:
-                codecs.lookup(self.encoding)
-            except LookupError:
-                raise ConfigError(f"encoding={self.encoding!r} is not an encoding (try utf-8, cp949)") from None
+            if problem := encoding_problem(self.encoding):
+                raise ConfigError(f"encoding={self.encoding!r} {problem} (try utf-8, cp949)")
 
 
 @dataclass
