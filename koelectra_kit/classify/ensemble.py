@@ -149,7 +149,7 @@ class EnsembleClassifier:
         return cls(members, weights, [str(x) for x in labels], str(folder), names)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{p} x{w:.2f}" for p, w in zip(self.paths, self.weights))
+        parts = ", ".join(f"{p} x{w:g}" for p, w in zip(self.paths, self.weights))
         return f"EnsembleClassifier({self.source!r}, labels={self.labels}, members=[{parts}])"
 
 
@@ -169,7 +169,7 @@ def copy_member(src: Path, dst: Path) -> None:
 
 def ensemble_card(labels: list[str], names: list[str], weights, report: dict, member_reports: dict) -> str:
     """README.md of an ensemble folder: what it is, its members, its dev scores, how to use it."""
-    rows = "\n".join(f"| {n} | {w:.2f} | {member_reports[n]['macro_f1']:.4f} | {member_reports[n]['accuracy']:.4f} |"
+    rows = "\n".join(f"| {n} | {w:g} | {member_reports[n]['macro_f1']:.4f} | {member_reports[n]['accuracy']:.4f} |"
                      for n, w in zip(names, weights))
     return f"""# koelectra-kit ensemble classifier
 
@@ -259,12 +259,13 @@ def run_ensemble(cfg) -> dict:
     from .classifier import Classifier
     from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
     from ..io.labelled import format_file_report, read_labelled, require_every_class
-    from ..io.output import check_not_input, check_out_dir
+    from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
     from .metrics import format_report, format_side_by_side
     from ..runtime import log
 
     out = Path(cfg.out)
     check_out_dir(out)
+    check_kind(out, "ensemble")
     check_not_input(out, {"dev": cfg.dev, **{f"members[{i}]": m for i, m in enumerate(cfg.members)}})
     members = [Classifier.load(m, device=cfg.device, precision=cfg.precision) for m in cfg.members]
     names = [f"{i}-{Path(str(m).rstrip('/')).name or 'member'}" for i, m in enumerate(cfg.members)]
@@ -287,13 +288,16 @@ def run_ensemble(cfg) -> dict:
                                                                       "criterion": "dev macro-F1", "points": grid},
               "data": str(cfg.dev)}
     print(format_side_by_side({**{n: reports[n] for n in names}, "ensemble": report}))
-    log("weights chosen on dev: " + ", ".join(f"{n} {w:.2f}" for n, w in zip(names, weights)))
+    log("weights chosen on dev: " + ", ".join(f"{n} {w:g}" for n, w in zip(names, weights)))
+    replaced = replaced_note(out)
     with staged_dir(out) as staging:
         for name, src in zip(names, cfg.members):
             copy_member(Path(src), staging / "members" / name)
         write_ensemble(staging, [f"members/{n}" for n in names], weights, labels)
         write_json_atomic(staging / "eval.json", result)
         write_text_atomic(staging / "README.md", ensemble_card(labels, names, weights, report, reports))
+    if replaced:
+        log(replaced)
     log(f"wrote {out}/ (classifier.json, members/, eval.json, README.md); label with `koelectra-kit label --model "
         f"{out} ...`")
     return result

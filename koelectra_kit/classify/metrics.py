@@ -65,15 +65,20 @@ def macro_f1(y_true, y_pred, k: int) -> float:
 
 
 # Names that mean the three sentiments (any case); the binary figure needs exactly one label of each.
-SENTIMENT_NAMES = {"positive": ("positive", "긍정"), "negative": ("negative", "부정"),
-                   "neutral": ("neutral", "중립")}
+def sentiment_names() -> dict[str, set[str]]:
+    """Each sentiment's spellings: the names reading a labelled file maps onto it (neg/neu/pos, 부정적, 보통, ...), so
+    a model trained with labels=[neg,neu,pos] gets its binary figure too (it got none)."""
+    from ..io.labelled import LABEL_ALIASES
+
+    positive, negative, neutral = LABEL_ALIASES
+    return {"positive": positive, "negative": negative, "neutral": neutral}
 
 
 def sentiment_columns(labels: list[str]) -> tuple[int, int] | None:
     """(positive column, negative column) when ``labels`` holds one positive, one negative and one neutral
     label; None otherwise (the binary figure means nothing for other label sets)."""
     found = {}
-    for kind, names in SENTIMENT_NAMES.items():
+    for kind, names in sentiment_names().items():
         idx = [i for i, lab in enumerate(labels) if str(lab).strip().casefold() in names]
         if len(idx) != 1:
             return None

@@ -129,9 +129,11 @@ def reference_warnings(report: dict, refs: dict) -> list[str]:
 
 
 def format_references(report: dict, refs: dict) -> str:
-    lines = ["beside the references:", f"  {'':<58}{'accuracy':>9}{'macro-F1':>10}",
-             f"  {'this model':<58}{report['accuracy']:>9.4f}{report['macro_f1']:>10.4f}"]
+    # as wide as the longest name: "TF-IDF + logistic regression (fitted on the model's training file)" was cut
+    width = max([58, *(len(ref["name"]) + 1 for ref in refs.values() if ref)])
+    lines = ["beside the references:", f"  {'':<{width}}{'accuracy':>9}{'macro-F1':>10}",
+             f"  {'this model':<{width}}{report['accuracy']:>9.4f}{report['macro_f1']:>10.4f}"]
     for ref in refs.values():
         if ref:
-            lines.append(f"  {ref['name'][:58]:<58}{ref['accuracy']:>9.4f}{ref['macro_f1']:>10.4f}")
+            lines.append(f"  {ref['name']:<{width}}{ref['accuracy']:>9.4f}{ref['macro_f1']:>10.4f}")
     return "\n".join(lines + reference_warnings(report, refs))

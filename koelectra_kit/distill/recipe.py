@@ -24,7 +24,7 @@ from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import build_optimizer, default_lr, load_model
 from ..finetune.report import Window
-from ..io.output import check_not_input, check_out_dir, replaced_note
+from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
 from ..io.trackers import Trackers, trackers_to_open
 from ..finetune.tokens import encode_texts
 from ..io.hfdata import check_input
@@ -71,6 +71,7 @@ class DistillRecipe:
         self.cfg, self.on_step = cfg, on_step
         self.out = Path(cfg.out)
         check_out_dir(self.out)
+        check_kind(self.out, "encoder")
         check_not_input(self.out, {"student": cfg.student, "train": cfg.train, "dev": cfg.dev,
                                    **{f"{key}[{i}]": v for key in ("teachers", "transfer", "exclude")
                                       for i, v in enumerate(getattr(cfg, key))}})

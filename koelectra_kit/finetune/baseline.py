@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .config import FinetuneConfig
 from .data import format_data_report, load_splits
-from ..io.output import check_not_input, check_report_dir
+from ..io.output import check_kind, check_not_input, check_report_dir, replaced_note
 from ..classify.references import format_references, majority_reference
 from ..runtime import log
 
@@ -35,6 +35,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
     out = Path(cfg.out) if cfg.out else None
     if out:
         check_report_dir(out, model_files=("config.json",))  # a TF-IDF folder (classifier.json) is its own rerun
+        check_kind(out, "tfidf")
         check_not_input(out, {"train": cfg.train, "dev": cfg.dev}, writes=WRITES)
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
@@ -55,6 +56,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
     print(format_references(report, result["references"]))
     log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {n_features} features")
     if out:
+        replaced = replaced_note(out)
         with staged_dir(out) as staging:
             clf.save(staging)
             write_json_atomic(staging / "eval.json", result)
@@ -66,6 +68,8 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
 
                 plot_confusion(report, staging / "confusion.png", title=f"{name}\naccuracy {report['accuracy']:.3f}  "
                                                                        f"macro-F1 {report['macro_f1']:.3f}")
+        if replaced:
+            log(replaced)
         log(f"wrote {out}/: a classifier folder (classifier.json, tfidf.safetensors) with eval.json, data_report.json"
             f"{', confusion.png' if cfg.plots else ''}; label with `koelectra-kit label --model {out} ...`")
     return result

@@ -119,5 +119,5 @@ def format_candidates(c: dict, out: Path) -> str:
     folder = out if c["folder"] == "." else out / c["folder"]
     w = c["weights"]
     return (f"dev macro-F1: encoder {s['encoder']['macro_f1']:.4f}, TF-IDF {s['tfidf']['macro_f1']:.4f}, "
-            f"ensemble {s['ensemble']['macro_f1']:.4f} (weights {w['encoder']:.1f}/{w['tfidf']:.1f}); best on dev: "
+            f"ensemble {s['ensemble']['macro_f1']:.4f} (weights {w['encoder']:g}/{w['tfidf']:g}); best on dev: "
             f"{c['best']} -> koelectra-kit label --model {folder} ...")

@@ -31,7 +31,7 @@ from .graphs import GraphedStep, wants_graphs
 from .model import build_optimizer, compile_model, default_layer_decay, default_lr, load_model
 from .report import MetricsLog, Window
 from .step import train_step
-from ..io.output import check_not_input, check_out_dir, replaced_note
+from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
 from .tokens import encode_texts
 
 
@@ -92,6 +92,7 @@ class FinetuneRecipe:
         self.cfg = cfg
         self.out = Path(cfg.out)
         check_out_dir(self.out)
+        check_kind(self.out, "encoder")
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
         self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
         self.labels = list(cfg.labels)
@@ -375,7 +376,7 @@ class FinetuneRecipe:
                                                         cfg.baseline, self.fitted_tfidf())
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
-        write_text_atomic(staging / "finetune_config.yaml", dump_yaml(cfg))
+        write_text_atomic(staging / "finetune_config.yaml", dump_yaml(with_absolute_paths(cfg)))
         from ..classify.modelcard import classifier_card, write_card
 
         write_card(classifier_card(cfg, result, self.labels, self.tok, self.splits.report), staging)
@@ -444,3 +445,16 @@ class FinetuneRecipe:
 def finetune(cfg: FinetuneConfig) -> dict:
     """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict."""
     return FinetuneRecipe(cfg).run()
+
+
+def with_absolute_paths(cfg: FinetuneConfig) -> FinetuneConfig:
+    """``cfg`` with its local train, dev and model paths absolute, as finetune_config.yaml keeps them: `evaluate`
+    fits its TF-IDF reference on the saved train=, and a relative one, read from another folder, named another
+    file (there: the very file evaluated). Hub ids and hf: datasets stay as they are."""
+    from dataclasses import replace
+
+    def absolute(value):
+        return str(Path(value).resolve()) if value and not str(value).startswith("hf:") and Path(value).exists() \
+            else value
+
+    return replace(cfg, train=absolute(cfg.train), dev=absolute(cfg.dev), model=absolute(cfg.model))

@@ -155,8 +155,12 @@ def _pick_columns(df, path, text_column, label_column, rating_column, rating_map
         kind, candidates, given = "label", LABEL_COLUMNS, label_column
     source_col = pick_column(df.columns, given, candidates, path)
     if source_col is None:
-        raise InputError(f"{path}: no {kind} column found (tried {', '.join(candidates)}); "
-                         f"set {kind}_column= (or rating_column= with rating_map=); columns present: {present}")
+        # a .txt is one text per line: Excel's "Unicode Text" (a tab-separated table) named no column but "text"
+        lines = (" (a .txt file is read as one text per line, no columns: for a tab-separated table saved as .txt, "
+                 "as Excel's 'Unicode Text' is, pass format=tsv)" if Path(str(path)).suffix.lower() == ".txt" else "")
+        setting = f"set {kind}_column=" if kind == "rating" else "set label_column= (or rating_column= with rating_map=)"
+        raise InputError(f"{path}: no {kind} column found (tried {', '.join(candidates)}); {setting}; columns "
+                         f"present: {present}{lines}")
     if text_col == source_col:
         # text_column=label (meant: label_column=): each label was read as its own review, and a model that learns
         # to read its label back scored 1.0 on dev, exit 0

@@ -17,6 +17,8 @@ def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a directory path")
+    if above := next((p for p in out.parents if p.exists() and not p.is_dir()), None):
+        raise InputError(f"out={out}: {above} is a file, not a folder; give a directory path")  # said before training
     if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in markers):
         raise InputError(f"out={out} exists and is not {kind}; choose a new or empty directory")
 
@@ -36,6 +38,48 @@ def replaced_note(out: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         score = ""
     return f"note: replaced the model that was in {out}{score}"
+
+
+KINDS = {"encoder": "a fine-tuned encoder", "tfidf": "a TF-IDF classifier", "ensemble": "an ensemble"}
+
+
+def held_kind(out: Path) -> str | None:
+    """The kind of classifier folder ``out`` is: "tfidf" or "ensemble" (its classifier.json), "encoder" (a
+    transformers config.json), or None."""
+    import json
+
+    if (out / "classifier.json").is_file():
+        try:
+            return str(json.loads((out / "classifier.json").read_text(encoding="utf-8")).get("type"))
+        except (OSError, ValueError, AttributeError):
+            return "unreadable classifier"
+    return "encoder" if (out / "config.json").is_file() else None
+
+
+def check_kind(out: Path, kind: str) -> None:
+    """A run that writes ``kind`` (a key of KINDS) may replace an earlier output of that kind in ``out`` (with
+    ``replaced_note``), never a classifier of another kind (`ensemble out=` replaced a fine-tuned encoder folder
+    whole, without a word), and never a member of an ensemble beside ``out`` (a fine-tune's OUT/tfidf, which
+    OUT/ensemble averages with weights chosen for the model it held)."""
+    import json
+
+    out = Path(out)
+    held = held_kind(out) if out.is_dir() else None
+    if held and held != kind:
+        raise InputError(f"out={out} holds {KINDS.get(held, held)}, and this run writes {KINDS[kind]}: replacing it "
+                         "would lose that model; choose another out=")
+    target = out.resolve()
+    if not target.parent.is_dir():
+        return
+    for folder in target.parent.iterdir():
+        try:
+            manifest = json.loads((folder / "classifier.json").read_text(encoding="utf-8"))
+            members = [m["path"] for m in manifest["members"]] if manifest.get("type") == "ensemble" else []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if folder != target and any((folder / str(m)).resolve() == target for m in members):
+            raise InputError(f"out={out} is a member of the ensemble in {folder}: replacing it would change what "
+                             "that ensemble labels with, under weights chosen for this one; choose another out=")
 
 
 # A model folder's own files: a transformers model's, and a TF-IDF or ensemble classifier's (classify/registry.py)
