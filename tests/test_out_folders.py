@@ -117,3 +117,12 @@ def test_finetune_config_keeps_local_paths_absolute_and_hub_ids_as_given(tmp_pat
     saved = with_absolute_paths(cfg)
     assert saved.train == str(tmp_path / "train.csv") and saved.model == "beomi/KcELECTRA-base"
     assert saved.dev == "hf:owner/reviews" and cfg.train == "train.csv"  # the run's own config is left as given
+
+
+def test_a_tfidf_fit_cut_by_max_iter_says_so_in_one_line(capsys, sample_dir):
+    """scikit-learn's ConvergenceWarning was a raw multi-line paragraph on stderr."""
+    rc, _, err = run_cli(capsys, "baseline", f"train={sample_dir / 'reviews_labelled.csv'}", "baseline.max_iter=1")
+    assert rc == 0
+    assert "stopped at baseline.max_iter=1 before converging" in err and "ConvergenceWarning" not in err
+    rc, _, err = run_cli(capsys, "baseline", f"train={sample_dir / 'reviews_labelled.csv'}")
+    assert rc == 0 and "before converging" not in err

@@ -67,7 +67,20 @@ def fit_tfidf(texts: list[str], y: np.ndarray, cfg=None, class_weight: str | Non
         raise InputError(f"TF-IDF on {len(texts)} training texts: {str(e).splitlines()[0]} (baseline.min_df="
                          f"{b.min_df}; lower it)") from None
     model = LogisticRegression(C=b.C, max_iter=b.max_iter, tol=b.tol, class_weight=class_weight)
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    # scikit-learn's own warning is a paragraph on stderr: said in one line below instead. A filter, not
+    # catch_warnings, which swaps the process's filters and would swallow a fine-tune's warnings while the fit runs
+    # in a thread beside it (companions.fit_in_background)
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
     model.fit(x, y)
+    if int(np.max(model.n_iter_)) >= b.max_iter:
+        from ..runtime import warn
+
+        warn(f"warning: the TF-IDF logistic regression stopped at baseline.max_iter={b.max_iter} before converging "
+             f"(tol {b.tol:g}); raise baseline.max_iter for the model it would reach")
     name = f"TF-IDF {b.analyzer} {b.ngram_min}-{b.ngram_max}-grams + logistic regression (C={b.C:g})"
     return vec, model, name
 

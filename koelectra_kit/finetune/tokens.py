@@ -69,7 +69,7 @@ def _write_cache(path: Path, ids: list[list[int]], truncated: np.ndarray) -> Non
         with staged_dir(path) as staging:
             Dataset.from_dict({"input_ids": ids, "truncated": truncated.tolist()}).save_to_disk(str(staging))
     except OSError as e:  # a full disk or a read-only cache must not stop the fine-tune
-        warn(f"could not write the token cache {path}: {e}")
+        warn(f"warning: could not write the token cache {path}: {e}")
     finally:
         if not quiet:
             datasets.enable_progress_bars()
