@@ -459,3 +459,15 @@ def test_the_apps_file_jobs_hash_the_weights_once(tmp_path, tiny_classifier_dir,
         label_file(None, sample_dir / "reviews_unlabelled.csv", tmp_path / name, "review", classifier=shared.pin(),
                    progress=False)
     assert len(calls) == 1 and model_digest(shared.pin()) == model_digest(clf) == fresh and len(calls) == 1
+
+
+def test_blank_lines_above_the_header_are_skipped_and_lines_still_named_right(tmp_path, tiny_classifier):
+    """A CSV with blank lines before its header read the first blank line as the header: "no column 'review';
+    columns present: []". pandas skips them (so finetune read the same file); label does too, and a malformed row is
+    still named by its line in an editor."""
+    src = tmp_path / "in.csv"
+    src.write_text("\n\n\nid,review\n1,좋아요\n2,\"별로\n에요\"\n3,a,b\n", encoding="utf-8")
+    s = label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False)
+    got = _read(tmp_path / "o.csv")
+    assert s.rows == 3 and got["review"].tolist()[:2] == ["좋아요", "별로\n에요"]
+    assert got["status"].tolist()[2] == "error: malformed line 8: 3 fields, expected 2"

@@ -168,15 +168,17 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
         return [LINES_COLUMN], _closing(f, (Record([line.rstrip("\r\n").lstrip("\ufeff") if i == 1 else
                                                     line.rstrip("\r\n")], i) for i, line in enumerate(f, 1)))
     sep = sep or ("\t" if fmt == "tsv" else ",")
-    header_line = f.readline()
+    header_line, blank = f.readline(), 0
+    while header_line and not header_line.lstrip("\ufeff").strip():  # blank lines above the header: skipped, as
+        header_line, blank = f.readline(), blank + 1                   # pandas does (the header was read as none)
     if not header_line:
         f.close()
         raise InputError(f"{path}: empty file (no header row)")
     header = next(csv.reader([header_line.rstrip("\r\n")], delimiter=sep))
     header = [h.lstrip("\ufeff") for h in header]
     if fmt == "tsv" and sep == "\t":
-        return header, _closing(f, _tsv_records(f, len(header), 2))
-    return header, _closing(f, _csv_records(f, sep, len(header), 2))
+        return header, _closing(f, _tsv_records(f, len(header), 2 + blank))
+    return header, _closing(f, _csv_records(f, sep, len(header), 2 + blank))
 
 
 def check_lines_file(path: Path, encoding: str, text_column: str | None, default_column: str | None,
