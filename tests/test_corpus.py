@@ -186,3 +186,21 @@ def test_a_corpus_text_column_of_numbers_or_ids_is_refused(tmp_path):
         with pytest.raises(InputError, match="column 'id' holds only numbers .* name the text column"):
             list(texts("id"))
         assert list(texts("review")) == ["배송 빠르고 좋아요 ㅋㅋ"] * 50  # the text column streams as before
+
+
+def test_a_skipped_record_is_said_again_when_the_cached_presplit_is_used(tmp_path, capfd):
+    """A malformed CSV record was skipped with a warning once, when the pre-split cache was made; every later run
+    (a tokenizer retrained, `prepare` after `tokenizer train`) used the cache and said nothing of it."""
+    from koelectra_kit.tokenizer.cache import presplit_file
+    from koelectra_kit.tokenizer.normalize import NormalizeConfig
+
+    rows = [f'{i},"댓글 {i}번 정말 재밌네요"' for i in range(30)]
+    rows[9] = '9,"댓글 9번 "따옴표 문제'
+    src = tmp_path / "stray.csv"
+    src.write_text("id,comment\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    first = presplit_file(src, text_column=None, normalize=NormalizeConfig(), presplit="none", cache_dir=tmp_path / "c")
+    assert "1 malformed record(s) skipped (first: line 11)" in capfd.readouterr().err
+    again = presplit_file(src, text_column=None, normalize=NormalizeConfig(), presplit="none", cache_dir=tmp_path / "c")
+    err = capfd.readouterr().err
+    assert again == first and "1 malformed record(s) skipped (first: line 11) (as read when cached in" in err
+    assert len(first.read_text(encoding="utf-8").splitlines()) == 29

@@ -126,6 +126,11 @@ def damage(folder: Path, how: str) -> None:
         (folder / "prepared.json").write_text(json.dumps({**info, "format": 99}))
     elif how == "not json":
         (folder / "prepared.json").write_text("{")
+    elif how in ("fewer rows", "shorter rows", "info seq_len"):  # hand-edited: read as they say, trained on less
+        name, key, value = {"fewer rows": ("meta.json", "rows", 5), "shorter rows": ("meta.json", "seq_len", 32),
+                            "info seq_len": ("prepared.json", "seq_len", 32)}[how]
+        info = json.loads((folder / name).read_text())
+        (folder / name).write_text(json.dumps({**info, key: value}))
 
 
 @pytest.mark.parametrize("how,needle", [
@@ -134,6 +139,9 @@ def damage(folder: Path, how: str) -> None:
     ("other tokenizer", "not the one its rows were made with"),
     ("future format", "format 99"),
     ("not json", "cannot read"),
+    ("fewer rows", "meta.json says 5 of"),
+    ("shorter rows", "of 32, prepared.json says"),
+    ("info seq_len", "prepared.json says"),
 ])
 def test_a_damaged_folder_is_one_line_and_no_run_folder(prepared, tmp_path, capsys, how, needle):
     copy = tmp_path / "copy"

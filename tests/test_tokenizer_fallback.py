@@ -112,6 +112,16 @@ def test_fallback_none_trains_and_saves_the_old_way(sample_dir, kiwi_cache, tmp_
         tok.fallback = "jamo_bytes"
 
 
+def test_without_a_kiwi_presplit_training_says_the_rest_is_unk_as_it_is(sample_dir, tmp_path, capfd):
+    """presplit=none trained with the default fallback=jamo_bytes said "the rest become jamo or UTF-8 byte tokens"
+    and saved a tokenizer that turns 샐 (and its whole word) into [UNK]: the line now says what the tokenizer does."""
+    tok = train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(tmp_path / "t"),
+                                          vocab_size=2000, presplit="none"))
+    said = next(line for line in capfd.readouterr().err.splitlines() if "the rest become" in line)
+    assert tok.fallback is None and tok.unk_token_id in tok.encode(EXAMPLES[0]).ids
+    assert "the rest become [UNK]: fallback=jamo_bytes needs a Kiwi pre-split" in said and "jamo or" not in said
+
+
 def test_old_folder_loads_and_encodes_exactly_as_before(sample_dir, tmp_path):
     """tests/golden/tok_wordpiece was saved before the fallback: no field, no jamo, the old ids and offsets
     (tests/test_golden.py checks them all on 10,000 real texts; here the bundled edge cases)."""

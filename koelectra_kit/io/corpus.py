@@ -132,9 +132,11 @@ def _file_encoding(path: Path, encoding: str | None) -> tuple[str, bool]:
         return "utf-8", False
 
 
-def iter_texts(path: str | Path, text_column: str | int | None = None, encoding: str | None = None) -> Iterator[str]:
+def iter_texts(path: str | Path, text_column: str | int | None = None, encoding: str | None = None,
+               said: list | None = None) -> Iterator[str]:
     """Every text of the file, in order (empty ones included: callers count and skip them). A dataset (``hf:...``,
-    a ``save_to_disk`` or Parquet folder) is read by ``hfdata``, streamed, with the same column rule."""
+    a ``save_to_disk`` or Parquet folder) is read by ``hfdata``, streamed, with the same column rule. ``said``:
+    the warning about the file (skipped records, bad bytes) is appended there too, at the end."""
     if hfdata.is_dataset_source(path):
         yield from hfdata.iter_texts(path, text_column)
         return
@@ -145,7 +147,7 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
     refuse_archive(path)
     fmt = TABLE_FORMATS.get(path.suffix.lower())
     if fmt is not None:
-        yield from _read_table(path, fmt, encoding, text_column)
+        yield from _read_table(path, fmt, encoding, text_column, said)
         return
     enc, _ = _file_encoding(path, encoding)
     stats = _new_stats()
@@ -157,17 +159,17 @@ def iter_texts(path: str | Path, text_column: str | int | None = None, encoding:
             stats["cr"] += 1
             stats["first_cr"] = stats["first_cr"] or lineno
         yield line.lstrip("\ufeff") if lineno == 1 else line  # (utf-8-sig is read as utf-8 line by line: drop the BOM)
-    _report(path, enc, stats)
+    _report(path, enc, stats, said)
 
 
-def _read_table(path: Path, fmt: str, encoding: str | None, text_column) -> Iterator[str]:
+def _read_table(path: Path, fmt: str, encoding: str | None, text_column, said: list | None = None) -> Iterator[str]:
     stats = _new_stats()
     enc, clean = (None, True) if fmt == "parquet" else _file_encoding(path, encoding)
     if not clean:
         for _ in _decoded_lines(path, enc, stats):  # count the broken lines (or stop on a wrong encoding)
             pass
     yield from _table_texts(path, fmt, enc, text_column, stats, "strict" if clean else "replace")
-    _report(path, enc, stats)
+    _report(path, enc, stats, said)
 
 
 def _table_texts(path: Path, fmt: str, enc: str | None, text_column, stats: dict, errors: str) -> Iterator[str]:
@@ -195,7 +197,9 @@ def _column_texts(records, idx: int, stats: dict) -> Iterator[str]:
         yield "" if value is None else str(value)
 
 
-def _report(path: Path, enc: str | None, stats: dict) -> None:
+def _report(path: Path, enc: str | None, stats: dict, said: list | None = None) -> None:
+    """One warning line for what reading ``path`` skipped or changed; also appended to ``said`` (a cache of what
+    was read keeps it, to say it again when it is used instead of the file)."""
     notes = []
     if stats["bad"]:
         notes.append(f"{stats['bad']} line(s) had bytes invalid in {enc} (first: line {stats['first_bad']}); "
@@ -208,6 +212,8 @@ def _report(path: Path, enc: str | None, stats: dict) -> None:
         notes.append(f"{stats['malformed']} malformed record(s) skipped (first: line {stats['first_malformed']})")
     if notes:
         runtime.warn(f"warning: {path}: {'; '.join(notes)}")
+        if said is not None:
+            said.append(f"warning: {path}: {'; '.join(notes)}")
 
 
 def iter_corpus(name: str, path: str | Path) -> Iterator[str]:

@@ -13,6 +13,7 @@ done, so the cache is byte for byte what one uninterrupted pass writes (tests/te
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -65,19 +66,32 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     target = resolve_cache_dir(cache_dir) / "presplit" / f"{path.stem[:40]}-{key}.txt"
     if target.exists():
-        return target
+        return _said_again(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two runs on one corpus at once (two pretraining runs started together) would write and sweep the same parts
     # folder: the second waits here for the first, then finds the finished cache.
     lock = target.parent / f".{target.stem}.lock"
     with _locked(lock):
         if target.exists():
-            return target
+            return _said_again(target)
         _presplit_to(target, path, text_column=text_column, normalize=normalize, presplit=presplit,
                      num_workers=num_workers, progress=progress, max_lines=max_lines, word_cache=word_cache,
                      piece_bytes=piece_bytes)
         # Safe to remove while held: whoever waits on it, or comes later, finds the cache before doing any work.
         lock.unlink(missing_ok=True)
+    return target
+
+
+def _warnings_file(target: Path) -> Path:
+    return target.with_name(target.name + ".warnings")
+
+
+def _said_again(target: Path) -> Path:
+    """The cached pre-split, after saying again what reading its file warned about (a skipped malformed record
+    was said once, when the cache was made, and never on the runs that used it)."""
+    with contextlib.suppress(OSError):
+        for line in _warnings_file(target).read_text(encoding="utf-8").splitlines():
+            runtime.warn(f"{line} (as read when cached in {target.parent})")
     return target
 
 
@@ -118,7 +132,8 @@ def _presplit_to(target: Path, path: Path, *, text_column, normalize, presplit, 
     job = PieceJob(normalize, presplit, word_cache, parts)
     processes = kiwi.resolve_workers(num_workers)
     t0 = time.perf_counter()
-    pieces = _pieces(iter_texts(path, text_column), piece_bytes)
+    said: list[str] = []
+    pieces = _pieces(iter_texts(path, text_column, said=said), piece_bytes)
     if processes > 1 and not max_lines and size > piece_bytes and not _is_daemon():
         n = _split_in_processes(job, pieces, done, processes, bar)
     else:  # one process: Kiwi's own threads (num_workers of them) take the cores
@@ -130,6 +145,8 @@ def _presplit_to(target: Path, path: Path, *, text_column, normalize, presplit, 
     if stats["texts"] == 0:
         shutil.rmtree(parts, ignore_errors=True)
         raise InputError(f"{path}: no text in it ({stats['empty']} empty lines)")
+    if said:  # before the cache appears: a run that finds it finds these too
+        _warnings_file(target).write_text("\n".join(said) + "\n", encoding="utf-8")
     _join(parts, n, target, max_lines)
     shutil.rmtree(parts, ignore_errors=True)
     if progress:

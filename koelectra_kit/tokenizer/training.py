@@ -85,7 +85,11 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     if not chars:
         alphabet, note, kept = alphabet_size(files, cfg.vocab_size, cfg.limit_alphabet, continuing=continuing)
         if cfg.progress:
-            rest = ("jamo or UTF-8 byte tokens (fallback=jamo_bytes)" if cfg.fallback == "jamo_bytes" else "[UNK]")
+            # what the saved tokenizer does, not what was asked: the fallback rides on the Kiwi pre-split's words
+            # (presplit=none said "jamo or UTF-8 byte tokens" and saved a tokenizer that gives [UNK])
+            rest = ("jamo or UTF-8 byte tokens (fallback=jamo_bytes)" if _with_fallback(cfg) else
+                    f"[UNK]: fallback=jamo_bytes needs a Kiwi pre-split, not presplit={cfg.presplit}"
+                    if cfg.fallback == FALLBACK and cfg.model != "unigram" else "[UNK]")
             runtime.log(f"{note} (the rest become {rest})")
     # characters: the trainer always keeps the alphabet and its "##" forms, whatever vocab_size says, so a
     # vocab_size of zero merges leaves exactly those. Subwords: the alphabet is ours (``kept``), since the
