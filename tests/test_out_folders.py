@@ -126,3 +126,15 @@ def test_a_tfidf_fit_cut_by_max_iter_says_so_in_one_line(capsys, sample_dir):
     assert "stopped at baseline.max_iter=1 before converging" in err and "ConvergenceWarning" not in err
     rc, _, err = run_cli(capsys, "baseline", f"train={sample_dir / 'reviews_labelled.csv'}")
     assert rc == 0 and "before converging" not in err
+
+
+def test_the_fine_tune_lr_by_width_meets_the_papers_points_and_runs_between_them():
+    """A step at 257 fine-tuned a 384-wide encoder at 1e-4, a third of a 256-wide one's 3e-4 (the size lease's
+    candidate against the preset it is compared with)."""
+    from types import SimpleNamespace
+
+    from koelectra_kit.finetune.model import default_lr
+
+    lr = {h: default_lr(SimpleNamespace(config=SimpleNamespace(hidden_size=h))) for h in (128, 256, 384, 512, 768, 1024)}
+    assert lr[128] == lr[256] == 3e-4 and lr[384] == pytest.approx(2e-4) and lr[512] == pytest.approx(1.5e-4)
+    assert lr[768] == pytest.approx(1e-4) and lr[1024] == 5e-5
