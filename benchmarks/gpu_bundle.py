@@ -153,17 +153,26 @@ def travel_weights(run: Path, part_bytes: int = PART_BYTES, files: int = BACK_FI
     return "fp32" if -(-size // part_bytes) <= files and size <= limit else "bf16"
 
 
-def _bf16_copy(weights: Path, dest: Path) -> None:
-    """``weights`` with every fp32 tensor rounded to bf16, and a note of it in the file's metadata."""
+def _retyped(src: Path, dest: Path, frm: str, to: str, note: str | None) -> bool:
+    """``src``'s safetensors with every ``frm`` tensor as ``to`` written to ``dest``; its metadata keeps ``note``
+    under TRAVEL_KEY (None: drops it). Only for a file whose TRAVEL_KEY is absent (to bf16) or "float32" (back);
+    False, writing nothing, for any other (a damaged file, or weights that did not travel rounded)."""
     import torch
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import save_file
 
-    with safe_open(str(weights), framework="pt") as f:
-        meta = dict(f.metadata() or {})
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    tensors = {k: t.to(torch.bfloat16) if t.dtype == torch.float32 else t for k, t in tensors.items()}
-    save_file(tensors, str(dest), metadata={**meta, "format": meta.get("format", "pt"), TRAVEL_KEY: "float32"})
+    try:
+        with safe_open(str(src), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            if meta.pop(TRAVEL_KEY, None) != (None if note else "float32"):
+                return False
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (OSError, SafetensorError):
+        return False
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    save_file({k: t.to(dtypes[to]) if t.dtype == dtypes[frm] else t for k, t in tensors.items()}, str(dest),
+              metadata={**meta, "format": meta.get("format", "pt"), **({TRAVEL_KEY: note} if note else {})})
+    return True
 
 
 def pack(run: Path, prefix: Path, part_bytes: int = PART_BYTES, weights: str = "fp32") -> list[Path]:
@@ -183,7 +192,7 @@ def pack(run: Path, prefix: Path, part_bytes: int = PART_BYTES, weights: str = "
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=parts, mode="w|") as tar:
         rounded = Path(tmp) / model.name
         if weights == "bf16" and model.is_file():
-            _bf16_copy(model, rounded)
+            _retyped(model, rounded, "float32", "bfloat16", note="float32")
 
         def keep(t: tarfile.TarInfo):
             return None if Path(t.name).name == WORD_LIST or (
@@ -225,21 +234,9 @@ def unpack(prefix: Path, dest: Path) -> Path:
 def restore_weights(weights: Path) -> bool:
     """Weights that travelled rounded to bf16 written back in the dtype they had (fp32, the values as rounded), so
     the folder loads as any export does (transformers 5 loads a checkpoint in its stored dtype). True if it did."""
-    import torch
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import save_file
-
-    try:
-        with safe_open(str(weights), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-            if meta.pop(TRAVEL_KEY, None) != "float32":
-                return False
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except (OSError, SafetensorError):  # no weights, or not safetensors: nothing travelled rounded
-        return False
     tmp = weights.with_name(weights.name + ".fp32")
-    save_file({k: t.to(torch.float32) if t.dtype == torch.bfloat16 else t for k, t in tensors.items()}, str(tmp),
-              metadata=meta)
+    if not _retyped(weights, tmp, "bfloat16", "float32", note=None):
+        return False
     tmp.replace(weights)
     print(f"{weights}: travelled as bf16, written back as fp32 (each weight rounded to bf16's 8 bits of "
           "mantissa)", flush=True)

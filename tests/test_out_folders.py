@@ -109,7 +109,7 @@ def test_the_binary_figure_knows_every_spelling_of_the_three_sentiments():
 
 def test_finetune_config_keeps_local_paths_absolute_and_hub_ids_as_given(tmp_path, monkeypatch):
     from koelectra_kit.finetune import FinetuneConfig
-    from koelectra_kit.finetune.recipe import with_absolute_paths
+    from koelectra_kit.finetune.config import with_absolute_paths
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.csv").write_text("review,label\n")

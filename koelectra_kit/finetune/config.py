@@ -189,3 +189,17 @@ class FinetuneConfig:
                 raise ConfigError(f"baseline.{key}: must be at least 1, got {getattr(b, key)}")
         if b.max_features is not None and b.max_features < 1:
             raise ConfigError(f"baseline.max_features: must be at least 1 (or null: no cap), got {b.max_features}")
+
+
+def with_absolute_paths(cfg: FinetuneConfig) -> FinetuneConfig:
+    """``cfg`` with its local train, dev and model paths absolute, as finetune_config.yaml keeps them: `evaluate`
+    fits its TF-IDF reference on the saved train=, and a relative one, read from another folder, named another
+    file (there: the very file evaluated). Hub ids and hf: datasets stay as they are."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    def absolute(value):
+        return str(Path(value).resolve()) if value and not str(value).startswith("hf:") and Path(value).exists() \
+            else value
+
+    return replace(cfg, train=absolute(cfg.train), dev=absolute(cfg.dev), model=absolute(cfg.model))

@@ -25,7 +25,7 @@ from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multipl
                        resolve_device, set_seed, synchronize, warn)
 from .batching import length_grouped_batches, shuffled_batches
 from .companions import fit_in_background, tfidf_job
-from .config import FinetuneConfig
+from .config import FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep, wants_graphs
 from .model import build_optimizer, compile_model, default_layer_decay, default_lr, load_model
@@ -445,16 +445,3 @@ class FinetuneRecipe:
 def finetune(cfg: FinetuneConfig) -> dict:
     """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict."""
     return FinetuneRecipe(cfg).run()
-
-
-def with_absolute_paths(cfg: FinetuneConfig) -> FinetuneConfig:
-    """``cfg`` with its local train, dev and model paths absolute, as finetune_config.yaml keeps them: `evaluate`
-    fits its TF-IDF reference on the saved train=, and a relative one, read from another folder, named another
-    file (there: the very file evaluated). Hub ids and hf: datasets stay as they are."""
-    from dataclasses import replace
-
-    def absolute(value):
-        return str(Path(value).resolve()) if value and not str(value).startswith("hf:") and Path(value).exists() \
-            else value
-
-    return replace(cfg, train=absolute(cfg.train), dev=absolute(cfg.dev), model=absolute(cfg.model))

@@ -197,13 +197,13 @@ class PackedRows:
         import pyarrow as pa
 
         self.meta = json.loads((cache / "meta.json").read_text())
-        self.n = self.meta["rows"]
-        self.seq_len = self.meta["seq_len"]
         self._mmap = pa.memory_map(str(cache / "rows.arrow"), "r")
         table = pa.ipc.open_stream(self._mmap).read_all()  # zero-copy: buffers point into the mapping
+        # the rows' shape as the file itself holds it, not as meta.json says (a prepared folder checks the two agree)
+        self.seq_len, self.n = table.schema.field("input_ids").type.list_size, table.num_rows
         # [block_rows, L] numpy views into the mapped file, one per Arrow record batch (not copies in RAM)
         self.blocks = [c.values.to_numpy(zero_copy_only=True).reshape(-1, self.seq_len)
-                        for c in table.column("input_ids").chunks]
+                       for c in table.column("input_ids").chunks]
         self._block_rows = self.meta["block_rows"]
         self.last_row = self.completed_last_row()
 

@@ -151,13 +151,13 @@ def open_prepared(path: str | Path) -> Prepared:
         raise InputError(f"prepared={path}: rows.arrow holds {rows_size:,} bytes, fewer than its "
                          f"{meta.get('rows')} rows need (a copy cut short?); copy the whole folder again")
     try:
-        width, stored = stored_shape(d / "rows.arrow")
         data = PackedRows(d)
     except Exception as e:  # noqa: BLE001 - a damaged Arrow file: one line, not pyarrow's traceback
         raise InputError(f"prepared={path}: cannot read rows.arrow ({str(e).splitlines()[0]}); copy the whole "
                          "folder again") from None
     # meta.json is what the rows are read by: one edited (rows 50, seq_len 32) trained on a part of the rows, or on
     # each row cut in two, exit 0. The Arrow file's own shape and prepared.json must agree with it.
+    width, stored = data.seq_len, data.n
     said = {"meta.json": (meta.get("rows"), meta.get("seq_len")), "prepared.json": (info.get("rows", stored),
                                                                                    info.get("seq_len", width))}
     if any(shape != (stored, width) for shape in said.values()):
@@ -166,16 +166,6 @@ def open_prepared(path: str | Path) -> Prepared:
                                      f"{name} says {rows} of {seq}" for name, (rows, seq) in said.items())
                          + ": its files do not belong together; copy the whole folder again (or prepare it again)")
     return Prepared(d, tok, data, info)
-
-
-def stored_shape(rows_file: Path) -> tuple[int, int]:
-    """(tokens a row, rows) as the Arrow stream itself holds them (its fixed-size list type; its batches' lengths)."""
-    import pyarrow as pa
-
-    with pa.memory_map(str(rows_file), "r") as source:
-        reader = pa.ipc.open_stream(source)
-        width = reader.schema.field(0).type.list_size
-        return width, sum(batch.num_rows for batch in reader)
 
 
 def apply_prepared_shape(cfg: PretrainConfig, prepared: Prepared) -> list[str]:
