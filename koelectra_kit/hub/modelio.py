@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError
+from ..io.hubreach import check_reachable
 
 # What a Hugging Face hub id looks like: "name" or "owner/name", letters, digits, "-", "_", "."
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
@@ -18,7 +19,7 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?
 def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
     """``name_or_dir`` as a string, after checking: an existing folder must hold config.json; a path that
     cannot be a hub id (absolute, ./ ../ ~, a backslash, more than one "/", or an "owner/" that is a local
-    folder) must exist."""
+    folder) must exist; a hub id must be reachable or in the local hub cache (``network.check_reachable``)."""
     name = str(name_or_dir)
     path = Path(os.path.expanduser(name))
     if path.exists():
@@ -34,6 +35,7 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
                    ("/" in name and Path(name.split("/")[0]).is_dir()))
     if looks_local:
         raise InputError(f"{what}={name}: no such folder (a local path; hub ids look like owner/name)")
+    check_reachable(name, what)
     return name
 
 

@@ -30,6 +30,8 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = False, what: s
     repo's URL. Raises ``KitError`` with one line when the hub cannot be reached or the user is not logged in."""
     from huggingface_hub import HfApi, constants, get_token
 
+    from ..io.hubreach import unreachable
+
     folder = Path(folder)
     later = (f"the {what} is saved in {folder}; push it later with `koelectra-kit export --model {folder} "
              f"--push-to-hub {repo_id}`")
@@ -37,6 +39,10 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = False, what: s
         raise KitError(f"push_to_hub={repo_id}: HF_HUB_OFFLINE is set, the hub cannot be reached; {later}")
     if get_token() is None:
         raise KitError(f"push_to_hub={repo_id}: no Hugging Face token (run `hf auth login` or set HF_TOKEN); {later}")
+    reason = unreachable()  # before create_repo: offline, its retries take tens of seconds
+    if reason is not None:
+        raise KitError(f"push_to_hub={repo_id}: the hub ({constants.ENDPOINT}) can't be reached from here ({reason}); "
+                       f"{later}")
     try:
         api = HfApi()
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")

@@ -5,6 +5,7 @@
 - ``tables``: the one table reader (CSV, TSV, JSONL, Parquet; encodings detected), whole or streamed;
 - ``workbook``: an Excel workbook's first sheet as a CSV;
 - ``hfdata``: Hugging Face datasets (hub ids, ``load_from_disk`` folders) as rows and as cached files;
+- ``hubreach``: whether the Hugging Face hub answers, asked once before a hub id is looked up (offline: the cache);
 - ``corpus``: plain-text and table corpora as texts, one a line or one a row;
 - ``labelled``: a labelled table as texts and label indices (columns, label or rating mapping, dropped rows);
 - ``output``: which output folders a command may replace;

@@ -194,6 +194,12 @@ def _load(src: DatasetSource, streaming: bool):
         except Exception as e:  # noqa: BLE001 - datasets raises several types for a damaged folder
             raise InputError(f"{src}: not a readable `save_to_disk` folder ({_one_line(e)})") from None
         return ds[src.split] if src.split is not None else ds
+    from .hubreach import in_cache, unreachable
+
+    reason = unreachable()
+    if reason is not None and not in_cache(src.name, "dataset"):
+        raise InputError(f"{src}: the Hugging Face hub can't be reached from here ({reason}) and the dataset is not "
+                         "in the local cache; `save_to_disk` it where there is a network and pass that folder")
     try:
         ds = datasets.load_dataset(src.name, src.config, split=src.split, streaming=streaming)
     except Exception as e:  # noqa: BLE001 - offline, unknown id, config or split: all one line for the user

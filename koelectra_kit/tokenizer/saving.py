@@ -183,7 +183,11 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
                                                                            else ""))
     if not d.exists() and (str(name_or_dir).startswith((".", "/")) or str(name_or_dir).count("/") > 1):
         raise InputError(f"tokenizer directory not found: {name_or_dir}")
+    from ..io.hubreach import check_reachable
     from ..hub.repo import koelectra_snapshot
+
+    if not d.exists():
+        check_reachable(str(name_or_dir), "tokenizer")
 
     snapshot = koelectra_snapshot(str(name_or_dir), SETTINGS_FILE)  # a hub repo saved by this toolkit: read its files as above
     if snapshot is not None:
