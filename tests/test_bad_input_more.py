@@ -316,8 +316,15 @@ def test_a_column_of_dates_or_ids_or_mostly_empty_is_not_review_text(capsys, tmp
     src.write_text("review,id\n" + "좋아요,1\n" + ",2\n" * 30, encoding="utf-8")
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output", out,
                          "--no-progress")
-    assert_one_line_error(rc, err, "'review' is empty in 30 of its first 31 rows")
+    assert_one_line_error(rc, err, "'review' is empty in 30 of its first 31 rows", "--allow-mostly-empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # nothing written
+    # the way past for an export where few rows carry a comment: labelled, the empty rows flagged
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output", out,
+                         "--no-progress", "--allow-mostly-empty")
+    assert rc == 0, err
+    import pandas as pd
+    got = pd.read_csv(out, keep_default_na=False)
+    assert len(got) == 31 and (got["status"] == "empty").sum() == 30 and got["label"].iloc[0] != ""
 
 
 def test_a_txt_file_is_one_review_per_line_with_no_header(capsys, tmp_path, tiny_classifier_dir):

@@ -74,6 +74,8 @@ SWITCHES = {
     "--overwrite": ("overwrite", "replace an existing output file"),
     "--allow-generic-labels": ("allow_generic_labels", "accept a model whose labels are LABEL_0, LABEL_1, ... "
                                                        "(no trained classification head)"),
+    "--allow-mostly-empty": ("allow_mostly_empty", "label a text column even when 90%% of its first rows are "
+                                                   "empty (they get status empty)"),
 }
 
 

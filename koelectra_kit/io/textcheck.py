@@ -78,7 +78,8 @@ def check_text_column(values, column, columns, path, empty: bool = False) -> Non
                          f"not review text; name the text column (other columns: {others or 'none'})")
     if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
         raise InputError(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
-                         f"a review column; name the text column (other columns: {others or 'none'})")
+                         f"a review column; name the text column (other columns: {others or 'none'}), or "
+                         "--allow-mostly-empty if it is the review column")
 
 
 check_not_numbers = check_text_column  # its name before it refused dates, ids and empty columns too (issue 41)

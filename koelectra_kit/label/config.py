@@ -61,6 +61,9 @@ class LabelConfig:
     # A model whose labels are LABEL_0, LABEL_1, ... has no trained classification head (a pretraining
     # discriminator, a bare encoder): its labels mean nothing, so it is refused unless asked for.
     allow_generic_labels: bool = False
+    # A text column empty in 90% of its first rows (from 20 rows on) is refused as a column picked by mistake;
+    # true: label it anyway (an export where few rows carry a comment), its empty rows written with status empty.
+    allow_mostly_empty: bool = False
     # the analyst's own labels over the model's: the app's LABELS.csv, or any labelled table finetune reads (a
     # text and a label column). A row whose text it labels gets that label, label_source "human" and the model's
     # own in model_label (label/human.py)

@@ -312,7 +312,8 @@ class FileLabeller:
         # object dtype: ids and numbers are written back as they were read (no int -> float through NaN)
         df = pd.DataFrame(rows, columns=self.columns, dtype=object)
         if state.bytes_done == 0:
-            check_text_column(df[cfg.text_column], cfg.text_column, self.columns, self.src, empty=True)
+            check_text_column(df[cfg.text_column], cfg.text_column, self.columns, self.src,
+                              empty=not cfg.allow_mostly_empty)
         reused_before = self.cache.reused if self.cache is not None else 0
         out, names = label_chunk(self.clf, df, cfg.text_column, errors, cfg.batch_size, self.cache) if chunk else \
             (pd.DataFrame(columns=[*self.columns, *self.added_columns()]), None)
