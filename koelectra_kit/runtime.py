@@ -57,6 +57,24 @@ class _StderrHandler(logging.StreamHandler):
         super().emit(record)
 
 
+@contextlib.contextmanager
+def warnings_said():
+    """The list of warning lines said while the block runs (printed as usual too): what a cache built in the block
+    keeps, to say again to the runs that use it instead of reading its inputs."""
+    said: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    logger, keep = get_logger(), _Keep(logging.WARNING)
+    logger.addHandler(keep)
+    try:
+        yield said
+    finally:
+        logger.removeHandler(keep)
+
+
 def log(msg: str) -> None:
     """A progress line (stderr, rank 0)."""
     get_logger().info(msg)

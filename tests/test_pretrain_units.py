@@ -391,6 +391,30 @@ def test_packed_cache_is_memory_mapped_reused_and_arrow(tmp_path):
     assert len(ds) == data.n and ds[5]["input_ids"] == data.take(np.array([5]))[0].tolist()
 
 
+def test_a_packed_cache_says_again_what_reading_its_corpus_warned(tmp_path, capfd):
+    """A skipped malformed record was said when the packed rows were built, and never on the runs that used them."""
+    from koelectra_kit.pretrain import build_packed_cache
+    from koelectra_kit.runtime import warn
+
+    class WarningTok(FakeTok):
+        def iter_corpus_ids(self, paths, **kw):
+            warn("c.txt: 1 malformed record(s) skipped (first: line 11) (as read when cached in /c/presplit)")
+            yield from super().iter_corpus_ids(paths, **kw)
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"text number {i}\n" for i in range(200)), encoding="utf-8")
+    cfg = cfg_with(seq_len=32)
+    tok = WarningTok()
+    cache = build_packed_cache(cfg, tok, "tokfp", [corpus], tmp_path / "cache")
+    assert capfd.readouterr().err.count("1 malformed record(s) skipped") == 1
+    assert build_packed_cache(cfg, tok, "tokfp", [corpus], tmp_path / "cache") == cache and tok.calls == 1
+    err = capfd.readouterr().err
+    assert f"c.txt: 1 malformed record(s) skipped (first: line 11) (as read when the packed rows were cached in " \
+           f"{cache})" in err and "/c/presplit" not in err
+    build_packed_cache(cfg, tok, "tokfp", [corpus], tmp_path / "cache", say_again=False)  # another rank: silent
+    assert "malformed" not in capfd.readouterr().err
+
+
 def test_pretrain_trains_its_tokenizer_with_the_presplit_it_is_given(tmp_path):
     """presplit= reaches the tokenizer a run trains for itself (the word-level mode's pretraining comparison in
     docs/RESULTS.md §6 is run this way), and a mode that does not exist is refused before any work."""

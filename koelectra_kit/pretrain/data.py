@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.fileio import cache_dir, write_json_atomic
 from ..io.hfdata import DatasetSource, check_input
-from ..runtime import log
+from ..runtime import log, warn, warnings_said
 from .config import PretrainConfig
 
 
@@ -100,6 +101,20 @@ def corpus_fingerprint(paths: list[Path], text_column: str | None) -> str:
     return h.hexdigest()
 
 
+_AGAIN = re.compile(r" \(as read when cached in [^()]*\)$")  # the pre-split cache's own "said again" note
+
+
+def _said_again(cache: Path) -> Path:
+    """The packed cache, after saying again what reading its corpus warned about when it was built."""
+    try:
+        lines = json.loads((cache / "meta.json").read_text(encoding="utf-8")).get("warnings", [])
+    except (OSError, ValueError, AttributeError):
+        lines = []  # PackedRows reads meta.json next and says what is wrong with it
+    for line in lines:
+        warn(f"{line} (as read when the packed rows were cached in {cache})")
+    return cache
+
+
 def pack_sequences(texts: Iterator[list[int]], seq_len: int, cls_id: int, sep_id: int,
                    stats: dict) -> Iterator[list[int]]:
     """``[CLS] t1 [SEP] t2 [SEP] ...`` cut into rows of exactly ``seq_len`` ids; a text longer than the room
@@ -123,18 +138,20 @@ def pack_sequences(texts: Iterator[list[int]], seq_len: int, cls_id: int, sep_id
 PACK_FORMAT = 1  # bump when packing changes, so old caches are not reused
 
 
-def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], cache_root: Path) -> Path:
+def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], cache_root: Path,
+                       say_again: bool = True) -> Path:
     """Tokenize the corpus once (all cores, the tokenizer's own cached pre-split) and write the packed rows to
     ``cache_root/packed/<key>/rows.arrow`` (an Arrow IPC stream of fixed-size lists, written in blocks: RAM
     stays flat however big the corpus). The key is (corpus content, tokenizer, seq_len); a later run with the
-    same three reuses the file. Returns the cache dir (with meta.json)."""
+    same three reuses the file, and says again what reading the corpus warned about (``say_again``: not the ranks
+    that only map rank 0's cache). Returns the cache dir (with meta.json)."""
     import pyarrow as pa
 
     key_src = f"{corpus_fingerprint(corpus, cfg.text_column)}|{tok_fp}|{cfg.seq_len}|{PACK_FORMAT}"
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     cache = cache_root / "packed" / key
     if (cache / "meta.json").exists():
-        return cache
+        return _said_again(cache) if say_again else cache
     L = cfg.seq_len
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
     block_rows = max(1, (4 << 20) // (L * np.dtype(dtype).itemsize))  # ~4 MB per Arrow record batch
@@ -151,7 +168,8 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
                                        progress=cfg.progress)
         buf = np.full((block_rows, L), tok.pad_token_id, dtype=dtype)
         filled = 0
-        with pa.OSFile(str(tmp / "rows.arrow"), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        with pa.OSFile(str(tmp / "rows.arrow"), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer, \
+                warnings_said() as said:
             def flush(n):
                 flat = pa.array(buf[:n].reshape(-1), type=pa.from_numpy_dtype(dtype))
                 writer.write_batch(pa.record_batch([pa.FixedSizeListArray.from_arrays(flat, L)], schema=schema))
@@ -177,7 +195,9 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
         meta = {"rows": n_rows, "seq_len": L, "tokens": n_tokens, "texts": stats["texts"], "last_row_len": last_len,
                 "block_rows": block_rows, "dtype": np.dtype(dtype).name, "vocab_size": tok.vocab_size,
                 "tokenizer_fingerprint": tok_fp, "corpus": [str(p) for p in corpus], "format": PACK_FORMAT,
-                "build_seconds": round(time.time() - t0, 1)}
+                "build_seconds": round(time.time() - t0, 1),
+                # what reading the corpus warned about (skipped records): said again on every run this cache serves
+                "warnings": [_AGAIN.sub("", line) for line in said]}
         write_json_atomic(tmp / "meta.json", meta)
         try:
             os.replace(tmp, cache)
@@ -283,7 +303,7 @@ def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], 
         cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root)
     dist_ctx.barrier()
     if not dist_ctx.is_main:
-        cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root)  # finds rank 0's cache
+        cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root, say_again=False)  # finds rank 0's cache
     return checked_rows(PackedRows(cache), cache, dist_ctx.is_main)
 
 
