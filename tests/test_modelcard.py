@@ -67,3 +67,25 @@ def test_bad_repo_id_fails_before_training(tmp_path, capsys):
     rc = main(["finetune", "model=nowhere", f"train={tmp_path / 'x.csv'}", f"out={tmp_path / 'o'}",
                "push_to_hub=not a repo"])
     assert rc == 2 and "owner/name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("card_license=Apache 2.0", "card_license='Apache 2.0': give the hub's license id, lowercase"),
+    ("card_license=CC BY-SA 4.0", "card_license='CC BY-SA 4.0'"),
+    ("card_datasets=[e9t/nsmc,my reviews.csv]", "card_datasets: 'my reviews.csv' is not a hub dataset id"),
+])
+@pytest.mark.parametrize("command", ["finetune", "pretrain"])
+def test_card_metadata_the_hub_would_refuse_fails_before_training(command, override, needle, tmp_path, capsys):
+    args = ([f"train={tmp_path / 'x.csv'}", "model=nowhere"] if command == "finetune" else
+            ["--config", "tiny", f"corpus={tmp_path / 'x.txt'}"])
+    assert main([command, *args, f"out={tmp_path / 'o'}", override]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_card_metadata_in_the_hubs_spelling_is_accepted():
+    from koelectra_kit.hub.repo import check_card_metadata
+
+    for license_id in ("apache-2.0", "cc-by-nc-sa-4.0", "openrail++", "llama3.1", "other"):
+        check_card_metadata(license_id, ["e9t/nsmc", "nsmc", "Beomi/KcBERT-data_v1.2"])

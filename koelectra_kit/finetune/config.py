@@ -124,9 +124,10 @@ class FinetuneConfig:
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
 
     def validate(self) -> None:
-        from ..hub.repo import check_repo_id
+        from ..hub.repo import check_card_metadata, check_repo_id
 
         check_repo_id(self.push_to_hub)
+        check_card_metadata(self.card_license, self.card_datasets)
         if len(self.labels) < 2:
             raise ConfigError(f"labels: need at least 2 labels, got {self.labels}")
         if len(set(self.labels)) != len(self.labels) or any(not str(x).strip() for x in self.labels):

@@ -25,6 +25,25 @@ def check_repo_id(repo_id: str | None, key: str = "push_to_hub") -> None:
         raise ConfigError(f"{key}={repo_id!r}: give a hub repo id as owner/name (e.g. {key}=me/koelectra-sentiment)")
 
 
+# the hub's license ids: lowercase, digits, ".", "-", "+" (apache-2.0, cc-by-nc-sa-4.0, openrail++, other). The list
+# itself is the hub's and grows, so only the spelling is checked: "Apache 2.0" or "CC BY-SA 4.0" fails the push.
+_LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+# a dataset id: "owner/name", or a name alone for the hub's older canonical datasets
+_DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+def check_card_metadata(license_id: str, datasets: list[str]) -> None:
+    """``card_license`` and ``card_datasets`` as the hub's metadata spells them: checked before training, since
+    the hub refuses a card with a malformed one only when the finished model is pushed."""
+    if not isinstance(license_id, str) or not _LICENSE_ID.match(license_id):
+        raise ConfigError(f"card_license={license_id!r}: give the hub's license id, lowercase (apache-2.0, mit, "
+                          "cc-by-sa-4.0, cc-by-nc-4.0, ...; other for a license of your own)")
+    for name in datasets:
+        if not isinstance(name, str) or not _DATASET_ID.match(name) or ".." in name:
+            raise ConfigError(f"card_datasets: {name!r} is not a hub dataset id (owner/name, e.g. e9t/nsmc); leave "
+                              "card_datasets out to name the training files instead")
+
+
 def push_folder(folder: str | Path, repo_id: str, private: bool = False, what: str = "model") -> str:
     """Create ``repo_id`` if needed (``private`` applies to a new repo) and upload ``folder`` into it; returns the
     repo's URL. Raises ``KitError`` with one line when the hub cannot be reached or the user is not logged in."""

@@ -167,10 +167,11 @@ class PretrainConfig:
     card_datasets: list[str] = field(default_factory=list)  # hub dataset ids for the card (default: file names)
 
     def validate(self) -> None:
-        from ..hub.repo import check_repo_id
+        from ..hub.repo import check_card_metadata, check_repo_id
 
         m = self.model
         check_repo_id(self.push_to_hub)
+        check_card_metadata(self.card_license, self.card_datasets)
         if not self.corpus and not self.prepared:
             raise ConfigError("corpus is empty: pass corpus=FILE (or a list: corpus=[a.txt,b.csv]), or prepared=DIR")
         check_distinct_inputs(self.corpus, "corpus")
