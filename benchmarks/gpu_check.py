@@ -319,6 +319,18 @@ def stage_pretrain(c: Check) -> None:
         c.say(f"pretrain: step {step} took {seconds:.1f} s (a recompile? its log has TORCH_LOGS' lines)")
 
 
+def preset_minutes(preset: str) -> float | None:
+    """The preset's own time budget (max_minutes; --minutes may have run it shorter): what a step budget for it is
+    projected over. None when it has none or cannot be read here."""
+    try:
+        from koelectra_kit.config import read_yaml
+
+        minutes = read_yaml(preset, "pretrain").get("max_minutes")
+        return float(minutes) if minutes else None
+    except Exception:  # noqa: BLE001 - a line of the report, never a reason to lose the others
+        return None
+
+
 def encoder_dir(c: Check) -> Path:
     """The encoder the fine-tune and quality stages use: --encoder (a fine-tune lease carries one brought back from
     an earlier lease), else the pretrain stage's."""
@@ -521,10 +533,11 @@ def acceptance(c: Check) -> None:
               f"pretrain or {a.preset} in --step-plan did not run)")
     pre = f.get("pretrain") or {}
     if pre.get("steps") and pre.get("tokens_per_s_steady"):  # a step budget is the same run on any GPU
-        per_step = pre["tokens"] / pre["steps"]
-        c.say(f"{a.preset}: 10 minutes at the steady {pre['tokens_per_s_steady']:,.0f} tokens/s = "
-              f"{pre['tokens_per_s_steady'] * 600 / per_step:,.0f} steps of {per_step:,.0f} tokens "
-              f"({pre['tokens_per_s_steady'] * 600 / 1e6:,.0f}M tokens)")
+        per_step, own = pre["tokens"] / pre["steps"], preset_minutes(a.preset)
+        minutes = own or 10
+        c.say(f"{a.preset}: {'its ' if own else ''}{minutes:g} minutes at the steady {pre['tokens_per_s_steady']:,.0f} tokens/s = "
+              f"{pre['tokens_per_s_steady'] * 60 * minutes / per_step:,.0f} steps of {per_step:,.0f} tokens "
+              f"({pre['tokens_per_s_steady'] * 60 * minutes / 1e6:,.0f}M tokens)")
     corpus = json.loads(Path(a.prepared, "meta.json").read_text())["tokens"] if a.prepared else None
     for shape in dict.fromkeys(k.split("_", 2)[-1] for k in f if k.startswith("step_")):
         rate = steady_rate(f, shape)  # the trade of model size against epochs (issue 39 item 4), from measurements

@@ -220,6 +220,7 @@ def test_the_acceptance_turns_measured_rates_into_a_step_budget_and_epochs(tmp_p
     text = "\n".join(c.lines)
     assert "pretrain small: 75% of the step benchmark's 2,000,000 tokens/s" in text  # the compiled step counts
     assert "small: 10 minutes at the steady 1,500,000 tokens/s = 27,466 steps of 32,768 tokens (900M tokens)" in text
+    assert gpu_check.preset_minutes("gpu-1h") == 60 and gpu_check.preset_minutes("small") is None  # a preset's own
     assert "size small: 2,000,000 tokens/s in the step benchmark = 60.0 epochs of the 20.0M-token corpus" in text
     assert "size base: 200,000 tokens/s in the step benchmark = 6.0 epochs" in text
     assert "finetune: not measured" in text and "label: not measured" in text

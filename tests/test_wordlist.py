@@ -70,6 +70,10 @@ assert sys.modules['kiwipiepy'] is None  # never imported for real
     assert main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={data}", "progress=false"]) == 0
     assert capsys.readouterr().out.startswith("0 words added")
     assert (tok_dir / FILE).read_bytes() == before
+    # a word list is a set: a file named twice (here also as ./) is read once, not refused as counting double
+    twice = f"input=[{data},{data.parent}/./{data.name}]"
+    assert main(["tokenizer", "words", f"tokenizer={tok_dir}", twice, "progress=false"]) == 0
+    assert capsys.readouterr().out.startswith("0 words added")
 
 
 def test_a_word_not_in_the_list_is_one_line_naming_it_and_the_command(tok_dir, sample_tokenizer_dir, sample_dir):

@@ -46,11 +46,28 @@ def check_distinct_inputs(values, key: str) -> None:
     seen: dict[str, str] = {}
     for value in values:
         text = str(value)
-        where = text if text.startswith("hf:") else os.path.realpath(text)
+        where = _input_identity(text)
         if where in seen:
             also = "" if seen[where] == text else f" (as {seen[where]} and {text})"
             raise InputError(f"{key} lists {text} twice{also}: its texts would count double; give each file once")
         seen[where] = text
+
+
+def distinct_inputs(values) -> list:
+    """``values`` with each input kept once (the first spelling of a file named twice, as a.txt and ./a.txt or through
+    a link): for a command whose result is a set, such as a word list, where reading a file twice only costs time."""
+    seen: set[str] = set()
+    kept = []
+    for value in values:
+        where = _input_identity(str(value))
+        if where not in seen:
+            seen.add(where)
+            kept.append(value)
+    return kept
+
+
+def _input_identity(text: str) -> str:
+    return text if text.startswith("hf:") else os.path.realpath(text)
 
 
 def check_output_parent(path: str | Path) -> Path:

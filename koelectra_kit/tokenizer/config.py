@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..errors import ConfigError
-from ..io.fileio import check_distinct_inputs
+from ..io.fileio import check_distinct_inputs, distinct_inputs
 from .normalize import NormalizeConfig
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
@@ -108,7 +108,7 @@ class WordsConfig:
             raise ConfigError("tokenizer is not set: pass tokenizer=DIR (a folder saved by koelectra-kit)")
         if not self.input:
             raise ConfigError("input is empty: pass input=FILE (or a list: input=[train.tsv,dev.tsv])")
-        check_distinct_inputs(self.input, "input")
+        self.input = distinct_inputs(self.input)  # a word list is a set: a file named twice adds nothing twice
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
 
