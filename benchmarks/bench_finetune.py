@@ -4,7 +4,7 @@ plain shuffle, ``model(..., labels=...)``), same model, same rows, same run.
 
     python benchmarks/bench_finetune.py                      # nsmc3 rows if $KOELECTRA_SHARED_DATA has them, else the sample
     python benchmarks/bench_finetune.py --rows 2048 --model runs/pretrain/discriminator
-    python benchmarks/bench_finetune.py --device cuda --shape gpu-1h --rows 8192 --cache-rows 0 --json ft.json
+    python benchmarks/bench_finetune.py --device cuda --shape issue39-6x256 --rows 8192 --cache-rows 0 --json ft.json
 
 First, the token cache: tokenizing --cache-rows texts (Kiwi + WordPiece) and writing them, vs reading them back.
 
@@ -13,8 +13,8 @@ median over rounds: this machine is shared and stalls for seconds at a time, whi
 land on whichever variant happened to be running. Ratios are to the straightforward loop.
 
 The model is a random-init ELECTRA of a small pretraining run's size (4 layers, hidden 256, embedding
-128, FFN 1024) unless --shape names a pretraining preset whose encoder to take (gpu-1h: 6 x 256) or --model
-names a model; speed does not depend on the weights. Its WordPiece vocabulary is trained on the bench texts
+128, FFN 1024) unless --shape names a pretraining preset whose encoder to take (or a benchmark shape:
+issue39-6x256, the 6 x 256 of issue 39's fine-tune bar) or --model names a model; speed does not depend on the weights. Its WordPiece vocabulary is trained on the bench texts
 with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
 
 --device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
@@ -44,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
 
 DEFAULT_SHAPE = dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, embedding_size=128)
 REFERENCE = 1066.0  # issue 39: examples/s of `finetune` (6 x 256, batch 32) on an H100 before the GPU work
@@ -68,13 +68,13 @@ def load_rows(n: int, seed: int):
 
 
 def encoder_shape(preset: str | None) -> dict:
-    """The encoder's shape: a pretraining preset's discriminator (configs/pretrain/<preset>.yaml, its ``base:``
-    chain followed), or the built-in 4 x 256."""
+    """The encoder's shape: a pretraining preset's discriminator (or a benchmark-only shape: ``common.shape_file``,
+    its ``base:`` chain followed), or the built-in 4 x 256."""
     if not preset:
         return dict(DEFAULT_SHAPE)
     from koelectra_kit.config import read_yaml
 
-    m = read_yaml(ROOT / "configs" / "pretrain" / f"{preset}.yaml")["model"]
+    m = read_yaml(shape_file(preset))["model"]
     return {k: m[k] for k in DEFAULT_SHAPE}
 
 
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-round", type=int, default=4, help="batches of each variant per interleaved round")
     ap.add_argument("--model", help="model dir (default: random-init 4-layer hidden-256 ELECTRA)")
     ap.add_argument("--shape", help="with no --model: the random-init encoder takes this pretraining preset's "
-                    "shape (configs/pretrain/<shape>.yaml; gpu-1h: 6 layers x hidden 256)")
+                    "shape (configs/pretrain/<shape>.yaml, or benchmarks/shapes/: issue39-6x256, the shape of issue 39's "
+                    "fine-tune bar)")
     ap.add_argument("--presplit", choices=["kiwi", "kiwi_word", "none"], default=None,
                     help="with no --model: the bench tokenizer's pre-split (default: the tokenizer's default, none "
                     "where kiwipiepy is not installed)")
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.model and (args.shape or args.presplit):
         ap.error("--shape and --presplit shape the random-init model: leave them out with --model")
-    if args.shape and not (ROOT / "configs" / "pretrain" / f"{args.shape}.yaml").is_file():
-        ap.error(f"--shape {args.shape}: no configs/pretrain/{args.shape}.yaml")
+    if args.shape and shape_file(args.shape) is None:
+        ap.error(f"--shape {args.shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
     if min(args.rows, args.batch_size, args.per_round) < 1 or args.rows < 2 * args.batch_size:
         ap.error("--rows must be at least 2 x --batch-size, --batch-size and --per-round >= 1")
 

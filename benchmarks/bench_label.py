@@ -39,7 +39,7 @@ dedupe, write), to say where its time goes. No Kiwi and no fine-tuned model are 
 random-init classifier of --shape, with --tokenizer's vocabulary or, without one, an 8,000 WordPiece vocabulary
 trained here on the rows' texts with presplit=none (--presplit rewrites a given tokenizer's mode):
 
-    python benchmarks/bench_label.py --device cuda --shape gpu-1h [--tokenizer TOK --presplit none] [--rows 50000]
+    python benchmarks/bench_label.py --device cuda --shape issue39-6x256 [--tokenizer TOK --presplit none] [--rows 50000]
         [--json label_gpu.json]
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
@@ -59,15 +59,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
 def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: str | None = None,
                       presplit: str | None = None, labels: list[str] | None = None,
                       max_length: int | None = None) -> str:
-    """A random-init classifier of a preset's shape (configs/pretrain/<shape>.yaml, its ``base:`` chain followed)
-    with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the shape.
+    """A random-init classifier of a preset's shape (or a benchmark shape: ``common.shape_file``; its ``base:`` chain
+    followed) with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the shape.
     ``tokenizer``: another tokenizer folder instead (e.g. an 8,000 WordPiece one for cpu-30min-subword's shape);
     ``labels`` when there is no ``model_dir``. ``presplit``: the tokenizer's pre-split mode rewritten (kiwi |
     kiwi_word | none; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are
@@ -81,7 +81,7 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
     from koelectra_kit.tokenizer import KoTokenizer
 
     tok_dir = Path(tokenizer or model_dir)
-    m = read_yaml(ROOT / "configs" / "pretrain" / f"{shape}.yaml")["model"]
+    m = read_yaml(shape_file(shape))["model"]
     if model_dir:
         src = AutoConfig.from_pretrained(model_dir)
         label_args = {"num_labels": src.num_labels, "id2label": src.id2label, "label2id": src.label2id}
@@ -645,8 +645,8 @@ def main(argv: list[str] | None = None) -> None:
     if (args.tokenizer or args.presplit) and not args.shape:
         ap.error("--tokenizer and --presplit apply to the random-init model of --shape: add --shape (e.g. "
                  "cpu-30min-subword)")
-    if args.shape and not (ROOT / "configs" / "pretrain" / f"{args.shape}.yaml").exists():
-        ap.error(f"--shape {args.shape}: no configs/pretrain/{args.shape}.yaml")
+    if args.shape and shape_file(args.shape) is None:
+        ap.error(f"--shape {args.shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
     for d in [args.model, args.tokenizer, *(args.models or [])]:
         if d and not Path(d, "koelectra_tokenizer.json").exists() and not Path(d, "tokenizer.json").exists():
             ap.error(f"{d}: not a model or tokenizer folder (no tokenizer.json)")

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
 
 # Issue 39's bars for a GPU, per shape: (fraction of the bf16 matmul peak at the best batch, speed-up over the
 # straightforward step at the same batch); None: no bar for that figure.
@@ -122,11 +122,9 @@ def load_shape(shape: str):
     from koelectra_kit.config import load_config
     from koelectra_kit.pretrain import PretrainConfig
 
-    path = Path(shape) if shape.endswith(".yaml") else ROOT / "configs" / "pretrain" / f"{shape}.yaml"
-    if not path.is_file():
-        presets = sorted(p.stem for p in (ROOT / "configs" / "pretrain").glob("*.yaml"))
-        raise ValueError(f"--shape {shape}: no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} "
-                         f"(presets: {', '.join(presets)})")
+    path = shape_file(shape)
+    if path is None:
+        raise ValueError(f"--shape {shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
     return load_config(PretrainConfig, path, ["corpus=x", "out=x"])
 
 

@@ -30,6 +30,20 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
+def shape_file(shape: str) -> Path | None:
+    """The YAML a ``--shape`` names: a path ending in .yaml, a pretraining preset (configs/pretrain/<shape>.yaml), or
+    a benchmark-only shape (benchmarks/shapes/<shape>.yaml: a bar's shape that no preset keeps); None when none is."""
+    candidates = [Path(shape)] if shape.endswith(".yaml") else [ROOT / "configs" / "pretrain" / f"{shape}.yaml",
+                                                                 ROOT / "benchmarks" / "shapes" / f"{shape}.yaml"]
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def shape_names() -> list[str]:
+    """What ``--shape`` takes by name: the pretraining presets and the benchmark-only shapes."""
+    return sorted(p.stem for folder in (ROOT / "configs" / "pretrain", ROOT / "benchmarks" / "shapes")
+                  for p in folder.glob("*.yaml"))
+
+
 def require(path: Path) -> Path:
     """A data file a benchmark cannot run without: a clear exit when it is absent (a clone without the data)."""
     if not path.exists():

@@ -32,7 +32,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from common import ROOT, Parser  # noqa: E402  (benchmarks/common.py)
+from common import ROOT, Parser, shape_file, shape_names  # noqa: E402  (benchmarks/common.py)
 from gpu_bundle import BACK_BYTES, BACK_FILES, kk, make_bundle, pack, travel_weights  # noqa: E402
 
 SAMPLE = ROOT / "corpora" / "sample"
@@ -163,7 +163,7 @@ TINY_STEP_PLAN = "tiny:2,4 small:2"  # a dry run: the same stages in minutes on 
 def step_plan(text: str, flag: str = "--step-plan") -> list[tuple[str, str]]:
     """``--step-plan``: "SHAPE:B1,B2 SHAPE:B ..." -> [(shape, "B1,B2"), ...] (the first is the ``step`` stage's,
     the rest ``step_more``'s); ``--profile-plan`` is read the same way, one batch a profile. A shape is what
-    bench_pretrain.py --shape takes (a configs/pretrain preset or a YAML path), checked here: a misspelt one failed
+    bench_pretrain.py --shape takes (a configs/pretrain preset, a benchmarks/shapes one or a YAML path), checked here: a misspelt one failed
     only when its stage came, minutes into a lease."""
     plan = []
     for item in text.split():
@@ -172,10 +172,8 @@ def step_plan(text: str, flag: str = "--step-plan") -> list[tuple[str, str]]:
             raise ValueError(f"{flag}: {item!r} is not SHAPE:BATCH[,BATCH...] (e.g. small:128,256,512)")
         if flag == "--profile-plan" and "," in batches:  # bench_pretrain --profile takes one --batch
             raise ValueError(f"{flag}: {item!r}: one batch a profile (e.g. small:256 small:512)")
-        presets = ROOT / "configs" / "pretrain"
-        if not ((presets / f"{shape}.yaml").is_file() or (shape.endswith(".yaml") and (ROOT / shape).is_file())):
-            raise ValueError(f"{flag}: {item!r}: no shape {shape} (presets: "
-                             f"{', '.join(sorted(x.stem for x in presets.glob('*.yaml')))}; or a YAML path)")
+        if shape_file(shape) is None and not (shape.endswith(".yaml") and (ROOT / shape).is_file()):
+            raise ValueError(f"{flag}: {item!r}: no shape {shape} ({', '.join(shape_names())}; or a YAML path)")
         plan.append((shape, batches))
     if not plan:
         raise ValueError(f"{flag} is empty")
@@ -384,12 +382,12 @@ def stage_finetune(c: Check) -> None:
 
 
 def stage_finetune_bench(c: Check) -> None:
-    """bench_finetune at the issue's shape (6 x 256 = gpu-1h's encoder) and batch 32, against the straightforward loop;
-    on a GPU with the cuda_graphs=true variant too."""
+    """bench_finetune at the issue's shape (benchmarks/shapes/issue39-6x256: gpu-1h's encoder when the bar was set)
+    and batch 32, against the straightforward loop; on a GPU with the cuda_graphs=true variant too."""
     a = c.args
     j = c.out / "finetune_bench.json"
     argv = [sys.executable, "benchmarks/bench_finetune.py", "--device", a.device, "--shape",
-            "tiny" if a.tiny else "gpu-1h", "--batch-size", "32", "--json", str(j)]
+            "tiny" if a.tiny else "issue39-6x256", "--batch-size", "32", "--json", str(j)]
     if a.tiny:
         argv += ["--rows", "64", "--cache-rows", "0"]
     code, _ = c.run("finetune_bench", argv, a.finetune_s)

@@ -65,7 +65,7 @@ def test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps(tmp_path, mon
 
 @pytest.mark.parametrize("bench,argv,message", [
     (bench_finetune, ["--model", "m", "--shape", "tiny"], "leave them out with --model"),
-    (bench_finetune, ["--shape", "nope"], "no configs/pretrain/nope.yaml"),
+    (bench_finetune, ["--shape", "nope"], "--shape nope: no such YAML, preset or benchmark shape (base, "),
     (bench_finetune, ["--rows", "10"], "--rows must be at least 2 x --batch-size"),
     (bench_label, ["--device", "cpu"], "--device needs --model or --shape"),
     (bench_label, ["--device", "cpu", "--shape", "tiny", "--dup-rows", "100"], "belong to the CPU comparison"),

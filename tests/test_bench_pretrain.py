@@ -124,8 +124,12 @@ def test_the_presets_resolve_base_without_building_it():
     assert (base.seq_len, base.vocab_size, base.model.embedding_size) == (512, 32000, 768)
     small = bench_pretrain.load_shape("small")
     assert (small.model.hidden_size, small.model.num_layers, small.seq_len, small.vocab_size) == (256, 12, 128, 32000)
-    gpu = bench_pretrain.load_shape("gpu-1h")  # its base: chain (cpu-30min) followed
-    assert (gpu.model.num_layers, gpu.model.hidden_size, gpu.model.init) == (6, 256, "positional")
+    gpu = bench_pretrain.load_shape("gpu-1h")  # its base: chain (gpu-10min-subword, gpu-10min, cpu-30min) followed
+    assert (gpu.model.num_layers, gpu.model.hidden_size, gpu.model.init, gpu.vocab_size) == (12, 512, "positional", 8000)
+    bar = bench_pretrain.load_shape("issue39-6x256")  # a benchmark-only shape: issue 39's fine-tune bar's encoder
+    assert (bar.model.num_layers, bar.model.hidden_size, bar.model.intermediate_size) == (6, 256, 1024)
+    with pytest.raises(ValueError, match="issue39-6x256"):  # the error lists what --shape takes by name
+        bench_pretrain.load_shape("nosuch")
 
 
 def test_the_shape_sets_the_default_seq_and_vocab(tmp_path, capsys):
@@ -193,7 +197,7 @@ def test_compile_scope_layers_compiles_each_layer_in_place(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--shape", "nope"], "--shape nope: no configs/pretrain/nope.yaml"),
+    (["--shape", "nope"], "--shape nope: no such YAML, preset or benchmark shape (base, "),
     (["--batch", "2,x"], "a batch size or a comma-separated list"),
     (["--batch", "0"], "batch sizes are whole numbers >= 1"),
     (["--vocab", "3"], "--vocab must be more than the 5 special tokens"),

@@ -156,3 +156,22 @@ def test_the_size_candidate_differs_from_its_preset_only_in_width_and_lr():
     assert {k for k in a if a[k] != b[k]} == {"model.hidden_size", "model.num_heads", "model.intermediate_size",
                                               "lr"}
     assert wide.model.hidden_size // wide.model.num_heads == 64 == base.model.hidden_size // base.model.num_heads
+
+
+def test_the_hour_preset_is_the_ten_minute_recipe_on_a_model_no_smaller():
+    """gpu-1h was a 6 x 256 model, uncompiled, on characters: smaller and slower than the ten-minute preset it should
+    extend. An hour of one GPU gets the measured ten-minute recipe and at least its model; its peak lr follows the
+    width rule of the size candidate (1e-3 x 256/hidden)."""
+    from koelectra_kit.pretrain import PretrainConfig
+
+    hour = load_config(PretrainConfig, "gpu-1h", ["prepared=x", "out=x"])
+    ten = load_config(PretrainConfig, "gpu-10min-subword", ["prepared=x", "out=x"])
+    assert hour.max_minutes == 60 and ten.max_minutes == 10
+    for key in ("hidden_size", "num_layers", "intermediate_size"):
+        assert getattr(hour.model, key) >= getattr(ten.model, key), key
+    assert hour.model.hidden_size // hour.model.num_heads == 64
+    for key in ("tokenizer_model", "presplit", "vocab_size", "seq_len", "compile", "compile_mode", "data_on_device",
+                "precision", "batch_size"):
+        assert getattr(hour, key) == getattr(ten, key), key
+    assert hour.model.init == ten.model.init and hour.model.hidden_dropout == ten.model.hidden_dropout == 0
+    assert hour.lr == pytest.approx(1e-3 * 256 / hour.model.hidden_size)

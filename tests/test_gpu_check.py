@@ -426,7 +426,7 @@ def test_an_earlier_file_that_is_not_a_checks_figures_is_one_error_line(tmp_path
     (["--profile-plan", ""], "--profile-plan is empty"),  # was: the default profile, silently
     (["--step-plan", ""], "--step-plan is empty"),
     (["--profile-plan", "small:512,1024"], "one batch a profile"),  # was: small at 512 only, silently
-    (["--profile-plan", "smal:512"], "no shape smal (presets: base, "),  # was: a failed stage, minutes in
+    (["--profile-plan", "smal:512"], "no shape smal (base, "),  # was: a failed stage, minutes in
     (["--step-plan", "tiny:2 bse:4"], "--step-plan: 'bse:4': no shape bse"),
     (["--label-rows", "0"], "--label-rows must be positive"),
     (["--label-s", "-1"], "--label-s must be positive"),
