@@ -15,6 +15,11 @@ The device tool carries at most 64 MiB there and brings back at most 8 files of 
 
     python benchmarks/gpu_bundle.py make .gpu                       # also: gpu_check.py --make-bundle .gpu
     python benchmarks/gpu_bundle.py unpack /work/.device/.../run.tar runs/gpu/q1
+    python benchmarks/gpu_bundle.py ft runs/gpu/q1/discriminator .gpu-ft --from .gpu-sub   # a fine-tune lease's
+
+- **A fine-tune lease's carry** (`ft`): an encoder brought back, with the bundle's word list and nsmc3 tables, as
+  one xz tarball (`.gpu-ft.tar.xz`): fp32 weights when they fit the 64 MiB a call carries beside the repository,
+  else rounded to bf16 (`finetune` loads an encoder in fp32 whatever it is stored in).
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from pathlib import Path
 from common import ROOT  # noqa: E402  (benchmarks/common.py)
 
 PART_BYTES = 15 * 2**20  # under the device tool's 16 MiB a file
+CARRY_BYTES = 64 * 2**20  # what a device call carries there: the repository's tree and the carried paths together
 BACK_FILES, BACK_BYTES = 8, 64 * 2**20  # what the device tool brings back from $OUT
 # beside the parts: gpu_check's report, its figures, its logs' tar.gz and the parts' SHA-256 (together ~1 MiB)
 BESIDE_FILES, BESIDE_BYTES = 4, 4 * 2**20
@@ -243,6 +249,61 @@ def restore_weights(weights: Path) -> bool:
     return True
 
 
+def make_ft_bundle(encoder: Path, out: Path, source: Path, weights: str = "auto",
+                   carry_bytes: int = CARRY_BYTES) -> Path:
+    """``out``.tar.xz holding ``out``/encoder (``encoder``, with ``source``'s word list) and ``out``/data
+    (``source``/data: nsmc3 as the bundle has it), small enough to carry beside the repository's tree. ``weights``:
+    fp32, bf16, or auto (fp32, then bf16 when the tarball would not fit). One ``error:`` line for a missing part."""
+    import shutil
+
+    from koelectra_kit.tokenizer.wordlist import FILE as WORD_LIST
+
+    model = encoder / "model.safetensors"
+    if not (encoder / "config.json").is_file() or not model.is_file():
+        raise SystemExit(f"error: {encoder}: not an encoder folder (config.json + model.safetensors)")
+    if not (source / "data" / "nsmc3").is_dir():
+        raise SystemExit(f"error: {source}: no data/nsmc3 (make the bundle first: gpu_bundle.py make {source})")
+    if weights not in ("auto", "fp32", "bf16"):
+        raise SystemExit(f"error: --weights: auto, fp32 or bf16, not {weights!r}")
+    if out.exists():
+        raise SystemExit(f"error: {out} exists; remove it or name another folder")
+    tarball = out.with_name(out.name + ".tar.xz")
+    repo = tree_bytes()
+    kinds = ["fp32", "bf16"] if weights == "auto" else [weights]
+    if weights == "auto" and model.stat().st_size + repo > carry_bytes:  # weights hardly compress: fp32 cannot fit
+        kinds = ["bf16"]
+    for kind in kinds:
+        shutil.copytree(encoder, out / "encoder")
+        if kind == "bf16" and not _retyped(model, out / "encoder" / model.name, "float32", "bfloat16", "float32"):
+            shutil.rmtree(out)
+            raise SystemExit(f"error: {model}: not fp32 weights this script can round (damaged, or rounded before)")
+        words = source / "corpus" / "tokenizer" / WORD_LIST  # the export leaves the word list behind: put back
+        if words.is_file():
+            shutil.copy(words, out / "encoder" / WORD_LIST)
+        shutil.copytree(source / "data", out / "data")
+        with open(tarball, "wb") as f:  # xz on both cores: Python's lzma would take one
+            tar = subprocess.Popen(["tar", "-C", str(out.parent), "-cf", "-", out.name], stdout=subprocess.PIPE)
+            subprocess.run(["xz", "-T2", "-6"], stdin=tar.stdout, stdout=f, check=True)
+            if tar.wait() != 0:
+                raise SystemExit(f"error: tar of {out} failed")
+        size = tarball.stat().st_size
+        print(f"{tarball}: {size / 2**20:.1f} MiB with {kind} weights; with the repository's {repo / 2**20:.1f} "
+              f"MiB: {(size + repo) / 2**20:.1f} of the {carry_bytes / 2**20:.0f} MiB a call carries", flush=True)
+        if size + repo <= carry_bytes:
+            return tarball
+        shutil.rmtree(out)
+        tarball.unlink()
+    raise SystemExit(f"error: {encoder} does not fit a call's {carry_bytes / 2**20:.0f} MiB even with bf16 weights")
+
+
+def tree_bytes() -> int:
+    """The bytes of the repository's tree as the device tool carries it: tracked files and untracked ones git does
+    not ignore."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    return sum((ROOT / n).stat().st_size for n in names if n and (ROOT / n).is_file())
+
+
 def main() -> None:
     import argparse
 
@@ -258,9 +319,16 @@ def main() -> None:
     u = sub.add_parser("unpack", help="a run brought back in parts")
     u.add_argument("prefix", type=Path, help="the parts' name without .NN (e.g. .../run.tar)")
     u.add_argument("dest", type=Path)
+    f = sub.add_parser("ft", help="a fine-tune lease's carry: an encoder and the bundle's nsmc3, as OUT.tar.xz")
+    f.add_argument("encoder", type=Path, help="the encoder folder (e.g. runs/gpu/q1/discriminator)")
+    f.add_argument("out", type=Path, help="the folder to build (e.g. .gpu-ft); OUT.tar.xz is what travels")
+    f.add_argument("--from", dest="source", type=Path, default=Path(".gpu-sub"), help="the bundle (gpu_bundle make)")
+    f.add_argument("--weights", default="auto", help="auto (fp32 if it fits, else bf16), fp32 or bf16")
     a = p.parse_args()
     if a.cmd == "make":
         make_bundle(a)
+    elif a.cmd == "ft":
+        print(f"carry [\"{make_ft_bundle(a.encoder, a.out, a.source, a.weights)}\"]")
     else:
         print(f"unpacked into {unpack(a.prefix, a.dest)}")
 

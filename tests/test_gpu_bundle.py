@@ -131,3 +131,46 @@ def test_weights_too_big_to_come_back_travel_as_bf16_and_unpack_as_fp32(real_run
     assert (tmp_path / "back32" / "discriminator" / "model.safetensors").read_bytes() == model.read_bytes()
     with pytest.raises(ValueError, match="fp32 or bf16"):
         gpu_bundle.pack(real_run, tmp_path / "c" / "run.tar", weights="fp16")
+
+
+def test_a_fine_tune_lease_carries_its_encoder_as_fp32_when_it_fits_else_as_bf16(real_run, tmp_path, monkeypatch):
+    """`gpu_bundle.py ft`: the encoder, the bundle's word list and nsmc3 as one xz tarball within what a call carries
+    beside the repository; a 12 x 384 encoder (86 MiB in fp32) goes as bf16 weights, which finetune loads in fp32."""
+    import tarfile
+
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForSequenceClassification
+
+    source = tmp_path / "bundle"
+    (source / "data" / "nsmc3").mkdir(parents=True)
+    (source / "data" / "nsmc3" / "dev.tsv").write_text("id\tdocument\tlabel\n1\t좋아요\t2\n", encoding="utf-8")
+    (source / "corpus" / "tokenizer").mkdir(parents=True)
+    (source / "corpus" / "tokenizer" / "kiwi_words.tsv").write_text("좋아요\t1 2\n", encoding="utf-8")
+    encoder = real_run / "discriminator"
+    weights = encoder / "model.safetensors"
+    monkeypatch.setattr(gpu_bundle, "tree_bytes", lambda: 0)
+
+    def unpacked(tarball, where):
+        with tarfile.open(tarball) as tar:
+            tar.extractall(where, filter="data")
+        return where / tarball.name[:-len(".tar.xz")]
+
+    fits = gpu_bundle.make_ft_bundle(encoder, tmp_path / "a" / ".gpu-ft", source)
+    got = unpacked(fits, tmp_path / "x")
+    assert (got / "encoder" / "model.safetensors").read_bytes() == weights.read_bytes()
+    assert (got / "encoder" / "kiwi_words.tsv").is_file() and (got / "data" / "nsmc3" / "dev.tsv").is_file()
+    small = gpu_bundle.make_ft_bundle(encoder, tmp_path / "b" / ".gpu-ft", source,
+                                      carry_bytes=int(weights.stat().st_size * 0.8))
+    got = unpacked(small, tmp_path / "y")
+    with safe_open(str(got / "encoder" / "model.safetensors"), framework="pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    model = AutoModelForSequenceClassification.from_pretrained(got / "encoder", num_labels=3, dtype=torch.float32)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # as finetune loads it
+    with pytest.raises(SystemExit, match="error: .* exists"):
+        gpu_bundle.make_ft_bundle(encoder, tmp_path / "b" / ".gpu-ft", source)
+    with pytest.raises(SystemExit, match="not an encoder folder"):
+        gpu_bundle.make_ft_bundle(source, tmp_path / "c" / ".gpu-ft", source)
+    with pytest.raises(SystemExit, match="even with bf16"):
+        gpu_bundle.make_ft_bundle(encoder, tmp_path / "d" / ".gpu-ft", source, carry_bytes=1000)
+    assert not (tmp_path / "d" / ".gpu-ft").exists() and not (tmp_path / "d" / ".gpu-ft.tar.xz").exists()
