@@ -14,8 +14,8 @@ land on whichever variant happened to be running. Ratios are to the straightforw
 
 The model is a random-init ELECTRA of a small pretraining run's size (4 layers, hidden 256, embedding
 128, FFN 1024) unless --shape names a pretraining preset whose encoder to take (or a benchmark shape:
-issue39-6x256, the 6 x 256 of issue 39's fine-tune bar) or --model names a model; speed does not depend on the weights. Its WordPiece vocabulary is trained on the bench texts
-with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
+issue39-6x256, the 6 x 256 of issue 39's fine-tune bar) or --model names a model; speed does not depend
+on the weights. Its WordPiece vocabulary is trained on the bench texts with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
 
 --device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
 multiple of 16 as the recipe pads them on a GPU (runtime.pad_multiple). There the last line compares the
@@ -44,7 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
+from common import (NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
+                    shape_file, shape_names)  # (benchmarks/common.py)
 
 DEFAULT_SHAPE = dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, embedding_size=128)
 REFERENCE = 1066.0  # issue 39: examples/s of `finetune` (6 x 256, batch 32) on an H100 before the GPU work
@@ -134,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-round", type=int, default=4, help="batches of each variant per interleaved round")
     ap.add_argument("--model", help="model dir (default: random-init 4-layer hidden-256 ELECTRA)")
     ap.add_argument("--shape", help="with no --model: the random-init encoder takes this pretraining preset's "
-                    "shape (configs/pretrain/<shape>.yaml, or benchmarks/shapes/: issue39-6x256, the shape of issue 39's "
-                    "fine-tune bar)")
+                    "shape (configs/pretrain/<shape>.yaml, or benchmarks/shapes/: issue39-6x256, the shape of "
+                    "issue 39's fine-tune bar)")
     ap.add_argument("--presplit", choices=["kiwi", "kiwi_word", "none"], default=None,
                     help="with no --model: the bench tokenizer's pre-split (default: the tokenizer's default, none "
                     "where kiwipiepy is not installed)")

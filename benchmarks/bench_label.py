@@ -39,8 +39,8 @@ dedupe, write), to say where its time goes. No Kiwi and no fine-tuned model are 
 random-init classifier of --shape, with --tokenizer's vocabulary or, without one, an 8,000 WordPiece vocabulary
 trained here on the rows' texts with presplit=none (--presplit rewrites a given tokenizer's mode):
 
-    python benchmarks/bench_label.py --device cuda --shape issue39-6x256 [--tokenizer TOK --presplit none] [--rows 50000]
-        [--json label_gpu.json]
+    python benchmarks/bench_label.py --device cuda --shape issue39-6x256 [--tokenizer TOK --presplit none] \
+        [--rows 50000] [--json label_gpu.json]
 
 The pre-split is Kiwi's for a subword vocabulary; a character vocabulary (the cpu-30min preset) gets the same ids
 without Kiwi for every text made of characters it knows (KoTokenizer.needs_kiwi), so Kiwi runs only on the rest:
@@ -59,7 +59,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
+                    shape_file, shape_names)  # (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
@@ -67,7 +68,8 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
                       presplit: str | None = None, labels: list[str] | None = None,
                       max_length: int | None = None) -> str:
     """A random-init classifier of a preset's shape (or a benchmark shape: ``common.shape_file``; its ``base:`` chain
-    followed) with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the shape.
+    followed) with ``model_dir``'s tokenizer and labels: labelling speed does not depend on the weights, only on the
+    shape.
     ``tokenizer``: another tokenizer folder instead (e.g. an 8,000 WordPiece one for cpu-30min-subword's shape);
     ``labels`` when there is no ``model_dir``. ``presplit``: the tokenizer's pre-split mode rewritten (kiwi |
     kiwi_word | none; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are

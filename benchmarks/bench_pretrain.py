@@ -40,7 +40,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, Parser, interleaved, median, shape_file, shape_names  # noqa: E402,F401  (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
+                    shape_file, shape_names)  # (benchmarks/common.py)
 
 # Issue 39's bars for a GPU, per shape: (fraction of the bf16 matmul peak at the best batch, speed-up over the
 # straightforward step at the same batch); None: no bar for that figure.

@@ -163,8 +163,8 @@ TINY_STEP_PLAN = "tiny:2,4 small:2"  # a dry run: the same stages in minutes on 
 def step_plan(text: str, flag: str = "--step-plan") -> list[tuple[str, str]]:
     """``--step-plan``: "SHAPE:B1,B2 SHAPE:B ..." -> [(shape, "B1,B2"), ...] (the first is the ``step`` stage's,
     the rest ``step_more``'s); ``--profile-plan`` is read the same way, one batch a profile. A shape is what
-    bench_pretrain.py --shape takes (a configs/pretrain preset, a benchmarks/shapes one or a YAML path), checked here: a misspelt one failed
-    only when its stage came, minutes into a lease."""
+    bench_pretrain.py --shape takes (a configs/pretrain preset, a benchmarks/shapes one or a YAML path), checked
+    here: a misspelt one failed only when its stage came, minutes into a lease."""
     plan = []
     for item in text.split():
         shape, _, batches = item.partition(":")
@@ -533,7 +533,8 @@ def acceptance(c: Check) -> None:
     if pre.get("steps") and pre.get("tokens_per_s_steady"):  # a step budget is the same run on any GPU
         per_step, own = pre["tokens"] / pre["steps"], preset_minutes(a.preset)
         minutes = own or 10
-        c.say(f"{a.preset}: {'its ' if own else ''}{minutes:g} minutes at the steady {pre['tokens_per_s_steady']:,.0f} tokens/s = "
+        c.say(f"{a.preset}: {'its ' if own else ''}{minutes:g} minutes at the steady "
+              f"{pre['tokens_per_s_steady']:,.0f} tokens/s = "
               f"{pre['tokens_per_s_steady'] * 60 * minutes / per_step:,.0f} steps of {per_step:,.0f} tokens "
               f"({pre['tokens_per_s_steady'] * 60 * minutes / 1e6:,.0f}M tokens)")
     corpus = json.loads(Path(a.prepared, "meta.json").read_text())["tokens"] if a.prepared else None

@@ -125,7 +125,8 @@ def test_the_presets_resolve_base_without_building_it():
     small = bench_pretrain.load_shape("small")
     assert (small.model.hidden_size, small.model.num_layers, small.seq_len, small.vocab_size) == (256, 12, 128, 32000)
     gpu = bench_pretrain.load_shape("gpu-1h")  # its base: chain (gpu-10min-subword, gpu-10min, cpu-30min) followed
-    assert (gpu.model.num_layers, gpu.model.hidden_size, gpu.model.init, gpu.vocab_size) == (12, 512, "positional", 8000)
+    assert (gpu.model.num_layers, gpu.model.hidden_size, gpu.model.init, gpu.vocab_size) == \
+        (12, 512, "positional", 8000)
     bar = bench_pretrain.load_shape("issue39-6x256")  # a benchmark-only shape: issue 39's fine-tune bar's encoder
     assert (bar.model.num_layers, bar.model.hidden_size, bar.model.intermediate_size) == (6, 256, 1024)
     with pytest.raises(ValueError, match="issue39-6x256"):  # the error lists what --shape takes by name
