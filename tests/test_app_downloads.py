@@ -140,6 +140,25 @@ def test_repeated_and_empty_names_stay_in_tsv_downloads_and_after_the_analysts_l
             assert [r["note"] for r in got] == [f"m{i}" for i in range(len(REVIEWS))]  # DictReader: the last "note"
 
 
+def test_a_download_waits_while_the_labels_file_does_not_read_well(tiny_classifier, tiny_classifier_dir, tmp_path):
+    """A hand edit that broke LABELS.csv (a typo, a cp949 save) left downloads serving the labels last read well as
+    the analyst's latest, without a word (label --human-labels refuses the same file)."""
+    labels = tmp_path / "fixes.csv"
+    data = ("review\n" + "\n".join(REVIEWS) + "\n").encode()
+    with start_app(tiny_classifier, tiny_classifier_dir, tmp_path / "w", labels=str(labels)) as c:
+        job = c.label("r.csv", data, column="review")
+        row = job["review"][0]
+        fix = {"job": job["id"], "row": row["row"], "label": "negative", "answer_id": "fix-1"}
+        assert c.call("POST", "/api/corrections", json_body=fix).status == 200
+        good = labels.read_bytes()
+        labels.write_bytes(good.replace(b",negative,", b",positive,") + "별로 최악,nagative\n".encode())
+        r = c.call("GET", f"/api/jobs/{job['id']}/download/csv")
+        assert r.status == 409 and "label 'nagative'" in r.json["error"] and "downloads wait" in r.json["error"]
+        labels.write_bytes(good.replace(b",negative,", b",positive,"))  # fixed: the edit is in the download
+        got = list(csv.DictReader(io.StringIO(_download(c, job, "csv").decode("utf-8-sig"))))
+        assert (got[row["row"] - 1]["label"], got[row["row"] - 1]["label_source"]) == ("positive", "human")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The Excel download (every upload): Excel opening a CSV reads a cell that starts with = + - @ as a formula
 # ---------------------------------------------------------------------------------------------------------

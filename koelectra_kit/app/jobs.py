@@ -26,6 +26,7 @@ from pathlib import Path
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
 from ..io.textcheck import check_text_column
+from ..io.labellog import LabelFileProblem
 from ..label.human import human_columns, log_labels
 from .results import (EXCEL, MASTER_ENCODING, TYPED_KINDS, convert, excel_refusal, review_rows,
                       with_human_labels)
@@ -270,6 +271,9 @@ class JobStore:
         job = self.get(job_id)
         if job.state == "done":
             self.apply_human_labels(job)
+            problem = self.labels_log.problem if self.labels_log is not None else None
+            if problem:  # its labels as last read well would be served as the analyst's latest: not without a word
+                raise LabelFileProblem(f"{problem}; downloads wait until it reads well (they hold your labels)")
         up = job.upload
         if kind == EXCEL and up.kind == "xlsx":
             kind = "same"  # a workbook's own-format download is its Excel one (``Job.downloads``)

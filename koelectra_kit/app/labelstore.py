@@ -9,11 +9,13 @@ a reload replaying its pending answers) is kept once.
 The analyst may edit the file by hand while the app runs (fix a label, delete a line, add rows with only ``text``
 and ``label``): it is re-read whenever its modification time or size is not what the last read or append left,
 and checked. A label may be typed as ``finetune`` reads one (긍정/부정/중립, pos/neg, any case). A file the app
-can't use (a label outside the model's set, not UTF-8, no text/label column) is never written to: answers are refused
-with one line saying what to fix, until the file is fixed. The one exception is a last line torn mid-write (a power
-loss or a kill during an append, ``io.labellog.torn_tail``): the page never heard back about that answer and sends it
-again, so the line is moved to LABELS.csv.torn beside the file, the file is cut back to its last complete line, and
-the app says so once on its console and goes on.
+can't use (a label outside the model's set, not UTF-8, a header without the app's columns) is never written to:
+answers and downloads are refused with one line saying what to fix, until the file is fixed. The one exception is a
+last line torn mid-write (a power loss or a kill during an append, ``io.labellog.torn_tail``), found when the app
+starts: the page never heard back about that answer and sends it again, so the line is moved to LABELS.csv.torn
+beside the file, the file is cut back to its last complete line, and the app says so once on its console and goes
+on. While the app runs its own appends are whole, so a bad unfinished last line then is one typed by hand: refused
+like any other bad line, and left where it is.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ class LabelLog:
         self.events: list[Event] = []
         self.problem: str | None = None  # why the file as it is can't be used (None: it can)
         self._seen: tuple | None = None  # (mtime_ns, size) the last read or append left
+        self._header: list[str] | None = None  # the file's own columns, in its order (None: no file yet)
+        self._started = False  # after the first read: the app's own appends are whole, so a torn tail is a hand edit
         self._state = effective([])
         self.version = 0  # bumped whenever the effective labels may have changed (a file job's download re-reads)
         self.refresh()
@@ -68,6 +72,11 @@ class LabelLog:
                 torn = torn_tail(data, self.labels)
                 # the lines above a torn one are read first: a file with a bad line elsewhere is never written to
                 events = parse(data[:torn.at] if torn else data, self.path.name, self.labels)
+                self._header = self._own_columns(data)
+                if torn is not None and self._started:
+                    # not a write of the app's cut short (those are whole while it runs): a line typed by hand
+                    raise LabelFileProblem(f"{self.path.name}: line {torn.line} can't be read ({torn.why}): fix or "
+                                           "delete that line")
                 if torn is not None and not self._set_aside(data, torn):
                     # saved again while it was read: nothing written, nothing appended until the next call reads it
                     self.problem = f"{self.path.name} changed while it was read; answer again"
@@ -77,7 +86,7 @@ class LabelLog:
                 self.problem = str(e)  # the last good events stay shown; nothing is written until it is fixed
             except OSError as e:
                 self.problem = f"{self.path.name} can't be read ({e.strerror or e})"
-            self._seen = key
+            self._seen, self._started = key, True
             self._state = effective(self.events)
             self.version += 1
 
@@ -121,13 +130,31 @@ class LabelLog:
             return next((e for e in live if e.answer_id == target), None)
         return next((e for e in reversed(live) if e.source.startswith(source_prefix) and e.answer_id), None)
 
+    def _own_columns(self, data: bytes) -> list[str] | None:
+        """The header's column names, checked: the app appends every one of ``COLUMNS`` (in the file's order), and
+        under a header without them its lines would be read back wrong (an undo as a skip, a retried answer twice)
+        and the file become one no reader takes."""
+        text = data.decode("utf-8-sig", errors="replace")
+        header = next(csv.reader(io.StringIO(text, newline="")), None)
+        if not header or not any(h.strip() for h in header):
+            return None
+        header = [h.strip() for h in header]
+        missing = [c for c in COLUMNS if c not in header]
+        twice = sorted({h for h in header if h and header.count(h) > 1})
+        if missing or twice:
+            why = f"no {', '.join(missing)} column" if missing else f"{', '.join(twice)} twice"
+            raise LabelFileProblem(f"{self.path.name}'s header is {','.join(header)} ({why}): the app appends "
+                                   f"{','.join(COLUMNS)}; give --labels a new file, or make its header those columns")
+        return header
+
     def _write(self, event: Event) -> None:
         new = not self.path.exists() or self.path.stat().st_size == 0
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         if new:
             writer.writerow(COLUMNS)
-        writer.writerow(event.line())
+        values = dict(zip(COLUMNS, event.line()))
+        writer.writerow([values.get(c, "") for c in (COLUMNS if new or not self._header else self._header)])
         data = buf.getvalue()
         if not new and not self._ends_with_newline():
             data = "\n" + data  # a hand edit saved without a final newline: never glue onto its last line
