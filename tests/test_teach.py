@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -112,6 +113,9 @@ def test_undo_in_one_tab_takes_back_that_tabs_answer_not_another_tabs(tiny_class
         assert [(r["action"], r["undoes"]) for r in lines(tmp_path / "labels.csv")][-1] == ("undo", "b1")
         assert c.act("undo", "b-undo2", client="B").json["error"] == "nothing to undo"  # A's answer stands
         assert c.state()["labelled"] == 1
+        # a tab that answered nothing takes back nobody's answer (it took the latest of any tab: A's)
+        assert "nothing to undo in this tab" in c.act("undo", "c-undo", client="C").json["error"]
+        assert c.state()["labelled"] == 1
         assert c.act("undo", "x", target=5).status == 400
 
 
@@ -162,6 +166,9 @@ def test_a_hand_edit_is_read_and_a_bad_label_pauses_answers_without_touching_the
         assert "labels.csv: line" in s["problem"] and "'negatve'" in s["problem"] and "\n" not in s["problem"]
         r = c.act("answer", "while-bad", c.next()["row"], "positive")
         assert r.status == 409 and "negatve" in r.json["error"]
+        # nor a round on the labels last read well, without the analyst's edit
+        r = c.call("POST", "/api/teach/retrain")
+        assert r.status == 409 and "negatve" in r.json["error"] and c.state()["retrain"]["state"] == "idle"
         assert path.read_text(encoding="utf-8") == bad  # untouched
         path.write_text(after, encoding="utf-8")  # fixed
         assert c.state()["problem"] is None
@@ -503,6 +510,10 @@ def test_an_interrupted_round_is_recorded_and_its_number_not_reused(tiny_classif
         assert (rnd["name"], rnd["state"]) == ("r001", "interrupted") and "stopped" in rnd["message"]
         assert s["serving"] == "clf" and not (folder / "model").exists()
     with start_teach(tiny_classifier_dir, tmp_path) as c:  # recorded once
+        assert [r["name"] for r in c.state()["rounds"]] == ["r001"]
+    # the same --model spelled another way (relative, from another folder) keeps the history: dropped, the app served
+    # the start model again in place of a round better than it
+    with start_teach(os.path.relpath(tiny_classifier_dir), tmp_path) as c:
         assert [r["name"] for r in c.state()["rounds"]] == ["r001"]
 
 

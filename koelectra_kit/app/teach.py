@@ -91,13 +91,22 @@ def start_point(model: str, encoder: str | None, classes: list[str] | None, devi
     return StartModel(clf, str(Path(model).resolve()), list(clf.labels))
 
 
+def _model_identity(model: str) -> str:
+    """A --model as rounds.jsonl records it: an existing folder as its resolved path, a hub id as it is."""
+    return str(Path(model).resolve()) if model and Path(model).exists() else model
+
+
 class Teacher:
     def __init__(self, settings, shared, start: StartModel, pool: Pool, log: LabelLog):
         self.s, self.shared, self.start, self.pool, self.log = settings, shared, start, pool, log
         self.labels = start.labels
         self.dir = teach_dir(settings.labels)
         (self.dir / "rounds").mkdir(parents=True, exist_ok=True)
-        self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl") if r.start_model == settings.model]
+        # the --model as a resolved path: `--model enc/` from another folder is the same start (a round history
+        # dropped for a spelling served the start model again, in place of a better round)
+        self.model_id = _model_identity(settings.model)
+        self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl")
+                       if self.model_id in (r.start_model, _model_identity(r.start_model))]
         self.heldout = HeldOut(self.dir / "heldout.jsonl")
         # a TF-IDF start's recorded training rows: TF-IDF rounds refit on them plus the answers (serving.py)
         self.start_data = StartData.of(settings.model, start.labels) if start.kind == "tfidf" else StartData()
@@ -130,7 +139,7 @@ class Teacher:
             if n and n not in known and folder.is_dir():
                 shutil.rmtree(folder / "model", ignore_errors=True)
                 rnd = Round(round=n, labels=len(read_table_rows(folder / "train.csv")), per_class={},
-                            state="interrupted", start_model=self.s.model,
+                            state="interrupted", start_model=self.model_id,
                             message="the app stopped while this round trained; its labels are in the next round")
                 append_round(self.dir / "rounds.jsonl", rnd)
                 self.rounds.append(rnd)
@@ -209,6 +218,9 @@ class Teacher:
                 target = next((a for a in reversed(self.sent[client]) if a in live), None)
                 if target is None:
                     raise InputError("nothing to undo")
+            elif target is None and any(self.sent.values()):  # another tab answered, this one nothing yet
+                raise InputError("nothing to undo in this tab (its undo takes back its own answers, not another's)")
+            # else: no page has answered since the app started: the latest teach answer in the file
             undone = self.log.undo_target(target)
             if undone is None:
                 raise InputError("nothing to undo")
@@ -230,7 +242,9 @@ class Teacher:
     def missing(self) -> str | None:
         """Why a retrain can't run on the labels so far (None: it can)."""
         need = 1 if self.s.dev else 2  # the held-out split needs one per class beside one to train on
-        counts = self.log.counts()
+        counts = self.log.counts()  # (re-reads a hand edit)
+        if self.log.problem:  # a round would train on the labels last read well, without the analyst's edit
+            return self.log.problem
         short = [f"{lab} {n}" for lab, n in counts.items() if n < need]
         if short:
             return (f"a retrain needs at least {need} labelled reviews of each label "
@@ -267,7 +281,7 @@ class Teacher:
         folder.mkdir(parents=True)
         labels = self.log.state().labels
         per_class = {lab: sum(v == lab for v in labels.values()) for lab in self.labels}
-        rnd = Round(round=n, labels=len(labels), per_class=per_class, start_model=self.s.model,
+        rnd = Round(round=n, labels=len(labels), per_class=per_class, start_model=self.model_id,
                     dev=self.s.dev or "held-out labels")
         with self.lock:
             self.labels_at_last_round = rnd.labels
