@@ -621,3 +621,26 @@ def test_a_pool_row_of_spaces_or_invisible_characters_is_an_empty_row_never_aske
     path.write_text("review\n\"  \"\n\ufeff\u200b\n", encoding="utf-8")
     with pytest.raises(InputError, match="no review to ask about"):
         Pool.read(str(path))
+
+
+def test_a_tfidf_start_finds_its_training_rows_from_any_folder_and_says_when_they_are_gone(tmp_path, sample_dir,
+                                                                                           monkeypatch):
+    """baseline_config.yaml recorded train= as typed (relative): the app started from another folder found 0 of the
+    start's rows, and its TF-IDF rounds fit on the answers alone without a word."""
+    import shutil
+
+    from koelectra_kit.app.serving import StartData
+    from koelectra_kit.cli import main
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(sample_dir / "reviews_labelled.csv", work / "train.csv")
+    monkeypatch.chdir(work)
+    assert main(["baseline", "train=train.csv", "out=tfidf", "plots=false", "progress=false"]) == 0
+    monkeypatch.chdir(tmp_path)
+    names = ["negative", "neutral", "positive"]
+    start = StartData.of(work / "tfidf", names)
+    assert len(start.texts) > 100 and start.note == ""
+    (work / "train.csv").unlink()
+    gone = StartData.of(work / "tfidf", names)
+    assert gone.texts == [] and "tfidf was fitted on" in gone.note and "your labels alone" in gone.note

@@ -94,10 +94,12 @@ class HeldOut:
 
 @dataclass
 class StartData:
-    """The rows a TF-IDF starting folder was fitted on (empty when it records none, or the file is gone)."""
+    """The rows a TF-IDF starting folder was fitted on (empty when it records none, or the file is gone: then
+    ``note`` says so, since rounds then fit on the analyst's labels alone)."""
 
     texts: list = field(default_factory=list)
     labels: list = field(default_factory=list)
+    note: str = ""
 
     @classmethod
     def of(cls, folder: str | Path, names: list[str]) -> "StartData":
@@ -114,8 +116,10 @@ class StartData:
             if not cfg.train or list(cfg.labels) != list(names):
                 return cls()
             data = read_configured(cfg, cfg.train)
-        except (KitError, OSError):
-            return cls()  # the file moved or no longer reads: rounds fit on the analyst's labels alone
+        except (KitError, OSError) as e:  # the file moved or no longer reads: rounds fit on the analyst's labels alone
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return cls(note=f"{Path(folder).name} was fitted on {cfg.train}, which can't be read here ({why}): "
+                            "TF-IDF rounds fit on your labels alone, not on those rows too")
         return cls(list(data.texts), [names[i] for i in data.y])
 
     def rows(self, labels: dict) -> list[tuple[str, str]]:

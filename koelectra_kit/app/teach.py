@@ -110,6 +110,8 @@ class Teacher:
         self.heldout = HeldOut(self.dir / "heldout.jsonl")
         # a TF-IDF start's recorded training rows: TF-IDF rounds refit on them plus the answers (serving.py)
         self.start_data = StartData.of(settings.model, start.labels) if start.kind == "tfidf" else StartData()
+        if self.start_data.note:
+            logger.warning(self.start_data.note)
         self.start_name = Path(settings.model).name
         self.start_score = None  # the starting model on the latest round's labels (the page shows it)
         self.queue = Queue(pool, self.labels, settings.strategy, settings.seed)
@@ -423,7 +425,7 @@ class Teacher:
                 "next_retrain_in": max(0, self.s.retrain_every - (labelled - self.labels_at_last_round)),
                 "waiting_for": self.missing(), "dev": self.s.dev and Path(self.s.dev).name,
                 "start_model": self.start_name if self.start.classifier is not None else None,
-                "start_score": self.start_score, "heldout": len(self.heldout.texts) if not self.s.dev else None,
+                "start_score": self.start_score, "start_note": self.start_data.note or None, "heldout": len(self.heldout.texts) if not self.s.dev else None,
                 "rounds": [r.public() for r in self.rounds]}
 
     def close(self) -> None:

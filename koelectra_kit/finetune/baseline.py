@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .config import FinetuneConfig
+from .config import FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from ..io.output import check_kind, check_not_input, check_report_dir, replaced_note
 from ..classify.references import format_references, majority_reference
@@ -61,7 +61,8 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
             clf.save(staging)
             write_json_atomic(staging / "eval.json", result)
             write_json_atomic(staging / "data_report.json", splits.report)
-            write_text_atomic(staging / "baseline_config.yaml", dump_yaml(cfg))
+            # local paths absolute: the app's TF-IDF rounds refit on this train=, read from wherever it starts
+            write_text_atomic(staging / "baseline_config.yaml", dump_yaml(with_absolute_paths(cfg)))
             write_text_atomic(staging / "README.md", tfidf_card(name, labels, report, len(splits.train.y), n_features))
             if cfg.plots:
                 from ..io.plots import plot_confusion

@@ -71,6 +71,7 @@ def write_companions(staging: Path, splits, labels: list[str], encoder_logits: n
     returns eval.json's ``candidates`` block."""
     from .baseline import tfidf_card
     from ..config import dump_yaml
+    from .config import with_absolute_paths
     from ..classify.ensemble import choose_weights, ensemble_card, write_ensemble
     from ..io.fileio import write_json_atomic, write_text_atomic
     from ..classify.metrics import classification_report
@@ -89,7 +90,7 @@ def write_companions(staging: Path, splits, labels: list[str], encoder_logits: n
     tf_name = tfidf.settings["name"]
     write_json_atomic(tfidf_dir / "eval.json", {"model": tf_name, "dev": reports["tfidf"],
                                                 "train": {"rows": len(splits.train.y)}})
-    write_text_atomic(tfidf_dir / "baseline_config.yaml", dump_yaml(cfg))
+    write_text_atomic(tfidf_dir / "baseline_config.yaml", dump_yaml(with_absolute_paths(cfg)))
     write_text_atomic(tfidf_dir / "README.md", tfidf_card(tf_name, labels, reports["tfidf"], len(splits.train.y),
                                                           len(tfidf.vectorizer.vocabulary_)))
     ens_dir = staging / "ensemble"

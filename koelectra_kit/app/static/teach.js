@@ -99,7 +99,8 @@ function showState(s) {
     ? "No classifier yet: these are a seeded random sample of the file (no repeated or near-duplicate reviews). " +
       "The first retrain makes a classifier; from then on the model asks for the reviews it is least sure about."
     : `Asking for the reviews ${s.source} is least sure about (${s.strategy === "margin"
-      ? "smallest gap between its two likeliest labels" : s.strategy} first; no repeats or near-duplicates).`;
+      ? "smallest gap between its two likeliest labels" : s.strategy} first; no repeats or near-duplicates).` +
+    (s.start_note ? ` ${s.start_note}.` : "");
   showError("teach-problem", s.problem || "");
   $("teach-total").textContent = s.labelled.toLocaleString();
   drawBars($("teach-counts"), s.labels.map((name) => ({
