@@ -234,6 +234,53 @@ def test_too_large_upload_without_length_is_cut_off_while_streaming(app_client):
     assert app_client.call("GET", "/api/info").status == 200
 
 
+def test_a_full_or_read_only_disk_is_one_line_naming_the_apps_folders(app_client, monkeypatch, tmp_path):
+    """An upload or a labelling on a full disk answered "internal error (OSError ...)" with a traceback in the log."""
+    import errno
+
+    from koelectra_kit.app import AppSettings, jobs, server
+    from koelectra_kit.app.jobs import JobStore
+    from koelectra_kit.errors import ConfigError, InputError
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device", "/work/uploads/x.csv")
+
+    with monkeypatch.context() as m:
+        m.setattr(server, "receive", full)
+        r = app_client.call("POST", "/api/upload?name=a.csv", body="review\n좋아요\n".encode())
+    assert r.status == 507 and r.json["error"].startswith("No space left on device (/work/uploads/x.csv): the app's "
+                                                          "files are in --workdir ")
+    with monkeypatch.context() as m:
+        m.setattr(jobs.JobStore, "_label", full)
+        job = app_client.label("b.csv", "review\n좋아요\n".encode())
+    assert job["state"] == "error" and job["message"].startswith("No space left on device") and "\n" not in \
+        job["message"]
+    # found at start, not at the first answer or upload: a labels file or a workdir that can't be written
+    monkeypatch.setattr(os, "access", lambda *_a: False)
+    with pytest.raises(ConfigError, match="--labels .*l.csv: can't be written here"):
+        AppSettings(model="m", labels=str(tmp_path / "l.csv")).validate()
+    monkeypatch.setattr(jobs.tempfile, "mkdtemp", lambda **_k: full())
+    with pytest.raises(InputError, match=f"--workdir {tmp_path}: can't make the app's folder there \\(No space"):
+        JobStore(AppSettings(model="m", workdir=str(tmp_path)), None)
+
+
+def test_a_labelling_refusal_gives_the_page_advice_not_command_line_flags(app_client):
+    mostly_empty = ("id,review\n1,좋아요\n" + "".join(f"{i},\n" for i in range(2, 40))).encode()
+    job = app_client.label("sparse.csv", mostly_empty, column="review")
+    assert job["state"] == "error" and "'review' is empty in 38 of its first 39 rows" in job["message"]
+    assert "--" not in job["message"]
+    bad_bytes = "\ufeffreview\n좋아요\n".encode() + "별로\n".encode("cp949") * 3
+    r = app_client.call("POST", "/api/upload?name=bom.csv", body=bad_bytes)
+    assert r.status == 400 and r.json["error"] == ("bom.csv is not UTF-8 or cp949/EUC-KR text (starts with a UTF-8 BOM "
+                                                   "but line 3 is not UTF-8): save it as 'CSV UTF-8' in Excel, or "
+                                                   "convert it to UTF-8, and upload it again")
+    from koelectra_kit.app.jobs import page_message  # what labelling says when the bytes go bad after the check
+    said = page_message("bom.csv: bytes invalid in utf-8 (invalid start byte); pass the right --encoding or "
+                        "--encoding-errors replace; finished chunks are kept: rerun with --resume")
+    assert said == ("bom.csv: bytes invalid in utf-8 (invalid start byte): save it as 'CSV UTF-8' in Excel, or "
+                    "convert it to UTF-8, and upload it again")
+
+
 def test_start_and_download_refusals(app_client):
     up = app_client.upload("a.csv", "review\n좋아요\n".encode()).json
     for body, message in [({"text_column": "nope"}, "has no column 'nope'"), ({}, "choose the column")]:

@@ -144,3 +144,15 @@ def test_a_header_of_one_column_holding_another_separator_says_so(tmp_path, name
         read_table(tmp_path / name)
     (tmp_path / "one.csv").write_text("review\n좋아요; 정말\n", encoding="utf-8")  # one column, a ';' in a text: fine
     assert read_table(tmp_path / "one.csv")["review"].tolist() == ["좋아요; 정말"]
+
+
+@pytest.mark.parametrize("given", [None, "utf-8-sig"])
+def test_a_bad_byte_after_a_utf8_bom_is_said_on_its_own_line(tmp_path, given):
+    """utf-8-sig's decoder does not count the BOM's 3 bytes: the line named was the one above the bad byte's."""
+    from koelectra_kit.errors import InputError
+    from koelectra_kit.io.tables import detect_encoding
+
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffreview\n좋아요\n".encode() + "별로\n".encode("cp949"))
+    with pytest.raises(InputError, match="line 3 is not"):
+        detect_encoding(path, given)

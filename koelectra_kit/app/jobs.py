@@ -14,6 +14,7 @@ app stops (``JobStore.close``), a job's whole folder when the page says "start o
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -34,6 +35,30 @@ from .settings import AppSettings
 from .uploads import Upload
 
 logger = logging.getLogger("koelectra_kit.app")
+
+
+# The labeller's advice that names command-line flags, as it reads on the page, where no flag can be passed
+PAGE_ADVICE = [
+    (re.compile(r", or --allow-mostly-empty if it is the review column$"), ""),
+    (re.compile(r"; pass the right --encoding or --encoding-errors replace; finished chunks are kept: rerun with "
+                r"--resume$"), ": save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again"),
+]
+
+
+def page_message(message: str) -> str:
+    """A labelling error as the page says it: advice meant for the command line (``PAGE_ADVICE``) rewritten."""
+    for pattern, advice in PAGE_ADVICE:
+        message = pattern.sub(advice, message)
+    return message
+
+
+def disk_message(e: OSError, settings: AppSettings) -> str:
+    """One line for a file the app could not write or read (a full or read-only disk, a file that vanished): what
+    the system said, which file, and where the app's files are."""
+    where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+    folders = f"--workdir {settings.workdir or 'the temporary folder'}" + (
+        f" and --labels {settings.labels}" if settings.labels else "")
+    return f"{e.strerror or e}{where}: the app's files are in {folders}; free space there or start it with others"
 
 
 class NotFound(KitError):
@@ -153,10 +178,14 @@ class JobStore:
         self.settings = settings
         self.clf = classifier
         self.labels_log = labels_log  # LABELS.csv (labelstore.LabelLog) whose answers win in downloads, or None
-        if settings.workdir:
-            Path(settings.workdir).mkdir(parents=True, exist_ok=True)
-        # a fresh folder of its own, even inside a given workdir: close() deletes it whole
-        self.root = Path(tempfile.mkdtemp(prefix="koelectra-app-", dir=settings.workdir))
+        try:
+            if settings.workdir:
+                Path(settings.workdir).mkdir(parents=True, exist_ok=True)
+            # a fresh folder of its own, even inside a given workdir: close() deletes it whole
+            self.root = Path(tempfile.mkdtemp(prefix="koelectra-app-", dir=settings.workdir))
+        except OSError as e:
+            raise InputError(f"--workdir {settings.workdir or tempfile.gettempdir()}: can't make the app's folder "
+                             f"there ({e.strerror or e}); give a folder you can write to") from None
         self.jobs: dict[str, Job] = {}
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koelectra-label")
         self.closing = False
@@ -215,7 +244,9 @@ class JobStore:
         except _Stopped:
             job.state, job.message = "error", "the app stopped before this file was finished"
         except KitError as e:
-            job.state, job.message = "error", str(e).replace(str(job.upload.source), job.upload.name)
+            job.state, job.message = "error", page_message(str(e).replace(str(job.upload.source), job.upload.name))
+        except OSError as e:  # the disk said no (full, read-only): the analyst's to fix, in one line
+            job.state, job.message = "error", disk_message(e, self.settings)
         except Exception as e:  # noqa: BLE001 - the worker must outlive any one file; the log keeps the traceback
             logger.error("labelling %s failed:\n%s", job.upload.name, traceback.format_exc())
             job.state, job.message = "error", f"internal error while labelling ({type(e).__name__}: {_line(e)})"

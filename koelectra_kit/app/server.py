@@ -34,7 +34,7 @@ from starlette.requests import ClientDisconnect
 from ..errors import InputError, KitError
 from ..io.textcheck import is_blank
 from .guard import Guard, host_names
-from .jobs import Busy, JobStore, NotFound, SharedClassifier
+from .jobs import Busy, JobStore, NotFound, SharedClassifier, disk_message
 from .labelstore import LabelFileProblem
 from .settings import AppSettings
 from .teach_routes import correction_routes, teach_routes
@@ -76,6 +76,10 @@ def create_app(settings: AppSettings, classifier=None):
     @app.exception_handler(KitError)
     async def kit_error(_request, exc: KitError):
         return JSONResponse({"error": str(exc)}, status_code=STATUS.get(type(exc), 400))
+
+    @app.exception_handler(OSError)
+    async def disk_error(_request, exc: OSError):  # a full or read-only disk: not an "internal error" + traceback
+        return JSONResponse({"error": disk_message(exc, settings)}, status_code=507 if exc.errno == 28 else 500)
 
     @app.exception_handler(Exception)
     async def any_error(_request, exc: Exception):

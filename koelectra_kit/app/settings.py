@@ -2,6 +2,7 @@
 model loads or a port opens."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,10 @@ class AppSettings:
                 raise ConfigError(f"--labels {self.labels}: give a .csv file (created on the first answer)")
             if not path.parent.is_dir():
                 raise ConfigError(f"--labels {self.labels}: the folder {path.parent} does not exist")
+            # every answer is appended to it: found out at start, not as the first answer's "internal error"
+            if not os.access(path if path.exists() else path.parent, os.W_OK):
+                raise ConfigError(f"--labels {self.labels}: can't be written here (read-only file or folder); give "
+                                  "a file in a folder you can write to")
         for key in ("dev", "encoder", "classes", "text_column"):
             if getattr(self, key) and not self.teach:
                 raise ConfigError(f"--{key.replace('_', '-')} is for teach mode: add --teach POOL.csv")

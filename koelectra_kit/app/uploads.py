@@ -53,7 +53,7 @@ def upload_kind(name: str) -> str:
         raise InputError(f"{name}: old Excel (.xls) files can't be read; save it as .xlsx or CSV UTF-8 in Excel")
     if ext not in KINDS:
         raise InputError(f"{name}: can't tell the format from '{ext or 'no extension'}'; upload .csv, .tsv, "
-                         ".xlsx, .parquet or .jsonl")
+                         ".xlsx, .parquet, .jsonl or .txt (a review a line)")
     return KINDS[ext]
 
 
@@ -151,9 +151,14 @@ def _detect_encoding(up: Upload) -> str:
     try:
         return detect_encoding(up.original)
     except InputError as e:  # its advice names CLI flags: say what a page user can do instead
-        where = re.search(r"\((.*?)\)", str(e))
-        raise InputError(f"{up.name} is not UTF-8 or cp949/EUC-KR text ({where.group(1) if where else str(e)}): "
-                         "save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again") from None
+        text = str(e)
+        where = re.search(r"\((.*?)\)", text)
+        # "PATH: not UTF-8 ... (what failed); pass ..." or "PATH: starts with a UTF-8 BOM but line 2 is not ...; fix"
+        why = where.group(1) if where and "not UTF-8 or cp949" in text else text.split("; ")[0]
+        for path in (str(up.original), up.name):
+            why = why.replace(f"{path}: ", "")
+        raise InputError(f"{up.name} is not UTF-8 or cp949/EUC-KR text ({why}): save it as 'CSV UTF-8' in Excel, "
+                         "or convert it to UTF-8, and upload it again") from None
 
 
 def _count_lines(path: Path, encoding: str | None = None) -> int:

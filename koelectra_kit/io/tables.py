@@ -178,6 +178,10 @@ def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
 
 
 def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:
+    if codecs.lookup(encoding).name == "utf-8-sig":
+        # the same bytes are valid or not in plain UTF-8 (a BOM is a valid character), and its offsets count the
+        # BOM's 3 bytes, which utf-8-sig's drop: the line named was the one above the bad byte's
+        encoding = "utf-8"
     decoder = codecs.getincrementaldecoder(encoding)()
     offset = 0
     try:
