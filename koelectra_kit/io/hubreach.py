@@ -26,7 +26,7 @@ def unreachable() -> str | None:
     from huggingface_hub import constants
 
     reason = None
-    if not constants.is_offline_mode():
+    if not constants.HF_HUB_OFFLINE:  # what is_offline_mode() reads (a function only in recent huggingface_hub)
         try:
             from huggingface_hub import get_session
 
