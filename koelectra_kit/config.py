@@ -157,6 +157,18 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
+def check_cores(value: int | None, key: str) -> None:
+    """A thread or worker count at most the machine's cores (None or 0: the default, all of them). More is never
+    faster for this CPU-bound work, and a mistyped threads=100000 started threads until the system refused one
+    (OpenBLAS's message, then a segfault); Kiwi's workers are processes."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if value is not None and value > cores:
+        raise ConfigError(f"{key}={value}: this machine has {cores} cores; give at most {cores} (or leave it out "
+                          "for all of them)")
+
+
 def preset_path(name: str | Path, stage: str | None = None) -> Path:
     """A config file path, or the name of a shipped preset (``cpu-30min``, ``pretrain/cpu-30min``, with or
     without ``.yaml``) looked up in the package's presets for ``stage``. Paths win over names."""

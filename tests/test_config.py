@@ -175,3 +175,25 @@ def test_the_hour_preset_is_the_ten_minute_recipe_on_a_model_no_smaller():
         assert getattr(hour, key) == getattr(ten, key), key
     assert hour.model.init == ten.model.init and hour.model.hidden_dropout == ten.model.hidden_dropout == 0
     assert hour.lr == pytest.approx(1e-3 * 256 / hour.model.hidden_size)
+
+
+@pytest.mark.parametrize("stage, key, extra", [
+    ("label", "threads", ["model=m", "input=x.csv", "output=y.csv"]),
+    ("pretrain", "threads", ["corpus=x.txt", "out=r"]),
+    ("pretrain", "num_workers", ["corpus=x.txt", "out=r"]),
+    ("tokenizer", "num_workers", ["input=x.txt", "out=t"]),
+    ("words", "num_workers", ["tokenizer=t", "input=x.csv"]),
+])
+def test_more_threads_or_workers_than_cores_is_one_config_error(stage, key, extra):
+    """label --threads 100000 started threads until the system refused one: OpenBLAS's message, then a segfault."""
+    import os
+
+    from koelectra_kit.label import LabelConfig
+    from koelectra_kit.pretrain import PretrainConfig
+    from koelectra_kit.tokenizer.config import TokenizerConfig, WordsConfig
+
+    cls = {"label": LabelConfig, "pretrain": PretrainConfig, "tokenizer": TokenizerConfig, "words": WordsConfig}[stage]
+    cores = os.cpu_count() or 1
+    with pytest.raises(ConfigError, match=f"{key}={cores + 1}: this machine has {cores} cores"):
+        load_config(cls, None, [*extra, f"{key}={cores + 1}"])
+    load_config(cls, None, [*extra, f"{key}={cores}"])  # all of them is fine

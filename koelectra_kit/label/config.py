@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from ..config import check_cores
 from ..errors import ConfigError
 from .dedupe import CACHE_ROWS
 
@@ -126,6 +127,7 @@ class LabelConfig:
                               "grows with it, speed does not (128-512 is the usual best)")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads={self.threads} must be at least 1 (leave it out for all cores)")
+        check_cores(self.threads, "threads")
         for key in ("encoding", "output_encoding"):
             value = getattr(self, key)
             if value is not None:

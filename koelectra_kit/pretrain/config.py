@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..config import check_cores
 from ..errors import ConfigError
 from ..io.fileio import check_distinct_inputs
 from ..io.trackers import report_to_names
@@ -276,6 +277,8 @@ class PretrainConfig:
             raise ConfigError(f"disc_weight_start must be >= 0, got {self.disc_weight_start}")
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
+        check_cores(self.num_workers, "num_workers")
+        check_cores(self.threads, "threads")
         if self.ddp_timeout_minutes <= 0:
             raise ConfigError(f"ddp_timeout_minutes must be positive, got {self.ddp_timeout_minutes}")
         if self.log_every < 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..config import check_cores
 from ..errors import ConfigError
 from ..io.fileio import check_distinct_inputs, distinct_inputs
 from .normalize import NormalizeConfig
@@ -84,6 +85,7 @@ class TokenizerConfig:
             raise ConfigError(f"max_lines must be >= 0 (0: the whole corpus; N: its first N texts), got {self.max_lines}")
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
+        check_cores(self.num_workers, "num_workers")
         if self.word_cache < 0:
             raise ConfigError(f"word_cache must be >= 0 (0: no cache), got {self.word_cache}")
         if self.model == "unigram" and self.presplit in KIWI_PRESPLITS:
@@ -111,6 +113,7 @@ class WordsConfig:
         self.input = distinct_inputs(self.input)  # a word list is a set: a file named twice adds nothing twice
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
+        check_cores(self.num_workers, "num_workers")
 
 
 @dataclass
