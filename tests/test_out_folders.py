@@ -43,6 +43,22 @@ def test_ensemble_and_baseline_never_replace_a_model_of_another_kind(capsys, mod
     assert digest(model) == before
 
 
+def test_a_run_that_does_not_write_a_fine_tunes_tfidf_and_ensemble_does_not_replace_its_folder(capsys, model,
+                                                                                               sample_dir,
+                                                                                               tiny_encoder_dir):
+    """`distill out=` a fine-tune's folder replaced it with a student, deleting its tfidf/ and ensemble/ (the
+    ensemble the one quickstart labelled with), exit 0 and a note; a fine-tune with ensemble=none the same."""
+    before = digest(model)
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "distill", f"teachers=[{model / 'tfidf'}]", f"student={tiny_encoder_dir}",
+                         f"out={model}", f"train={data}", f"transfer={sample_dir / 'reviews_unlabelled.csv'}")
+    assert_one_line_error(rc, err, f"out={model} holds the classifiers ensemble/, tfidf/", "does not write again")
+    rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tiny_encoder_dir}", f"train={data}",
+                         f"out={model}", "ensemble=none", "progress=false")
+    assert_one_line_error(rc, err, "holds the classifiers ensemble/, tfidf/")
+    assert digest(model) == before
+
+
 def test_a_member_of_a_fine_tunes_ensemble_is_not_replaced(capsys, model, sample_dir, tiny_encoder_dir):
     """OUT/ensemble averages OUT and OUT/tfidf with weights chosen for them: a new TF-IDF (or an encoder) written
     into OUT/tfidf changed what it labels with (dev macro-F1 0.39 -> 0.33 in the audit), exit 0."""

@@ -92,7 +92,7 @@ class FinetuneRecipe:
         self.cfg = cfg
         self.out = Path(cfg.out)
         check_out_dir(self.out)
-        check_kind(self.out, "encoder")
+        check_kind(self.out, "encoder", writes=("tfidf", "ensemble") if cfg.ensemble == "tfidf" else ())
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
         self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
         self.labels = list(cfg.labels)

@@ -56,11 +56,13 @@ def held_kind(out: Path) -> str | None:
     return "encoder" if (out / "config.json").is_file() else None
 
 
-def check_kind(out: Path, kind: str) -> None:
+def check_kind(out: Path, kind: str, writes: tuple[str, ...] = ()) -> None:
     """A run that writes ``kind`` (a key of KINDS) may replace an earlier output of that kind in ``out`` (with
     ``replaced_note``), never a classifier of another kind (`ensemble out=` replaced a fine-tuned encoder folder
-    whole, without a word), and never a member of an ensemble beside ``out`` (a fine-tune's OUT/tfidf, which
-    OUT/ensemble averages with weights chosen for the model it held)."""
+    whole, without a word), never classifiers inside ``out`` that it does not write again (``writes``: a
+    fine-tune's tfidf/ and ensemble/; `distill out=` a fine-tune's folder deleted them, the ensemble the one its
+    labelling used), and never a member of an ensemble beside ``out`` (a fine-tune's OUT/tfidf, which OUT/ensemble
+    averages with weights chosen for the model it held)."""
     import json
 
     out = Path(out)
@@ -68,6 +70,11 @@ def check_kind(out: Path, kind: str) -> None:
     if held and held != kind:
         raise InputError(f"out={out} holds {KINDS.get(held, held)}, and this run writes {KINDS[kind]}: replacing it "
                          "would lose that model; choose another out=")
+    inside = sorted(c.name for c in out.iterdir() if c.is_dir() and c.name not in writes and held_kind(c)) \
+        if held else []
+    if inside:
+        raise InputError(f"out={out} holds the classifiers {', '.join(f'{c}/' for c in inside)}, which this run does "
+                         "not write again: replacing the folder would lose them; choose another out=")
     target = out.resolve()
     if not target.parent.is_dir():
         return
