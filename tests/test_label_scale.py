@@ -376,7 +376,8 @@ def test_merge_refuses_a_shard_copied_over_another(tmp_path, tiny_classifier, ca
 
 def test_merge_accepts_a_copy_of_the_input_and_shards_without_a_record(tmp_path, tiny_classifier, capsys):
     """Each machine of a cluster reads its own copy of the input (another path, another time): one job. Shards
-    written before job records existed merge as before, with a notice."""
+    written before job records existed merge as before, with a warning; one shard without its record beside others
+    with theirs (copied without it) is refused: cut short at a line end, it was joined, ten rows gone, exit 0."""
     src = _write(tmp_path / "in.csv", n=20)
     (tmp_path / "node2").mkdir()
     copy = tmp_path / "node2" / "in.csv"
@@ -391,7 +392,11 @@ def test_merge_accepts_a_copy_of_the_input_and_shards_without_a_record(tmp_path,
     assert run_cli(capsys, "label-merge", out)[0] == 0 and out.read_bytes() == ref.read_bytes()
     (tmp_path / "out.shard-1-of-2.csv.job.json").unlink()
     rc, _, err = run_cli(capsys, "label-merge", out, "--overwrite")
-    assert rc == 0 and "out.shard-1-of-2.csv has no job record" in err and out.read_bytes() == ref.read_bytes()
+    assert rc == 2 and "out.shard-1-of-2.csv has no job record (out.shard-1-of-2.csv.job.json) while the other " \
+                       "shards have theirs" in err and out.read_bytes() == ref.read_bytes()
+    (tmp_path / "out.shard-2-of-2.csv.job.json").unlink()
+    rc, _, err = run_cli(capsys, "label-merge", out, "--overwrite")
+    assert rc == 0 and "warning: none of the shards of" in err and out.read_bytes() == ref.read_bytes()
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -606,3 +611,24 @@ def test_xlsx_input_labels_like_its_csv_and_resumes(tmp_path, tiny_classifier):
     merged, _ = merge_shards(tmp_path / "sharded.csv")
     assert merged.read_bytes() == want
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".sheet.csv")]
+
+
+def test_a_sharded_output_that_is_the_input_is_refused_before_any_shard(tmp_path, tiny_classifier, capsys):
+    """The unsharded run refuses --output = --input; each shard's own name differs, so `--shard` took it, and
+    `label-merge --overwrite` then replaced the input with the labelled file."""
+    src = _write(tmp_path / "in.csv", n=10)
+    before = src.read_bytes()
+    rc, _, err = run_cli(capsys, "label", "--model", "x", "--input", src, "--output", src, "--shard", "1/2")
+    assert rc == 2 and "--output must differ from --input" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"] and src.read_bytes() == before
+    # shards made by a version that allowed it: the merge refuses to write over the input
+    out = tmp_path / "out.csv"
+    for k in (1, 2):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/2")
+    for k in (1, 2):
+        record = tmp_path / f"out.shard-{k}-of-2.csv.job.json"
+        job = json.loads(record.read_text(encoding="utf-8"))
+        record.write_text(json.dumps({**job, "input": str(out.resolve())}), encoding="utf-8")
+    out.write_bytes(before)
+    rc, _, err = run_cli(capsys, "label-merge", out, "--overwrite")
+    assert rc == 2 and "is the file the shards labelled" in err and out.read_bytes() == before

@@ -76,6 +76,10 @@ def plan_jobs(cfg: LabelConfig) -> tuple[list[LabelConfig], bool]:
     jobs, owners = [], {}
     for src in paths:
         out = _output_for(cfg, src, many)
+        if cfg.shard and out.exists() and out.resolve() == Path(src).resolve():  # the shard's name differs; the
+            # joined file's would not: label-merge --overwrite replaced the input with it
+            raise InputError("--output must differ from --input (the input is never overwritten; label-merge would "
+                             "write the joined shards there)")
         if cfg.shard:
             out = shard_path(out, k, n)
         if out.resolve() in owners:

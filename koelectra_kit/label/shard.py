@@ -64,14 +64,24 @@ def read_job(shard: Path) -> dict | None:
 
 
 def check_one_job(output: Path, shards: list[Path]) -> None:
-    """Every shard's job record agrees with the first's, or the shard is named with what differs. A shard
-    without a record (labelled by a version that wrote none) is joined unchecked, with a notice."""
+    """Every shard's job record agrees with the first's, or the shard is named with what differs. A shard without
+    a record beside others that have theirs is refused (copied without its .job.json: a shard cut short at a line
+    end, or of another model, was joined, exit 0); shards of which none has one (labelled by a version that wrote
+    none) are joined unchecked, with a warning."""
+    records = {path: read_job(path) for path in shards}
+    missing = [path.name for path, job in records.items() if job is None]
+    if missing and len(missing) < len(shards):
+        record = job_path(Path(missing[0])).name
+        raise InputError(f"can't merge {output}: {', '.join(missing)} has no job record ({record}) while the other "
+                         "shards have theirs, so it can't be checked against them: copy each shard's .job.json with "
+                         "it, or rerun that shard with --overwrite")
+    if missing:
+        warn(f"warning: none of the shards of {output} has a job record (SHARD.job.json: not copied with them, or "
+             "labelled by an earlier koelectra-kit that wrote none): their input, model and rows are not checked")
     first = None
     for path in shards:
-        job = read_job(path)
+        job = records[path]
         if job is None:
-            warn(f"{path.name} has no job record (labelled by an older koelectra-kit): its input and model are not "
-                 "checked against the other shards'")
             continue
         if first is None:
             first = (path, job)
@@ -188,6 +198,10 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
         raise InputError(f"{output} exists; pass --overwrite to replace it")
     shards = find_shards(output)
     check_one_job(output, shards)
+    inputs = {str(job.get("input")) for job in map(read_job, shards) if job}
+    if output.exists() and str(output.resolve()) in inputs:
+        raise InputError(f"{output} is the file the shards labelled: the input is never overwritten; merge into "
+                         "another name (label the shards again with another --output)")
     with open(shards[0], "rb") as f:  # (before the cut-short check, which reads newlines as utf-8 ones)
         if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # utf-16/32: a newline is not the byte the header scan looks for
             raise InputError(f"can't merge {output}: its shards are UTF-16/32; label-merge joins utf-8 or cp949 "
