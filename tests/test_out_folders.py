@@ -154,3 +154,28 @@ def test_the_fine_tune_lr_by_width_meets_the_papers_points_and_runs_between_them
     lr = {h: default_lr(SimpleNamespace(config=SimpleNamespace(hidden_size=h))) for h in (128, 256, 384, 512, 768, 1024)}
     assert lr[128] == lr[256] == 3e-4 and lr[384] == pytest.approx(2e-4) and lr[512] == pytest.approx(1.5e-4)
     assert lr[768] == pytest.approx(1e-4) and lr[1024] == 5e-5
+
+
+def test_a_run_whose_loss_diverged_saves_nothing(capsys, tmp_path, sample_dir, tiny_encoder_dir):
+    """finetune lr=1e6 (and distill temperature=1e30, whose T^2 overflowed float32) wrote a folder of NaN weights,
+    exit 0: every label the first class."""
+    import torch
+
+    from koelectra_kit.errors import InputError
+    from koelectra_kit.finetune.model import check_finite
+
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tiny_encoder_dir}", f"train={data}",
+                         f"out={tmp_path / 'nan'}", "lr=1e6", "ensemble=none", "progress=false")
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and last.startswith("error: the fine-tune diverged") and "nothing was saved" in last
+    assert "Traceback" not in err and not (tmp_path / "nan").exists()
+    rc, _, err = run_cli(capsys, "distill", "teachers=[t]", "student=s", f"out={tmp_path / 'd'}", f"train={data}",
+                         f"transfer={data}", "temperature=1e30")
+    assert_one_line_error(rc, err, "temperature must be above 0 and at most 100")
+    model = torch.nn.Linear(2, 2)
+    check_finite(model)  # finite: nothing said
+    with torch.no_grad():
+        model.bias[0] = float("nan")
+    with pytest.raises(InputError, match="1 of the model's weight tensors"):
+        check_finite(model)

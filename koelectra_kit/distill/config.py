@@ -119,8 +119,9 @@ class DistillConfig:
         bad = sorted(set(self.student_shape) - set(SHAPE_KEYS))
         if bad or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in self.student_shape.values()):
             raise ConfigError(f"student_shape {self.student_shape}: positive integers for {', '.join(SHAPE_KEYS)}")
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if not 0 < self.temperature <= 100:  # the KL term is scaled by T^2: 1e30 overflowed float32 to NaN weights
+            raise ConfigError(f"temperature must be above 0 and at most 100 (1-20 are the usual), got "
+                              f"{self.temperature}")
         if self.alpha < 0:
             raise ConfigError(f"alpha must be >= 0, got {self.alpha}")
         if self.max_minutes < 0 or self.save_every < 0 or self.save_every_minutes < 0:

@@ -22,7 +22,7 @@ from ..errors import ConfigError, InputError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
-from ..finetune.model import build_optimizer, default_lr, load_model
+from ..finetune.model import build_optimizer, check_finite, default_lr, load_model
 from ..finetune.report import Window
 from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
 from ..io.trackers import Trackers, trackers_to_open
@@ -300,6 +300,7 @@ class DistillRecipe:
 
         cfg, p, model = self.cfg, self.progress, self.model
         model.load_state_dict(p.best_state)
+        check_finite(model, "the distillation")
         model.config.koelectra_kit = {"task": "text-classification", "max_length": cfg.max_length,
                                       "labels": self.labels, "source_model": cfg.student, "init": cfg.init,
                                       "distilled_from": list(cfg.teachers)}

@@ -28,7 +28,7 @@ from .companions import fit_in_background, tfidf_job
 from .config import FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep, wants_graphs
-from .model import build_optimizer, compile_model, default_layer_decay, default_lr, load_model
+from .model import build_optimizer, check_finite, compile_model, default_layer_decay, default_lr, load_model
 from .report import MetricsLog, Window
 from .step import train_step
 from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
@@ -337,6 +337,7 @@ class FinetuneRecipe:
         cfg, st, model, staging = self.cfg, self.state, self.model, self.staging
         self.metrics.close()
         model.load_state_dict(st.best.state)
+        check_finite(model, "the fine-tune")
         model.config.koelectra_kit = {  # read by the predictor: same truncation as in training
             "task": "text-classification", "max_length": cfg.max_length, "labels": self.labels,
             "source_model": cfg.model, "init": cfg.init}
