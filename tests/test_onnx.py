@@ -124,3 +124,29 @@ def test_a_folders_onnx_made_from_other_weights_is_not_used(finetuned_dir, tiny_
     assert Classifier.load(folder, device="cpu", backend="onnx").model.path == folder / "onnx" / "model.onnx"
     assert Classifier.load(folder, device="cpu", backend="onnx", quantize=True).model.path == \
         folder / "onnx" / "model_quantized.onnx"
+
+
+def test_an_fp32_export_removes_an_int8_graph_of_earlier_weights(finetuned_dir, tiny_classifier_dir, tmp_path, capsys):
+    """`export --onnx` (no --int8) after the weights changed left onnx/model_quantized.onnx of the old weights, which
+    a push uploaded beside the new model.onnx."""
+    import shutil
+
+    from koelectra_kit.classify.onnx_backend import recorded_digest
+    from koelectra_kit.cli import main
+
+    folder = tmp_path / "clf"
+    shutil.copytree(tiny_classifier_dir, folder)
+    assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
+    int8 = folder / "onnx" / "model_quantized.onnx"
+    same = int8.read_bytes()
+    assert main(["export", "--model", str(folder), "--onnx"]) == 0  # the same weights: their int8 graph stays
+    assert int8.read_bytes() == same
+    shutil.copy(finetuned_dir / "model.safetensors", folder / "model.safetensors")  # other weights
+    shutil.copy(finetuned_dir / "config.json", folder / "config.json")
+    for name in ("tokenizer.json", "vocab.txt", "koelectra_tokenizer.json", "tokenizer_config.json"):
+        if (finetuned_dir / name).exists():
+            shutil.copy(finetuned_dir / name, folder / name)
+    capsys.readouterr()
+    assert main(["export", "--model", str(folder), "--onnx"]) == 0
+    assert not int8.exists() and "removed" in capsys.readouterr().out
+    assert recorded_digest(folder / "onnx" / "model.onnx") is not None

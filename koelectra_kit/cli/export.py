@@ -94,7 +94,8 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     from ..errors import InputError, KitError
     from ..hub.modelio import check_model_source, loading
     from ..classify.onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
-                                max_logit_difference, probe_batch, quantize_onnx, require_onnxruntime)
+                                         max_logit_difference, probe_batch, quantize_onnx, recorded_digest,
+                                         require_onnxruntime)
     from ..runtime import quiet_transformers
     from ..tokenizer import KoTokenizer
 
@@ -126,6 +127,11 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
         raise KitError(f"the ONNX export differs from torch by {diff:.2g} in the logits (tolerance "
                        f"{FP32_TOLERANCE:g}); nothing written; use the torch backend")
     lines = [f"wrote {fp32} ({fp32.stat().st_size / 2**20:.1f} MiB): max |logit - torch| {diff:.2g}"]
+    stale = out / INT8_FILE
+    if not int8 and stale.is_file() and recorded_digest(stale) != recorded_digest(fp32):
+        # an int8 graph of earlier weights: label checks the digest, but a push uploads the folder as it is
+        stale.unlink()
+        lines.append(f"removed {stale}: made from earlier weights (export with --int8 to make it again)")
     if int8:
         q = quantize_onnx(fp32, out / INT8_FILE)
         ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1)
