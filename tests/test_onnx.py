@@ -150,3 +150,27 @@ def test_an_fp32_export_removes_an_int8_graph_of_earlier_weights(finetuned_dir, 
     assert main(["export", "--model", str(folder), "--onnx"]) == 0
     assert not int8.exists() and "removed" in capsys.readouterr().out
     assert recorded_digest(folder / "onnx" / "model.onnx") is not None
+
+
+def test_a_model_with_fewer_than_24_positions_exports(tiny_classifier_dir, tmp_path):
+    """The export's probe rows were 24 tokens: a model of 16 positions crashed in export, label --backend onnx and
+    label --quantize (a traceback)."""
+    import json
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification
+
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.cli import main
+
+    folder = tmp_path / "short"
+    shutil.copytree(tiny_classifier_dir, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["max_position_embeddings"] = 16
+    cfg["koelectra_kit"]["max_length"] = 16
+    (folder / "config.json").write_text(json.dumps(cfg))
+    model = AutoModelForSequenceClassification.from_pretrained(folder, ignore_mismatched_sizes=True)
+    model.save_pretrained(folder)
+    assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
+    got = Classifier.load(folder, device="cpu", backend="onnx").predict(["재밌어요", "별로"])
+    assert len(got.labels) == 2

@@ -47,15 +47,17 @@ def onnx_available() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
 
 
-def probe_batch(vocab_size: int, pad_id: int, seed: int = 0):
-    """Input ids [4, 24] of mixed lengths (padding included) from the non-special range of the vocabulary: what
-    an export is checked on (no tokenizer, no Kiwi needed)."""
+def probe_batch(vocab_size: int, pad_id: int, seed: int = 0, positions: int = 24):
+    """Input ids [4, at most 24] of mixed lengths (padding included) from the non-special range of the vocabulary:
+    what an export is checked on (no tokenizer, no Kiwi needed). ``positions``: the model's position embeddings (a
+    model of 16 crashed on 24-token rows)."""
     import torch
 
+    width = max(1, min(24, positions))
     rng = np.random.default_rng(seed)
-    ids = rng.integers(min(5, vocab_size - 1), vocab_size, size=(4, 24))
+    ids = rng.integers(min(5, vocab_size - 1), vocab_size, size=(4, width))
     mask = np.ones_like(ids)
-    for row, n in enumerate((24, 17, 9, 2)):
+    for row, n in enumerate((width, max(1, width * 2 // 3), max(1, width // 3), min(2, width))):
         ids[row, n:], mask[row, n:] = pad_id, 0
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
@@ -69,7 +71,8 @@ def export_onnx(model, dest: str | Path, opset: int = OPSET) -> Path:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     model = model.eval()
-    ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0)
+    ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0,
+                            positions=model.config.max_position_embeddings)
     axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
             "logits": {0: "batch"}}
     with atomic_path(dest, suffix=".onnx") as tmp, warnings.catch_warnings(), torch.no_grad():
@@ -131,7 +134,8 @@ def max_logit_difference(session, model) -> float:
     """Max |logits| difference between the ONNX session and the torch model on the probe batch."""
     import torch
 
-    ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1)
+    ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1,
+                            positions=model.config.max_position_embeddings)
     with torch.no_grad():
         ref = model(input_ids=ids, attention_mask=mask).logits.float().numpy()
     got = session.run(["logits"], {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]

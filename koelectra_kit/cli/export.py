@@ -134,7 +134,8 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
         lines.append(f"removed {stale}: made from earlier weights (export with --int8 to make it again)")
     if int8:
         q = quantize_onnx(fp32, out / INT8_FILE)
-        ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1)
+        ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0, seed=1,
+                                positions=model.config.max_position_embeddings)
         with torch.no_grad():
             ref = torch.softmax(model(input_ids=ids, attention_mask=mask).logits, -1).numpy()
         got = torch.softmax(OnnxModel(q, model)(ids, mask).logits, -1).numpy()
