@@ -195,20 +195,28 @@ def preset_path(name: str | Path, stage: str | None = None) -> Path:
     raise ConfigError(f"config file not found: {name}")
 
 
-def read_yaml(path: str | Path, stage: str | None = None) -> dict:
+def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...] = ()) -> dict:
     """Read a config YAML (a path, or a shipped preset's name for ``stage``), following ``base:`` chains."""
     path = preset_path(path, stage)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    if path.resolve() in _seen:
+        raise ConfigError(f"{path}: its base: chain comes back to it ({' -> '.join(p.name for p in _seen)} -> "
+                          f"{path.name}); a config's base must end in one that has none")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text (a config is a YAML file saved as UTF-8)") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level")
     base = data.pop("base", None)
+    if base is not None and (not isinstance(base, str) or not base.strip()):
+        raise ConfigError(f"{path}: base: {base!r} should be the file name of the config it builds on "
+                          "(base: gpu-10min.yaml)")
     if base:
-        data = _merge(read_yaml(path.parent / base), data)
+        data = _merge(read_yaml(path.parent / base, None, (*_seen, path.resolve())), data)
     return data
 
 

@@ -1,10 +1,11 @@
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from koelectra_kit.config import load_config, parse_overrides
+from koelectra_kit.config import load_config, parse_overrides, read_yaml
 from koelectra_kit.errors import ConfigError
 
 
@@ -197,3 +198,25 @@ def test_more_threads_or_workers_than_cores_is_one_config_error(stage, key, extr
     with pytest.raises(ConfigError, match=f"{key}={cores + 1}: this machine has {cores} cores"):
         load_config(cls, None, [*extra, f"{key}={cores + 1}"])
     load_config(cls, None, [*extra, f"{key}={cores}"])  # all of them is fine
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("base: loop.yaml\nlr: 1.0\n", "its base: chain comes back to it (loop.yaml -> loop.yaml)"),
+    ("base: 5\n", "base: 5 should be the file name"),
+    ("base: [a.yaml]\n", "base: ['a.yaml'] should be the file name"),
+])
+def test_a_config_whose_base_loops_or_is_no_file_name_is_one_error(tmp_path, text, needle):
+    (tmp_path / "loop.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read_yaml(tmp_path / "loop.yaml")
+    (tmp_path / "cp949.yaml").write_bytes("lr: 1.0  # 학습률\n".encode("cp949"))
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        read_yaml(tmp_path / "cp949.yaml")
+
+
+@pytest.mark.parametrize("shard", ["²/3", "1/٣", "a/b", "0/3", "4/3"])
+def test_a_shard_that_is_not_ascii_k_of_n_is_one_error(shard):
+    from koelectra_kit.label import LabelConfig
+
+    with pytest.raises(ConfigError, match="use K/N"):
+        LabelConfig(model="m", input="x.csv", output="y.csv", shard=shard).shard_parts()

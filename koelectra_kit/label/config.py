@@ -147,8 +147,12 @@ class LabelConfig:
         """(K, N) of ``shard="K/N"``; (1, 1) when unsharded."""
         if self.shard is None:
             return 1, 1
-        k, _, n = str(self.shard).partition("/")
-        if not (k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+        import re
+
+        # ASCII digits only: str.isdigit() took "²" (superscript two), which int() then refused with a traceback
+        parts = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", str(self.shard))
+        k, n = parts.groups() if parts else ("0", "0")
+        if not 1 <= int(k) <= int(n):
             raise ConfigError(f"shard={self.shard!r}: use K/N with 1 <= K <= N (e.g. --shard 3/8, the third of "
                               "eight row ranges)")
         return int(k), int(n)
