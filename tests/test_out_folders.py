@@ -179,3 +179,16 @@ def test_a_run_whose_loss_diverged_saves_nothing(capsys, tmp_path, sample_dir, t
         model.bias[0] = float("nan")
     with pytest.raises(InputError, match="1 of the model's weight tensors"):
         check_finite(model)
+
+
+def test_distill_max_length_over_the_students_positions_is_refused_before_the_teachers_pass(capsys, tmp_path,
+                                                                                          sample_dir,
+                                                                                          tiny_encoder_dir):
+    """It crashed in the first training step (a RuntimeError traceback), after the whole teachers' pass."""
+    import json
+
+    positions = json.loads((tiny_encoder_dir / "config.json").read_text())["max_position_embeddings"]
+    data = sample_dir / "reviews_labelled.csv"
+    rc, _, err = run_cli(capsys, "distill", "teachers=[nosuch-teacher]", f"student={tiny_encoder_dir}",
+                         f"out={tmp_path / 'd'}", f"train={data}", f"transfer={data}", f"max_length={positions + 1}")
+    assert_one_line_error(rc, err, f"max_length={positions + 1} exceeds the student's max_position_embeddings")
