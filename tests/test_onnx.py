@@ -98,6 +98,11 @@ def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, caps
         Classifier.load(finetuned_dir, backend="tensorrt")
     assert main(["export", "--model", str(finetuned_dir)]) == 2
     assert capsys.readouterr().err.startswith("error: nothing to do")
+    assert main(["export", "--model", str(finetuned_dir), "--int8"]) == 2  # said what is missing, not "nothing"
+    assert capsys.readouterr().err == "error: --int8 quantizes the ONNX export: add --onnx\n"
+    # a push of a folder that is no model (a run's root, a tokenizer, /): refused before the hub is asked
+    assert main(["export", "--model", str(finetuned_dir.parent), "--push-to-hub", "me/x"]) == 2
+    assert "is not a model folder (no config.json or classifier.json)" in capsys.readouterr().err
 
 
 def test_a_folders_onnx_made_from_other_weights_is_not_used(finetuned_dir, tiny_classifier_dir, tmp_path, capsys):

@@ -53,10 +53,10 @@ def run(args) -> int:
     from ..hub.repo import check_repo_id
     from ..runtime import log
 
+    if args.int8 and not args.onnx:  # (first: alone, it was "nothing to do")
+        raise InputError("--int8 quantizes the ONNX export: add --onnx")
     if not args.onnx and not args.push_to_hub:
         raise InputError("nothing to do: pass --onnx (and --int8) and/or --push-to-hub OWNER/NAME")
-    if args.int8 and not args.onnx:
-        raise InputError("--int8 quantizes the ONNX export: add --onnx")
     check_repo_id(args.push_to_hub, "--push-to-hub")
     if args.opset is not None and args.opset < MIN_OPSET:
         raise InputError(f"--opset {args.opset}: the model's attention needs ONNX opset {MIN_OPSET} or later "
@@ -80,6 +80,10 @@ def run(args) -> int:
 
         if not Path(args.model).is_dir():
             raise InputError(f"--model {args.model}: no such folder to push")
+        if not any((Path(args.model) / name).is_file() for name in ("config.json", "classifier.json")):
+            # a run's root (checkpoints/ and all), a tokenizer folder, or / would be uploaded as a model repo
+            raise InputError(f"--model {args.model} is not a model folder (no config.json or classifier.json): push "
+                             "a fine-tuned classifier folder or a pretraining run's discriminator/")
         log(f"pushed {args.model} to {push_folder(args.model, args.push_to_hub, args.private)}")
     return 0
 
