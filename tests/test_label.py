@@ -93,6 +93,18 @@ def test_a_file_separated_by_another_character_says_so(tmp_path, tiny_classifier
         assert s.rows == 2 and _read(out)["review"].tolist() == ["좋아요, 정말", "별로"]
 
 
+@pytest.mark.parametrize("text, fix", [("id,review\n1,좋아요\n", "drop --sep: the format's own separates them"),
+                                       ("id\treview\n1\t좋아요\n", "pass --format tsv (or --sep '\\t')")])
+def test_a_sep_given_that_is_not_the_files_says_how_to_read_it(tmp_path, capsys, text, fix):
+    """`--sep ';'` on a comma file was told "pass --format csv", which it already was."""
+    src = tmp_path / "in.csv"
+    src.write_text(text, encoding="utf-8")
+    rc = main(["label", "--model", "unused", "--input", str(src), "--output", str(tmp_path / "o.csv"), "--sep", ";",
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and err.strip().endswith(f"not semicolons as csv is read; {fix}"), err
+
+
 def test_resume_after_kill_every_row_once(tmp_path, tiny_classifier, sample_dir):
     src = sample_dir / "reviews_unlabelled.csv"
     out = tmp_path / "o.csv"

@@ -125,7 +125,8 @@ class FileLabeller:
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
         if cfg.text_column not in self.columns and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
             refuse_other_separator(self.src, self.read_fmt, self.columns,
-                                   cfg.sep or ("\t" if self.read_fmt == "tsv" else ","), _separator_fix)
+                                   cfg.sep or ("\t" if self.read_fmt == "tsv" else ","),
+                                   _separator_fix if cfg.sep is None else _given_separator_fix(self.read_fmt))
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}"
@@ -374,6 +375,13 @@ def _check_writable(folder: Path, dst: Path) -> None:
             pass
     except OSError as e:
         raise InputError(f"{dst}: can't write in folder {folder} ({e.strerror or e})") from None
+
+
+def _given_separator_fix(fmt: str):
+    """The way past when --sep itself named the wrong separator (--format csv was no help to `--sep ';'`)."""
+    own = "\t" if fmt == "tsv" else ","
+    return lambda other: ("drop --sep: the format's own separates them" if other == own else
+                          f"pass --sep '{other}'" if other != "\t" else "pass --format tsv (or --sep '\\t')")
 
 
 def _separator_fix(other: str) -> str:
