@@ -79,7 +79,7 @@ class DistillRecipe:
         self.work = checkpoint.work_dir(self.out)
         checkpoint.check_work_dir(self.work)
         check_model_source(cfg.student, "student")  # before the teachers' pass, not after it
-        _check_positions(cfg, Path(cfg.student) / "config.json")
+        _check_student(cfg, Path(cfg.student) / "config.json")
         for key in ("transfer", "exclude"):  # now, and named: "transfer: x.csv: file not found"
             for path in getattr(cfg, key):
                 try:
@@ -146,7 +146,7 @@ class DistillRecipe:
             warn("note: distill runs fp32 where fine-tuning would pick fp16 (old GPUs); bf16 is used where fast")
             self.dtype = None
         self.model, notes = load_student(cfg, self.labels)
-        _check_positions(cfg, self.model.config)  # (a hub student, read now)
+        _check_student(cfg, self.model.config)  # (a hub student, read now)
         self.model.to(self.device)
         for note in notes:
             (warn if note.startswith("warning:") else log)(note)
@@ -388,19 +388,23 @@ def _write_row(f, row: dict) -> None:
     f.write(json.dumps(row) + "\n")
 
 
-def _check_positions(cfg: DistillConfig, config) -> None:
-    """max_length within the student's position embeddings (``config``: its config.json's path, or the loaded
-    config): over them, the first training step crashed after the whole teachers' pass."""
+def _check_student(cfg: DistillConfig, config) -> None:
+    """What would fail only after the whole teachers' pass, said before it (``config``: the student's config.json
+    path, or its loaded config): max_length within its position embeddings (the first training step crashed), and a
+    ``student_shape`` whose heads divide its width."""
     if isinstance(config, Path):
         try:
             config = json.loads(config.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return  # a hub id, or no config here: checked once the student is loaded
-    positions = config.get("max_position_embeddings") if isinstance(config, dict) else \
-        getattr(config, "max_position_embeddings", None)
+    get = config.get if isinstance(config, dict) else lambda key: getattr(config, key, None)
+    positions = get("max_position_embeddings")
     if isinstance(positions, int) and cfg.max_length > positions:
         raise ConfigError(f"max_length={cfg.max_length} exceeds the student's max_position_embeddings={positions}; "
                           f"give max_length={positions} or less")
+    hidden, heads = (cfg.student_shape.get(k, get(k)) for k in ("hidden_size", "num_attention_heads"))
+    if isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads:
+        raise ConfigError(f"student_shape: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
 
 
 def load_student(cfg: DistillConfig, labels: list[str]):
