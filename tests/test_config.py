@@ -220,3 +220,14 @@ def test_a_shard_that_is_not_ascii_k_of_n_is_one_error(shard):
 
     with pytest.raises(ConfigError, match="use K/N"):
         LabelConfig(model="m", input="x.csv", output="y.csv", shard=shard).shard_parts()
+
+
+def test_a_distill_weight_grid_too_big_to_score_is_one_error():
+    """Each weighting of the teachers is scored on dev: weight_step=0.001 with 3 teachers is 501,501 (hours)."""
+    from koelectra_kit.distill.config import DistillConfig
+
+    base = ["student=s", "train=t", "out=o", "transfer=[x]", "teachers=[a,b,c]"]
+    with pytest.raises(ConfigError, match="weight_step=0.001 with 3 teachers is 501,501 weightings"):
+        load_config(DistillConfig, None, [*base, "weight_step=0.001"])
+    load_config(DistillConfig, None, [*base, "weight_step=0.01"])  # 5,151
+    load_config(DistillConfig, None, [*base, "weight_step=0.001", "teacher_weights=[1,1,1]"])  # no grid

@@ -3,6 +3,7 @@ The labelled-data keys have fine-tuning's names and meanings (``data_config`` ha
 a distill command reads its train and dev rows exactly as ``finetune`` does."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
@@ -13,6 +14,7 @@ from ..io.trackers import report_to_names
 
 TFIDF = "tfidf"  # the teacher name of the TF-IDF baseline (fitted on train here)
 # ElectraConfig attributes a student shape may set (a random-init student of that shape, the student's vocabulary)
+MAX_WEIGHTINGS = 10_000  # teacher weightings scored on dev (simplex grid points): 0.01 with 3 teachers is 5,151
 SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
 # Keys that change nothing in the trained weights: a resumed run may differ in them.
 NOT_TRAINING = ("progress", "resume", "save_every", "save_every_minutes", "eval_batch_size", "teacher_batch_size",
@@ -111,6 +113,13 @@ class DistillConfig:
                                   "not all zero")
         if not 0 < self.weight_step <= 1:
             raise ConfigError(f"weight_step must be in (0, 1], got {self.weight_step}")
+        if self.teacher_weights is None and len(self.teachers) > 1:
+            # every weighting on the grid is scored on dev: step 0.001 with 3 teachers is 501,501 of them (hours)
+            points = math.comb(round(1 / self.weight_step) + len(self.teachers) - 1, len(self.teachers) - 1)
+            if points > MAX_WEIGHTINGS:
+                raise ConfigError(f"weight_step={self.weight_step:g} with {len(self.teachers)} teachers is "
+                                  f"{points:,} weightings to score on dev (at most {MAX_WEIGHTINGS:,}): give a larger "
+                                  "weight_step (0.1 is the default), or teacher_weights")
         for key in ("student", "train", "out"):
             if not getattr(self, key):
                 raise ConfigError(f"{key}= is required")
