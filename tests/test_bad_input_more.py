@@ -18,7 +18,7 @@ BINARY = bytes(range(256)) * 8  # no run of text in it: a few "lines", each unde
 def distill_argv(sample_dir, teacher, student, out, *overrides):
     return ["distill", f"teachers=[{teacher}]", f"transfer={sample_dir / 'reviews_unlabelled.csv'}",
             f"student={student}", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false",
-            *overrides]
+            "max_length=32", *overrides]  # (the tiny students' positions: 64)
 
 
 # ---------------------------------------------------------------------------------------------

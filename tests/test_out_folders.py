@@ -50,7 +50,7 @@ def test_a_run_that_does_not_write_a_fine_tunes_tfidf_and_ensemble_does_not_repl
     ensemble the one quickstart labelled with), exit 0 and a note; a fine-tune with ensemble=none the same."""
     before = digest(model)
     data = sample_dir / "reviews_labelled.csv"
-    rc, _, err = run_cli(capsys, "distill", f"teachers=[{model / 'tfidf'}]", f"student={tiny_encoder_dir}",
+    rc, _, err = run_cli(capsys, "distill", "teachers=[tfidf]", f"student={tiny_encoder_dir}",
                          f"out={model}", f"train={data}", f"transfer={sample_dir / 'reviews_unlabelled.csv'}")
     assert_one_line_error(rc, err, f"out={model} holds the classifiers ensemble/, tfidf/", "does not write again")
     rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tiny_encoder_dir}", f"train={data}",

@@ -72,10 +72,10 @@ class DistillRecipe:
         self.cfg, self.on_step = cfg, on_step
         self.out = Path(cfg.out)
         check_out_dir(self.out)
-        check_kind(self.out, "encoder")
         check_not_input(self.out, {"student": cfg.student, "train": cfg.train, "dev": cfg.dev,
                                    **{f"{key}[{i}]": v for key in ("teachers", "transfer", "exclude")
                                       for i, v in enumerate(getattr(cfg, key))}})
+        check_kind(self.out, "encoder")
         self.work = checkpoint.work_dir(self.out)
         checkpoint.check_work_dir(self.work)
         check_model_source(cfg.student, "student")  # before the teachers' pass, not after it

@@ -92,8 +92,8 @@ class FinetuneRecipe:
         self.cfg = cfg
         self.out = Path(cfg.out)
         check_out_dir(self.out)
-        check_kind(self.out, "encoder", writes=("tfidf", "ensemble") if cfg.ensemble == "tfidf" else ())
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
+        check_kind(self.out, "encoder", writes=("tfidf", "ensemble") if cfg.ensemble == "tfidf" else ())
         self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
         self.labels = list(cfg.labels)
         self.state = RunState()
