@@ -217,6 +217,27 @@ def test_5_a_txt_file_is_one_review_per_line(analyst, tmp_path):
     assert analyst.find("summary-text").text.startswith("40 rows labelled")
 
 
+def test_5b_a_mostly_empty_review_column_is_labelled_when_the_analyst_says_so(analyst, tmp_path):
+    """An export where few rows carry a comment: refused as a column picked by mistake, with no way past but
+    filtering the file; the page now offers "label it anyway" (its empty rows get status empty)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    path = tmp_path / "export.csv"
+    path.write_text("id,review\n1,배송 빠르고 좋아요\n" + "".join(f"{i},\n" for i in range(2, 41)), encoding="utf-8")
+    analyst.find("again-btn").click()
+    analyst.find("file-input").send_keys(str(path))
+    analyst.wait.until(lambda b: analyst.find("setup").is_displayed())
+    analyst.find("start-btn").click()
+    analyst.wait.until(lambda b: analyst.find("anyway-btn").is_displayed())
+    error = analyst.find("job-error").text
+    assert "'review' is empty in 39 of its first 40 rows" in error and "label it anyway" in error and "--" not in error
+    analyst.find("anyway-btn").click()
+    analyst.wait.until(ec.visibility_of_element_located((By.ID, "results")))
+    assert analyst.find("summary-text").text.startswith("40 rows labelled")
+    assert not analyst.find("anyway-btn").is_displayed() and not analyst.find("job-error").is_displayed()
+
+
 def test_6_a_double_press_while_the_app_is_down_is_one_answer_and_undo_takes_it_back(analyst):
     analyst.browser.get(analyst.url)
     row, text = analyst.card()

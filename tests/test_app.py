@@ -268,7 +268,17 @@ def test_a_labelling_refusal_gives_the_page_advice_not_command_line_flags(app_cl
     mostly_empty = ("id,review\n1,좋아요\n" + "".join(f"{i},\n" for i in range(2, 40))).encode()
     job = app_client.label("sparse.csv", mostly_empty, column="review")
     assert job["state"] == "error" and "'review' is empty in 38 of its first 39 rows" in job["message"]
-    assert "--" not in job["message"]
+    assert "--" not in job["message"] and "label it anyway" in job["message"]
+    assert job["retry"] == "allow_mostly_empty"  # the page offers its button
+    # the page's "label it anyway": the export where few rows carry a comment is labelled, the empty rows flagged
+    r = app_client.call("POST", f"/api/jobs/{job['id']}/start",
+                        json_body={"text_column": "review", "allow_mostly_empty": True})
+    assert r.status == 200
+    done = app_client.wait_job(job["id"])
+    assert done["state"] == "done" and done["summary"]["status"].get("empty") == 38 and done["retry"] is None
+    r = app_client.call("POST", f"/api/jobs/{job['id']}/start", json_body={"text_column": "review",
+                                                                            "allow_mostly_empty": "yes"})
+    assert r.status == 400 and "allow_mostly_empty: true or false" in r.json["error"]
     bad_bytes = "\ufeffreview\n좋아요\n".encode() + "별로\n".encode("cp949") * 3
     r = app_client.call("POST", "/api/upload?name=bom.csv", body=bad_bytes)
     assert r.status == 400 and r.json["error"] == ("bom.csv is not UTF-8 or cp949/EUC-KR text (starts with a UTF-8 BOM "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError, KitError
 from ..label import FileLabeller, LabelConfig, output_columns
-from ..io.textcheck import check_text_column
+from ..io.textcheck import MostlyEmptyColumn, check_text_column
 from ..io.labellog import LabelFileProblem
 from ..label.human import human_columns, log_labels
 from .results import (EXCEL, MASTER_ENCODING, TYPED_KINDS, convert, excel_refusal, review_rows,
@@ -39,7 +39,8 @@ logger = logging.getLogger("koelectra_kit.app")
 
 # The labeller's advice that names command-line flags, as it reads on the page, where no flag can be passed
 PAGE_ADVICE = [
-    (re.compile(r", or --allow-mostly-empty if it is the review column$"), ""),
+    (re.compile(r", or --allow-mostly-empty if it is the review column$"),
+     ", or label it anyway if it is the review column"),
     (re.compile(r"; pass the right --encoding or --encoding-errors replace; finished chunks are kept: rerun with "
                 r"--resume$"), ": save it as 'CSV UTF-8' in Excel, or convert it to UTF-8, and upload it again"),
 ]
@@ -118,6 +119,8 @@ class Job:
         self.upload = upload
         self.state = "uploaded"  # uploaded -> queued -> running -> done | error (and again, on a restart)
         self.text_column: str | None = None
+        self.allow_mostly_empty = False  # label a text column that is empty in most rows (the page's "label anyway")
+        self.retry: str | None = None  # what the page may offer after an error: "allow_mostly_empty"
         self.rows_done = 0
         self.message = ""
         self.summary = None
@@ -164,7 +167,8 @@ class Job:
     def public(self) -> dict:
         s = self.summary
         total = self.upload.rows if self.state != "done" else self.rows_done
-        return {"id": self.upload.id, "state": self.state, "message": self.message, "text_column": self.text_column,
+        return {"id": self.upload.id, "state": self.state, "message": self.message, "retry": self.retry,
+                "text_column": self.text_column,
                 "rows_done": self.rows_done, "rows_total": max(total, self.rows_done),
                 "seconds": round(self.seconds, 2),
                 "rows_per_s": round(self.rows_done / self.seconds, 1) if self.seconds else None,
@@ -213,8 +217,10 @@ class JobStore:
         shutil.rmtree(folder, ignore_errors=True)
 
     # -- labelling
-    def start(self, job_id: str, text_column: str | None) -> Job:
+    def start(self, job_id: str, text_column: str | None, allow_mostly_empty=False) -> Job:
         job = self.get(job_id)
+        if not isinstance(allow_mostly_empty, bool):
+            raise InputError("allow_mostly_empty: true or false")
         up = job.upload
         if job.state in ("queued", "running"):
             raise Busy(f"{up.name} is already being labelled")
@@ -230,6 +236,7 @@ class JobStore:
         job.clf = self.clf.pin()  # the model serving now labels the whole file, even if a retrain swaps it
         job.text_column, job.state, job.rows_done, job.message = text_column, "queued", 0, ""
         job.summary, job.review, job.flagged, job.seconds = None, [], [], 0.0
+        job.allow_mostly_empty, job.retry = allow_mostly_empty, None
         for old in up.folder.glob("labelled*"):
             old.unlink(missing_ok=True)
         self.pool.submit(self._run, job)
@@ -245,6 +252,7 @@ class JobStore:
             job.state, job.message = "error", "the app stopped before this file was finished"
         except KitError as e:
             job.state, job.message = "error", page_message(str(e).replace(str(job.upload.source), job.upload.name))
+            job.retry = "allow_mostly_empty" if isinstance(e, MostlyEmptyColumn) else None
         except OSError as e:  # the disk said no (full, read-only): the analyst's to fix, in one line
             job.state, job.message = "error", disk_message(e, self.settings)
         except Exception as e:  # noqa: BLE001 - the worker must outlive any one file; the log keeps the traceback
@@ -259,7 +267,8 @@ class JobStore:
         cfg = LabelConfig(model=str(clf.source or s.model), input=str(up.source), output=str(out),
                           text_column=job.text_column, format=up.source_format, encoding=up.encoding,
                           output_encoding=MASTER_ENCODING, batch_size=s.batch_size,
-                          chunk_rows=s.chunk_rows_for(up.rows), progress=False, overwrite=True)
+                          chunk_rows=s.chunk_rows_for(up.rows), progress=False, overwrite=True,
+                          allow_mostly_empty=job.allow_mostly_empty)
         labeller = FileLabeller(cfg, classifier=clf)
 
         def after_chunk(_chunks_done: int) -> None:

@@ -181,7 +181,7 @@ def _file_routes(app, store: JobStore, settings: AppSettings) -> None:
     @app.post("/api/jobs/{job_id}/start")
     async def start(job_id: str, request: Request):
         body = await _json(request)
-        return store.start(job_id, body.get("text_column")).public()
+        return store.start(job_id, body.get("text_column"), body.get("allow_mostly_empty", False)).public()
 
     @app.get("/api/jobs/{job_id}")
     def job_state(job_id: str):

@@ -44,6 +44,11 @@ def looks_like_text(value) -> bool:
     return not is_blank(text) and _NOT_TEXT.fullmatch(text) is None
 
 
+class MostlyEmptyColumn(InputError):
+    """A text column refused as empty in ``EMPTY_SHARE`` of its first rows: the one refusal a user may overrule
+    (``label --allow-mostly-empty``, the app's "label it anyway"), since such an export exists."""
+
+
 def checked_texts(texts, column, columns, path, sample: int = 1000):
     """``texts`` streamed, after ``check_text_column`` on the first ``sample`` of them: a corpus table's text column
     (pretraining, a tokenizer) picked by mistake (text_column=id) was trained on as digits, exit 0."""
@@ -77,7 +82,7 @@ def check_text_column(values, column, columns, path, empty: bool = False) -> Non
         raise InputError(f"{path}: column {column!r} holds {what} ({filled:,} values, {texts:,} that read as text), "
                          f"not review text; name the text column (other columns: {others or 'none'})")
     if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
-        raise InputError(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
+        raise MostlyEmptyColumn(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
                          f"a review column; name the text column (other columns: {others or 'none'}), or "
                          "--allow-mostly-empty if it is the review column")
 

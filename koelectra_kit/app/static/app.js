@@ -137,13 +137,15 @@ function drawPreview() {
   drawTable($("preview"), upload.columns, upload.preview, upload.columns.indexOf($("column-select").value));
 }
 
-async function start() {
+async function start(anyway = false) {
   showError("job-error", "");
+  $("anyway-btn").hidden = true;
   $("start-btn").disabled = true;
   try {
     const job = await api(`/api/jobs/${upload.id}/start`, {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text_column: $("column-select").value }),
+      // anyway: the column was refused as empty in most rows, and the analyst says it is the reviews all the same
+      body: JSON.stringify({ text_column: $("column-select").value, allow_mostly_empty: anyway }),
     });
     $("setup").hidden = true;
     $("progress-box").hidden = false;
@@ -164,6 +166,7 @@ function poll() {
       if (job.state === "done") return showResults(job);
       if (job.state === "error") {
         showError("job-error", job.message);
+        $("anyway-btn").hidden = job.retry !== "allow_mostly_empty";
         $("setup").hidden = false;
         $("start-btn").disabled = false;
         return;
@@ -298,7 +301,7 @@ function addFixes(job) {
 
 function resetFile() {
   clearTimeout(pollTimer);
-  for (const id of ["setup", "progress-box", "results"]) $(id).hidden = true;
+  for (const id of ["setup", "progress-box", "results", "anyway-btn"]) $(id).hidden = true;
   delete $("progress-box").dataset.done;
   showError("upload-error", "");
   showError("job-error", "");
@@ -339,8 +342,9 @@ async function init() {
     drop.classList.remove("over");
     if (e.dataTransfer.files[0]) sendFile(e.dataTransfer.files[0]);
   });
-  $("column-select").addEventListener("change", drawPreview);
-  $("start-btn").addEventListener("click", start);
+  $("column-select").addEventListener("change", () => { drawPreview(); $("anyway-btn").hidden = true; });
+  $("start-btn").addEventListener("click", () => start(false));  // (not the click event as `anyway`)
+  $("anyway-btn").addEventListener("click", () => start(true));
   $("again-btn").addEventListener("click", again);
 }
 
