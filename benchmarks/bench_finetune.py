@@ -15,7 +15,8 @@ land on whichever variant happened to be running. Ratios are to the straightforw
 The model is a random-init ELECTRA of a small pretraining run's size (4 layers, hidden 256, embedding
 128, FFN 1024) unless --shape names a pretraining preset whose encoder to take (or a benchmark shape:
 issue39-6x256, the 6 x 256 of issue 39's fine-tune bar) or --model names a model; speed does not depend
-on the weights. Its WordPiece vocabulary is trained on the bench texts with Kiwi's pre-split, or with none where kiwipiepy is not installed (--presplit).
+on the weights. Its WordPiece vocabulary is trained on the bench texts with Kiwi's pre-split, or with none
+where kiwipiepy is not installed (--presplit).
 
 --device cuda (or auto on a GPU machine): every variant runs there; the toolkit's batches are padded to a
 multiple of 16 as the recipe pads them on a GPU (runtime.pad_multiple). There the last line compares the

@@ -425,7 +425,8 @@ class Teacher:
                 "next_retrain_in": max(0, self.s.retrain_every - (labelled - self.labels_at_last_round)),
                 "waiting_for": self.missing(), "dev": self.s.dev and Path(self.s.dev).name,
                 "start_model": self.start_name if self.start.classifier is not None else None,
-                "start_score": self.start_score, "start_note": self.start_data.note or None, "heldout": len(self.heldout.texts) if not self.s.dev else None,
+                "start_score": self.start_score, "start_note": self.start_data.note or None,
+                "heldout": len(self.heldout.texts) if not self.s.dev else None,
                 "rounds": [r.public() for r in self.rounds]}
 
     def close(self) -> None:

@@ -82,9 +82,9 @@ def check_text_column(values, column, columns, path, empty: bool = False) -> Non
         raise InputError(f"{path}: column {column!r} holds {what} ({filled:,} values, {texts:,} that read as text), "
                          f"not review text; name the text column (other columns: {others or 'none'})")
     if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:
-        raise MostlyEmptyColumn(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, not "
-                         f"a review column; name the text column (other columns: {others or 'none'}), or "
-                         "--allow-mostly-empty if it is the review column")
+        raise MostlyEmptyColumn(f"{path}: column {column!r} is empty in {rows - filled:,} of its first {rows:,} rows, "
+                                f"not a review column; name the text column (other columns: {others or 'none'}), or "
+                                "--allow-mostly-empty if it is the review column")
 
 
 check_not_numbers = check_text_column  # its name before it refused dates, ids and empty columns too (issue 41)
