@@ -291,6 +291,13 @@ def test_a_labelling_refusal_gives_the_page_advice_not_command_line_flags(app_cl
                     "convert it to UTF-8, and upload it again")
 
 
+def test_an_unknown_route_or_method_answers_in_the_apis_shape(app_client):
+    r = app_client.call("GET", "/api/nosuch")
+    assert r.status == 404 and r.json == {"error": "Not Found: GET /api/nosuch"}
+    r = app_client.call("DELETE", "/api/info")
+    assert r.status == 405 and r.json["error"].startswith("Method Not Allowed")
+
+
 def test_start_and_download_refusals(app_client):
     up = app_client.upload("a.csv", "review\n좋아요\n".encode()).json
     for body, message in [({"text_column": "nope"}, "has no column 'nope'"), ({}, "choose the column")]:

@@ -29,6 +29,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from ..errors import InputError, KitError
@@ -76,6 +77,11 @@ def create_app(settings: AppSettings, classifier=None):
     @app.exception_handler(KitError)
     async def kit_error(_request, exc: KitError):
         return JSONResponse({"error": str(exc)}, status_code=STATUS.get(type(exc), 400))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request, exc: HTTPException):  # an unknown route or method: the API's one shape of error
+        return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path}"},
+                            status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(OSError)
     async def disk_error(_request, exc: OSError):  # a full or read-only disk: not an "internal error" + traceback
