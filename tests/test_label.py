@@ -483,3 +483,30 @@ def test_blank_lines_above_the_header_are_skipped_and_lines_still_named_right(tm
     got = _read(tmp_path / "o.csv")
     assert s.rows == 3 and got["review"].tolist()[:2] == ["좋아요", "별로\n에요"]
     assert got["status"].tolist()[2] == "error: malformed line 8: 3 fields, expected 2"
+
+
+def test_the_python_api_reads_texts_as_a_file_reads_cells(tiny_classifier):
+    """From an audit of the Python API: pd.NA and float32 NaN were labelled as the texts "<NA>" and "nan" (status ok
+    in label_dataframe); a lone surrogate crashed the tokenizer; batch_size=-1 gave every text the first label at
+    uniform probabilities; predict("좋아요") scored three texts; a DataFrame with two columns of the text's name
+    raised an AttributeError."""
+    from koelectra_kit.errors import InputError
+
+    empty = tiny_classifier.predict([""]).probs[0]
+    got = tiny_classifier.predict([pd.NA, np.float32("nan"), pd.NaT, None]).probs
+    assert np.allclose(got, empty)
+    assert np.allclose(tiny_classifier.predict([b"\xec\xa2\x8b"]).probs, tiny_classifier.predict(["좋"]).probs)
+    odd = tiny_classifier.predict(["a\ud800b"])  # a lone surrogate: U+FFFD, as a bad byte read with errors=replace
+    assert np.allclose(odd.probs, tiny_classifier.predict(["a\ufffdb"]).probs)
+    for bad in (-1, 0.5, True):
+        with pytest.raises(InputError, match="a whole number of texts, at least 1"):
+            tiny_classifier.predict(["좋아요"], batch_size=bad)
+    with pytest.raises(InputError, match="put one text in a list"):
+        tiny_classifier.predict("좋아요")
+    df = pd.DataFrame({"review": pd.array(["좋아요", None, "별로"], dtype="string")})
+    out = label_dataframe(df, classifier=tiny_classifier)
+    assert out["status"].tolist() == ["ok", "empty", "ok"] and out["label"].iloc[1] == ""
+    with pytest.raises(InputError, match="column 'review' appears 2 times"):
+        label_dataframe(pd.DataFrame([["좋아요", "x"]], columns=["review", "review"]), classifier=tiny_classifier)
+    with pytest.raises(InputError, match="takes a pandas DataFrame, not list"):
+        label_dataframe([{"review": "좋아요"}], classifier=tiny_classifier)

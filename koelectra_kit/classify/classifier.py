@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..io.records import texts_of
 from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
 from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
@@ -77,6 +78,13 @@ def attention_mask_for(model, mask):
     if not hasattr(module, "create_bidirectional_mask"):
         return mask
     return mask.bool()[:, None, None, :]
+
+
+def check_batch_size(batch_size) -> None:
+    """A given batch size is a whole number of at least 1: -1 made no batches and every text got the first label
+    with uniform probabilities."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise InputError(f"batch_size={batch_size!r}: a whole number of texts, at least 1")
 
 
 def default_batch_size(device) -> int:
@@ -328,8 +336,9 @@ class Classifier:
         shape, and 20,000 texts' ids are a few tens of MB)."""
         import torch
 
+        check_batch_size(batch_size)
         batch_size = batch_size or default_batch_size(self.device)
-        texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
+        texts = texts_of(texts)
         n = len(texts)
         k = len(self.labels)
         probs = np.zeros((n, k), dtype=np.float32)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..io.records import texts_of
 from .predictions import Predictions
 from .registry import FORMAT, MANIFEST, read_manifest
 
@@ -82,7 +83,7 @@ class TfidfClassifier:
         """Labels and probabilities for ``texts`` (None/NaN count as empty), in order. ``batch_size`` and
         ``normalized`` are accepted for the ``Classifier`` interface; the model reads the text as ``references.tfidf_text``
         makes it (NFC, lowercased)."""
-        texts = ["" if t is None or (isinstance(t, float) and t != t) else str(t) for t in texts]
+        texts = texts_of(texts)  # (batch_size is the encoder's: a TF-IDF scores all at once)
         probs = self.decision(texts) if texts else np.zeros((0, len(self.labels)), dtype=np.float32)
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if len(texts) else []
         return Predictions(labels, probs, [False] * len(texts))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -109,10 +110,12 @@ def cell_text(value) -> tuple[str, str | None]:
     binary column: Spark and older writers store strings so, with no UTF-8 mark) are their UTF-8 text; a number or a
     bool its str(), as a review of "10" is. A JSON object or array (a JSONL or Parquet nested value) and bytes that
     are not UTF-8 hold no review: labelled as their Python repr ("{'t': '별로'}", "b'\\xec...'"), status ok."""
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' missing values: pd.NA, pd.NaT
         return "", None
     if isinstance(value, str):
         return value, None
+    if isinstance(value, numbers.Real) and value != value:  # NaN of any float type (numpy's float32 too)
+        return "", None
     if isinstance(value, (bytes, bytearray)):
         try:
             return bytes(value).decode("utf-8"), None
@@ -121,6 +124,15 @@ def cell_text(value) -> tuple[str, str | None]:
     if isinstance(value, (dict, list, tuple)):
         return "", f"the text is a JSON {'object' if isinstance(value, dict) else 'array'}, not a string"
     return str(value), None
+
+
+def texts_of(texts) -> list[str]:
+    """``texts`` (a list, tuple, Series, array or generator) as the strings a model reads, each as a file's cell is
+    read (``cell_text``: missing values empty, bytes as UTF-8). One text passed alone (a str, bytes, a dict) is
+    refused: read item by item, "좋아요" was three texts and a dict its keys."""
+    if texts is None or isinstance(texts, (str, bytes, bytearray, dict)):
+        raise InputError(f"texts: a list of texts, not {type(texts).__name__}; put one text in a list: [text]")
+    return [cell_text(t)[0] for t in texts]
 
 
 def fit_fields(row: list, n: int) -> list:

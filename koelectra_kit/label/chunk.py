@@ -108,13 +108,20 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
     prediction per distinct normalized text, the same output; ``human_labels``: a labels file whose labels win, as
     ``label --human-labels``)."""
-    from ..classify.classifier import Classifier
+    import pandas as pd
 
+    from ..classify.classifier import Classifier, check_batch_size
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"label_dataframe takes a pandas DataFrame, not {type(df).__name__} (a list of dicts: "
+                         "pd.DataFrame(rows))")
     if text_column not in df.columns:
         raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}"
                          f"{column_hint(text_column, df.columns)}")
-    if batch_size is not None and batch_size < 1:
-        raise InputError(f"batch_size={batch_size} must be at least 1")
+    if (df.columns == text_column).sum() > 1:
+        raise InputError(f"column {text_column!r} appears {(df.columns == text_column).sum()} times; rename all but "
+                         "the one that holds the texts")
+    check_batch_size(batch_size)
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)
     human = None

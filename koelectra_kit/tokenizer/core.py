@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 from ..io.corpus import iter_texts
 from ..errors import ConfigError
 from ..io.fileio import check_input_file
+from ..io.records import texts_of
 from .normalize import NormalizeConfig, Normalizer
 from . import kiwi, saving, wordlist, wordsplit
 from .cache import cached_ids, encode_lines, presplit_file
@@ -285,7 +286,7 @@ class KoTokenizer:
         is all ones, and building 10,000 lists of them cost as much as encoding the texts (profile of label).
         ``normalized``: the texts are already this tokenizer's ``normalize`` output (the labeller's deduplication
         normalizes each text for its key): not normalized a second time; offsets then index the texts as given."""
-        texts = ["" if t is None else str(t) for t in texts]
+        texts = texts_of(texts)  # as a file's cells are read: NaN empty (it was the word "nan"), bytes as UTF-8
         budget = None
         if max_length is not None and truncation:
             budget = max_length - (2 if add_special_tokens else 0)

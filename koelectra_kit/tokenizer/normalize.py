@@ -80,6 +80,7 @@ class Normalizer:
 
     # -- fast path: the string only
     def __call__(self, text: str) -> str:
+        text = _SURROGATE.sub("\ufffd", text)
         for pattern, kind, arg in self._pre:
             text = pattern.sub("", text)
         if self.cfg.nfc and not unicodedata.is_normalized("NFC", text):
@@ -97,6 +98,7 @@ class Normalizer:
 
     # -- with a map: out char i came from input[starts[i]:ends[i]]
     def with_map(self, text: str) -> tuple[str, list[int], list[int]]:
+        text = _SURROGATE.sub("\ufffd", text)  # one character for one: the maps stay as they are
         starts = list(range(len(text)))
         ends = list(range(1, len(text) + 1))
         for pattern, kind, arg in self._pre:
@@ -175,6 +177,12 @@ def _nfc_with_map(text, starts, ends):
 
 
 _DEFAULT = None
+
+
+# A lone surrogate (half of a UTF-16 pair, "\ud800": what a bad decode or a JSON escape leaves in a Python str) is no
+# character: the Rust tokenizer refused the text with a TypeError and the word cache could not be saved at exit.
+# It becomes U+FFFD, one character for one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def normalize(text: str, cfg: NormalizeConfig | None = None) -> str:
