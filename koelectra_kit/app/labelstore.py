@@ -134,8 +134,8 @@ class LabelLog:
         """The header's column names, checked: the app appends every one of ``COLUMNS`` (in the file's order), and
         under a header without them its lines would be read back wrong (an undo as a skip, a retried answer twice)
         and the file become one no reader takes."""
-        text = data.decode("utf-8-sig", errors="replace")
-        header = next(csv.reader(io.StringIO(text, newline="")), None)
+        first = data.split(b"\n", 1)[0]  # the header line only: parse() has read the rest
+        header = next(csv.reader(io.StringIO(first.decode("utf-8-sig", errors="replace").rstrip("\r"))), None)
         if not header or not any(h.strip() for h in header):
             return None
         header = [h.strip() for h in header]

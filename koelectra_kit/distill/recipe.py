@@ -146,7 +146,7 @@ class DistillRecipe:
             warn("note: distill runs fp32 where fine-tuning would pick fp16 (old GPUs); bf16 is used where fast")
             self.dtype = None
         self.model, notes = load_student(cfg, self.labels)
-        _check_student(cfg, self.model.config)  # (a hub student, read now)
+        _check_student(cfg, self.model.config)  # (a hub student's positions, known now)
         self.model.to(self.device)
         for note in notes:
             (warn if note.startswith("warning:") else log)(note)
@@ -423,9 +423,7 @@ def load_student(cfg: DistillConfig, labels: list[str]):
                                             problem_type="single_label_classification", trust_remote_code=False)
     for k, v in cfg.student_shape.items():
         setattr(config, k, v)
-    if config.hidden_size % config.num_attention_heads:
-        raise ConfigError(f"student_shape: hidden_size {config.hidden_size} is not a multiple of "
-                          f"num_attention_heads {config.num_attention_heads}")
+    _check_student(cfg, config)  # before from_config, which refuses heads that do not divide the width its own way
     model = AutoModelForSequenceClassification.from_config(config, trust_remote_code=False)
     return model, [f"random-init student of shape {cfg.student_shape} ({name}'s vocabulary)"]
 

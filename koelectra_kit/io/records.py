@@ -110,10 +110,10 @@ def cell_text(value) -> tuple[str, str | None]:
     binary column: Spark and older writers store strings so, with no UTF-8 mark) are their UTF-8 text; a number or a
     bool its str(), as a review of "10" is. A JSON object or array (a JSONL or Parquet nested value) and bytes that
     are not UTF-8 hold no review: labelled as their Python repr ("{'t': '별로'}", "b'\\xec...'"), status ok."""
+    if isinstance(value, str):  # first: nearly every cell is one
+        return value, None
     if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' missing values: pd.NA, pd.NaT
         return "", None
-    if isinstance(value, str):
-        return value, None
     if isinstance(value, numbers.Real) and value != value:  # NaN of any float type (numpy's float32 too)
         return "", None
     if isinstance(value, (bytes, bytearray)):
