@@ -677,6 +677,9 @@ def test_tokenizer_given_as_the_run_folder_that_holds_it(capsys, tmp_path, sampl
     shutil.copytree(sample_tokenizer_dir, run / "tokenizer")
     rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", run, "좋아요")
     assert_one_line_error(rc, err, f"no tokenizer in {run}", f"its tokenizer is in {run / 'tokenizer'}")
+    # its tokenizer.json itself: transformers' "Repo id must be in the form ..." before
+    rc, _, err = run_cli(capsys, "tokenizer", "encode", "--tokenizer", run / "tokenizer" / "tokenizer.json", "좋아요")
+    assert_one_line_error(rc, err, "is a file", f"pass {run / 'tokenizer'}")
 
 
 def test_tokenizer_encode_cp949_stdin_and_argv(capsys, monkeypatch, sample_tokenizer_dir):

@@ -506,6 +506,12 @@ def test_the_python_api_reads_texts_as_a_file_reads_cells(tiny_classifier):
     df = pd.DataFrame({"review": pd.array(["좋아요", None, "별로"], dtype="string")})
     out = label_dataframe(df, classifier=tiny_classifier)
     assert out["status"].tolist() == ["ok", "empty", "ok"] and out["label"].iloc[1] == ""
+    odd = label_dataframe(pd.DataFrame({"review": [{"t": "별로"}, ["별로"], b"\xff", "좋아요"]}),
+                          classifier=tiny_classifier)  # each was status "empty", not saying why
+    assert odd["status"].tolist()[:3] == ["error: the text is a JSON object, not a string",
+                                          "error: the text is a JSON array, not a string",
+                                          "error: the text is binary data, not UTF-8 text"]
+    assert odd["status"].iloc[3] == "ok" and odd["label"].tolist()[:3] == ["", "", ""]
     with pytest.raises(InputError, match="column 'review' appears 2 times"):
         label_dataframe(pd.DataFrame([["좋아요", "x"]], columns=["review", "review"]), classifier=tiny_classifier)
     with pytest.raises(InputError, match="takes a pandas DataFrame, not list"):

@@ -90,6 +90,26 @@ def test_padding_truncation_and_tensors(sample_tokenizer):
     assert len(fixed["input_ids"][0]) == 16
 
 
+def test_numpy_tensors_and_option_spellings(sample_tokenizer):
+    """return_tensors="np" returned plain lists and a misspelt padding padded to the longest, both silently."""
+    import numpy as np
+
+    from koelectra_kit.errors import ConfigError
+
+    tok = sample_tokenizer
+    enc = tok.encode_batch(NOISY, max_length=8, padding=True, return_tensors="np")
+    want = tok.encode_batch(NOISY, max_length=8, padding=True, return_tensors="pt")
+    assert isinstance(enc["input_ids"], np.ndarray) and enc["input_ids"].dtype == np.int64
+    assert enc["input_ids"].tolist() == want["input_ids"].tolist()
+    assert enc["attention_mask"].tolist() == want["attention_mask"].tolist()
+    assert tok.encode_batch([], padding=True, return_tensors="np")["input_ids"].shape == (0, 0)
+    assert tok.encode_batch(["영화", "재밌었는데 ㅋㅋ"], padding="do_not_pad")["input_ids"] == \
+        tok.encode_batch(["영화", "재밌었는데 ㅋㅋ"])["input_ids"]
+    for bad in ({"padding": "max_len", "max_length": 8}, {"return_tensors": "tf"}, {"padding": "max_length"}):
+        with pytest.raises(ConfigError):
+            tok.encode_batch(["영화"], **bad)
+
+
 def test_special_ids_and_vocab(sample_tokenizer):
     tok = sample_tokenizer
     assert [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id] == [0, 1, 2, 3, 4]

@@ -130,7 +130,9 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
 
         human = read_human_labels(human_labels, list(clf.labels))
     cache = PredictionCache(max_rows=0) if dedupe else None
-    out, names = label_chunk(clf, df, text_column, [None] * len(df), batch_size, cache)
+    # a cell that holds no text (a dict or list from JSON, bytes that are not UTF-8) says why, as a file's does
+    errors = [cell_text(v)[1] for v in df[text_column].tolist()]
+    out, names = label_chunk(clf, df, text_column, errors, batch_size, cache)
     if human is not None:
         from .human import apply_human_labels, human_columns
 

@@ -10,6 +10,7 @@ The subword model is a Hugging Face ``tokenizers.Tokenizer`` fed the pre-split p
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -287,6 +288,7 @@ class KoTokenizer:
         ``normalized``: the texts are already this tokenizer's ``normalize`` output (the labeller's deduplication
         normalizes each text for its key): not normalized a second time; offsets then index the texts as given."""
         texts = texts_of(texts)  # as a file's cells are read: NaN empty (it was the word "nan"), bytes as UTF-8
+        _check_batch_options(padding, return_tensors, max_length)
         budget = None
         if max_length is not None and truncation:
             budget = max_length - (2 if add_special_tokens else 0)
@@ -314,19 +316,29 @@ class KoTokenizer:
         if return_tokens:
             result["tokens"] = out_tokens
         longest = max((len(x) for x in out_ids), default=0)
-        target = max_length if padding == "max_length" and max_length else (longest if padding else None)
+        pad = padding not in (False, "do_not_pad")
+        target = max_length if padding == "max_length" else (longest if pad else None)
         if target is not None:
             result["attention_mask"] = [[1] * len(x) + [0] * (target - len(x)) for x in out_ids]
             result["input_ids"] = [x + [self.pad_token_id] * (target - len(x)) for x in out_ids]
         elif return_attention_mask or return_tensors == "pt":
             result["attention_mask"] = [[1] * len(x) for x in out_ids]
-        if return_tensors == "pt":
-            import torch
-
+        if return_tensors is not None:
             if target is None and len({len(x) for x in result["input_ids"]}) > 1:
-                raise ConfigError("return_tensors='pt' needs padding=True (texts have different lengths)")
-            result["input_ids"] = torch.tensor(result["input_ids"], dtype=torch.long)
-            result["attention_mask"] = torch.tensor(result["attention_mask"], dtype=torch.long)
+                raise ConfigError(f"return_tensors={return_tensors!r} needs padding=True "
+                                  "(texts have different lengths)")
+            if "attention_mask" not in result:  # asked for arrays without a mask: a mask of ones, as "pt" gives
+                result["attention_mask"] = [[1] * len(x) for x in out_ids]
+            if return_tensors == "pt":
+                import torch
+
+                as_array = partial(torch.tensor, dtype=torch.long)
+            else:
+                import numpy as np
+
+                as_array = partial(np.asarray, dtype=np.int64)
+            for key in ("input_ids", "attention_mask"):  # an empty batch is (0, 0), not 1-D (0,)
+                result[key] = as_array(result[key]) if out_ids else as_array([]).reshape(0, 0)
         return result
 
     def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map,
@@ -419,3 +431,17 @@ def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num
                                num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress,
                                word_cache=CORPUS_WORD_CACHE if tok.word_cache else 0)
         yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)
+
+
+_PADDING = (False, True, "longest", "max_length", "do_not_pad")
+
+
+def _check_batch_options(padding, return_tensors, max_length) -> None:
+    """transformers' spellings, checked: a typo such as ``padding="max_len"`` was truthy and padded to the
+    longest text, and ``return_tensors="np"`` returned plain lists, both without a word."""
+    if not any(padding is p or (isinstance(p, str) and padding == p) for p in _PADDING):
+        raise ConfigError(f"padding={padding!r}: use True/'longest', 'max_length' or False/'do_not_pad'")
+    if return_tensors not in (None, "pt", "np"):
+        raise ConfigError(f"return_tensors={return_tensors!r}: use 'pt' (torch), 'np' (numpy) or None (lists)")
+    if padding == "max_length" and not max_length:
+        raise ConfigError("padding='max_length' needs max_length=N")

@@ -173,6 +173,9 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
         return {"backend": backend, "normalize": norm, "presplit": presplit,
                 "model": s.get("model", "wordpiece"), "fallback": s.get("fallback"),  # absent: saved before it
                 "saved_kiwi": saved_kiwi, "source": str(d)}
+    if d.is_file():  # tokenizer.json itself, say: transformers took the path for a hub id and said so
+        raise InputError(f"{d} is a file; a tokenizer is the folder that holds {SETTINGS_FILE} and tokenizer.json"
+                         f" (or a Hugging Face tokenizer's files): pass {d.parent}")
     if d.is_dir() and not (d / "tokenizer.json").exists() and not (d / "vocab.txt").exists() \
             and not (d / "tokenizer_config.json").exists():
         # a run or prepared folder (tokenizer=runs/x for runs/x/tokenizer) holds its tokenizer one level down: say so
