@@ -264,3 +264,53 @@ def test_a_workbook_whose_size_record_is_stale_or_missing_is_read_whole(tmp_path
     assert [r[:3] for r in rows[1:]] == [["1", "배송 빠르고 좋아요", ""], ["2", "최악이에요 환불 원합니다", "반품"],
                                          ["3", "그냥 그래요", ""], ["4", "재구매 의사 있어요", ""]]
     assert all(r[rows[0].index("status")] == "ok" for r in rows[1:])
+
+
+def _with_sheet_xml(src, dst, edit):
+    """``src`` with its first worksheet's XML passed through ``edit`` (bytes -> bytes)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zo:
+        for item in zi.infolist():
+            data = zi.read(item.filename)
+            zo.writestr(item, edit(data) if item.filename == "xl/worksheets/sheet1.xml" else data)
+    return dst
+
+
+def test_formulas_a_program_left_uncomputed_are_refused_not_labelled_empty(tmp_path, tiny_classifier_dir, capsys):
+    """A review column of formulas (=A2&" "&B2) in a workbook a script wrote has no saved values: openpyxl read them
+    as empty and every row was labelled "empty", exit 0. Refused in one line naming the first cell; the same
+    workbook once Excel saved it (values beside the formulas, an empty string one of them) labels as before."""
+    import re
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["title", "body", "review"])
+    for i, (title, body) in enumerate([("배송", "빠르고 좋아요"), ("포장", "최악이에요"), ("기타", None)], 2):
+        ws.append([title, body, f'=A{i}&" "&B{i}'])
+    wb.save(tmp_path / "script.xlsx")
+    out = tmp_path / "out.csv"
+    rc, err = _cli(capsys, "label", "--model", tiny_classifier_dir, "--input", tmp_path / "script.xlsx",
+                   "--output", out, "--text-column", "review")
+    _one_line(rc, err, "3 formula cells", "no saved value", "cell C2", "save it")
+    assert not out.exists()
+    assert workbook.uncomputed_formulas(tmp_path / "script.xlsx", "xl/worksheets/sheet1.xml") == (3, "C2")
+
+    def saved_by_excel(xml):  # Excel's own spelling: t="str", the value after the formula, "" for the empty one
+        values = iter(["배송 빠르고 좋아요".encode(), "포장 최악이에요".encode(), b""])
+        return re.sub(rb'<c r="(C\d)"><f>([^<]*)</f><v ?/></c>',
+                      lambda m: b'<c r="' + m[1] + b'" t="str"><f>' + m[2] + b"</f><v>" + next(values) + b"</v></c>",
+                      xml)
+
+    saved = _with_sheet_xml(tmp_path / "script.xlsx", tmp_path / "saved.xlsx", saved_by_excel)
+    assert workbook.uncomputed_formulas(saved, "xl/worksheets/sheet1.xml") == (0, None)
+    rc, err = _cli(capsys, "label", "--model", tiny_classifier_dir, "--input", saved, "--output", out,
+                   "--text-column", "review")
+    assert rc == 0, err
+    rows = _csv(out)
+    assert [r[2] for r in rows[1:]] == ["배송 빠르고 좋아요", "포장 최악이에요", ""]
+    assert [r[rows[0].index("status")] for r in rows[1:]] == ["ok", "ok", "empty"]
+    # a shared formula with no value and no <v> at all (another writer's spelling), under a namespace prefix
+    prefixed = _with_sheet_xml(tmp_path / "script.xlsx", tmp_path / "prefixed.xlsx", lambda xml: re.sub(
+        rb'<c r="C3"><f>[^<]*</f><v ?/></c>', b'<x:c r="C3"><x:f t="shared" si="0"/></x:c>', xml))
+    assert workbook.uncomputed_formulas(prefixed, "xl/worksheets/sheet1.xml") == (3, "C2")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from contextlib import suppress
 from itertools import chain
 from pathlib import Path
@@ -60,6 +61,7 @@ def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
         raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
     try:
         ws = wb.worksheets[0]
+        check_formulas(src, getattr(ws, "_worksheet_path", None), name)
         # The sheet's size record (<dimension ref=...>) is a floor on the width, as openpyxl pads rows to it, but not
         # a limit: some exporters write a stale one ("A1"), and read-only mode trusted it: 0 rows of 5 were read.
         declared = ws.max_column or 0
@@ -71,6 +73,62 @@ def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
                 yield n, tuple(r) + (None,) * (width - len(r))
     finally:
         wb.close()
+
+
+# A formula cell and what follows it: its saved value, an empty one, or none (the cell ends). XML names may carry a
+# namespace prefix (x:c), which some writers use. A formula's text is escaped XML: no "<" inside it.
+_P = rb"(?:[A-Za-z_][\w.-]*:)?"
+_FORMULA_CELL = re.compile(
+    rb"<" + _P + rb"c\b(?P<attrs>[^>]*)>\s*<" + _P + rb"f\b[^>]*(?:/>|>[^<]*</" + _P + rb"f>)\s*(?:"
+    rb"(?P<empty><" + _P + rb"v\s*/>|<" + _P + rb"v>\s*</" + _P + rb"v>)|(?P<none></" + _P + rb"c>)|<" + _P + rb"v>)")
+_CELL_REF = re.compile(rb'\br="([A-Z]+[0-9]+)"')
+_OVERLAP = 1 << 16  # a cell is far shorter (Excel caps a formula at 8,192 characters): one found whole in a window
+
+
+def uncomputed_formulas(src: Path, part: str) -> tuple[int, str | None]:
+    """(how many formula cells of the worksheet ``part`` have no saved value, the first one's reference). A program
+    that writes formulas (openpyxl, a script's export) leaves their values to Excel, which computes and saves them
+    on its next save; openpyxl reads such a cell as empty, so a review column of formulas labelled every row "empty",
+    exit 0. A formula whose saved value is the empty string (``t="str"``, an empty ``<v>``) is computed: not counted.
+    Streams the sheet's XML in windows, in flat memory."""
+    import zipfile
+
+    count, first = 0, None
+    with zipfile.ZipFile(src) as z, z.open(part) as f:
+        buf = b""
+        while True:
+            chunk = f.read(1 << 22)
+            buf += chunk
+            cut = len(buf) - _OVERLAP if chunk else len(buf)  # a match starting past it is read in the next window
+            for m in _FORMULA_CELL.finditer(buf, 0, len(buf)):
+                if m.start() >= cut:
+                    break
+                if m.group("none") is None and (m.group("empty") is None or b't="str"' in m.group("attrs")):
+                    continue  # a saved value, or a computed empty string (t="str" and an empty <v>)
+                count += 1
+                if first is None:
+                    ref = _CELL_REF.search(m.group("attrs"))
+                    first = ref.group(1).decode() if ref else None
+            if not chunk:
+                return count, first
+            buf = buf[cut:]
+
+
+def check_formulas(src: Path, part: str | None, name: str) -> None:
+    """``uncomputed_formulas`` of the first worksheet as one ``InputError``; nothing when the part isn't known (an
+    openpyxl that no longer names it) or the workbook has none."""
+    if not part:
+        return
+    try:
+        count, first = uncomputed_formulas(src, part.lstrip("/"))
+    except (KeyError, OSError, ValueError, EOFError):  # zipfile's own errors for a bad member: openpyxl's say
+        return
+    if count:
+        at = f", the first in cell {first}" if first else ""
+        raise InputError(f"{name}: {count:,} formula cell{'s' if count > 1 else ''} on the first worksheet "
+                         f"{'have' if count > 1 else 'has'} no saved value{at} (the workbook was written by a program "
+                         "that leaves formulas for Excel to compute), so they would read as empty: open it in Excel "
+                         "or LibreOffice, save it, and try again")
 
 
 def other_sheets_hint(src: str | Path, names) -> str:
