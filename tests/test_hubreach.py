@@ -59,6 +59,9 @@ def test_unreachable_hub_an_uncached_id_is_one_line_and_the_process_goes_offline
         from koelectra_kit.tokenizer import KoTokenizer
         KoTokenizer.from_pretrained("owner/tok")
     assert session.calls == 1  # asked once a process
+    # a flag-only command (export) names the flag as typed: "model=owner/name" was a spelling it does not take
+    with pytest.raises(InputError, match="^--model owner/name: no such local folder"):
+        check_model_source("owner/name", "--model")
 
 
 @pytest.mark.fast

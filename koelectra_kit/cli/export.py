@@ -104,7 +104,7 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     from ..tokenizer import KoTokenizer
 
     require_onnxruntime()
-    source = check_model_source(model_dir)
+    source = check_model_source(model_dir, "--model")
     _check_classifier(source)
     try:  # the .onnx runs with the folder's tokenizer (Classifier.load(MODEL, backend="onnx"), label --backend onnx)
         KoTokenizer.from_pretrained(source)
@@ -113,7 +113,7 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
                          "folder written by `koelectra-kit finetune`") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
-    with loading(source), quiet_transformers():
+    with loading(source, "--model"), quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(source, trust_remote_code=False).float().eval()
     made = not out.exists()
     try:

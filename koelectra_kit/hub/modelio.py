@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError
-from ..io.hubreach import check_reachable
+from ..io.hubreach import check_reachable, named
 
 # What a Hugging Face hub id looks like: "name" or "owner/name", letters, digits, "-", "_", "."
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
@@ -24,17 +24,17 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
     path = Path(os.path.expanduser(name))
     if path.exists():
         if not path.is_dir():
-            raise InputError(f"{what}={name} is a file; give a model folder (config.json + weights) or a hub id")
+            raise InputError(f"{named(what, name)} is a file; give a model folder (config.json + weights) or a hub id")
         if not (path / "config.json").exists():
             if (path / "classifier.json").is_file():  # (classify.registry's MANIFEST: hub/ does not import classify/)
-                raise InputError(f"{what}={name} is a TF-IDF or ensemble classifier folder (classifier.json), not a "
+                raise InputError(f"{named(what, name)} is a TF-IDF or ensemble classifier folder (classifier.json), not a "
                                  "model folder (config.json + weights): it has no encoder to train or load here")
-            raise InputError(f"{what}={name} is not a model folder (no config.json)")
+            raise InputError(f"{named(what, name)} is not a model folder (no config.json)")
         return str(path)
     looks_local = (not _HUB_ID.match(name) or name.startswith((".", "~")) or
                    ("/" in name and Path(name.split("/")[0]).is_dir()))
     if looks_local:
-        raise InputError(f"{what}={name}: no such folder (a local path; hub ids look like owner/name)")
+        raise InputError(f"{named(what, name)}: no such folder (a local path; hub ids look like owner/name)")
     check_reachable(name, what)
     return name
 
@@ -50,11 +50,11 @@ def loading(name: str, what: str = "model") -> Iterator[None]:
     try:
         yield
     except SafetensorError as e:
-        raise InputError(f"{what}={name}: model.safetensors is damaged or truncated ({str(e).splitlines()[0]}); "
+        raise InputError(f"{named(what, name)}: model.safetensors is damaged or truncated ({str(e).splitlines()[0]}); "
                          "copy or export the model again") from None
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
         if "safetensors" in text.lower() or "header" in first.lower():
-            raise InputError(f"{what}={name}: model.safetensors is damaged or truncated ({first})") from None
-        raise InputError(f"{what}={name}: can't load it ({first})") from None
+            raise InputError(f"{named(what, name)}: model.safetensors is damaged or truncated ({first})") from None
+        raise InputError(f"{named(what, name)}: can't load it ({first})") from None

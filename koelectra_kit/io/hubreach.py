@@ -62,6 +62,12 @@ def in_cache(repo_id: str, repo_type: str = "model") -> bool:
         return False
 
 
+def named(what: str, name: str) -> str:
+    """How a message names the value: ``model=x`` for a config key, ``--model x`` for a flag (export takes flags
+    only, where "model=x" named a spelling it does not accept)."""
+    return f"{what} {name}" if what.startswith("--") else f"{what}={name}"
+
+
 def check_reachable(name: str, what: str, repo_type: str = "model") -> None:
     """Before ``name`` is looked up as a hub id: nothing when the hub answers or the id is cached; else one
     ``InputError`` line saying that it is not a local folder and the hub cannot be reached."""
@@ -70,6 +76,6 @@ def check_reachable(name: str, what: str, repo_type: str = "model") -> None:
         return
     from huggingface_hub import constants
 
-    raise InputError(f"{what}={name}: no such local folder, and the hub ({constants.ENDPOINT}) can't be reached from "
+    raise InputError(f"{named(what, name)}: no such local folder, and the hub ({constants.ENDPOINT}) can't be reached from "
                      f"here to fetch it as a hub id ({reason}); check the path, or download it where there is a "
                      "network (it is then read from the local hub cache)")
