@@ -57,6 +57,29 @@ def test_exclude_drops_dev_texts_by_normalized_match(tmp_path):
     assert got.report["excluded"] == 2 and got.report["repeated"] == 1 and got.report["read"] == 5
 
 
+@pytest.mark.fast
+def test_a_hub_teachers_cache_key_follows_its_revision(tmp_path, monkeypatch):
+    """A hub-id teacher's cached probabilities were keyed by its name alone: after a new revision was pushed under
+    the same id, distill reused the old model's soft labels. The key is the cached snapshot's commit."""
+    from huggingface_hub import constants
+
+    from koelectra_kit.distill.teacher import teacher_fingerprint
+
+    root = tmp_path / "hub" / "models--owner--teacher"
+    for commit in ("a" * 40, "b" * 40):
+        (root / "snapshots" / commit).mkdir(parents=True)
+        (root / "snapshots" / commit / "config.json").write_text("{}")
+    (root / "refs").mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def key(commit):
+        (root / "refs" / "main").write_text(commit)
+        return teacher_fingerprint("owner/teacher", [], np.zeros(0), None)
+
+    assert key("a" * 40) == key("a" * 40) != key("b" * 40)
+    assert teacher_fingerprint("owner/other", [], np.zeros(0), None) != key("a" * 40)  # not cached: the name
+
+
 def test_binary_accuracy_on_positive_and_negative_rows_only():
     from koelectra_kit.classify.metrics import classification_report, format_report
 

@@ -73,10 +73,24 @@ def teacher_fingerprint(spec: str, train_texts: list[str], y_train: np.ndarray, 
             h.update(t.encode("utf-8", "surrogatepass") + b"\0")
         return "tfidf-" + h.hexdigest()
     folder = Path(spec)
-    if not folder.is_dir():
-        return "hub-" + hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()  # a hub id: its name
+    if not folder.is_dir():  # a hub id: the snapshot it resolves to, so a new revision pushed under it is a new entry
+        h.update(spec.encode() + b"\0" + hub_revision(spec).encode())
+        return "hub-" + h.hexdigest()
     _folder_digest(folder, h)
     return h.hexdigest()
+
+
+def hub_revision(repo_id: str) -> str:
+    """The commit of the hub cache's snapshot that ``repo_id`` loads from (``teacher_labels`` fetched its config.json,
+    so it is cached: online the newest revision, offline the one on disk); "" when none is (the id is then its own key,
+    as before)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - a name huggingface_hub refuses: the loaders said so already
+        return ""
+    return Path(found).parent.name if isinstance(found, str) else ""
 
 
 def _folder_digest(folder: Path, h) -> None:
