@@ -632,3 +632,40 @@ def test_a_sharded_output_that_is_the_input_is_refused_before_any_shard(tmp_path
     out.write_bytes(before)
     rc, _, err = run_cli(capsys, "label-merge", out, "--overwrite")
     assert rc == 2 and "is the file the shards labelled" in err and out.read_bytes() == before
+
+
+def test_merge_sees_an_edit_in_the_middle_of_a_large_input_or_shard(tmp_path, tiny_classifier, capsys):
+    """Job records kept the input's and each shard's size and first and last MiB: a same-length edit in the middle
+    of a file over 2 MiB (the input between two shard runs, or a shard before label-merge) was joined, exit 0. They
+    keep the whole content's hash now; a record of an earlier version (the partial one) is still checked its way."""
+    import json
+
+    from koelectra_kit.label.resume import input_fingerprint
+
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    note = "가" * 70_000  # 210 KB a row (the text column stays short): 20 rows are a 4 MiB file
+    rows = [f"{i},{'재밌었어요 ㅋㅋ' if i % 2 else '별로였다'},{note}" for i in range(20)]
+    src.write_text("id,review,note\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="1/2")
+    data = bytearray(src.read_bytes())
+    middle = data.index("가".encode(), len(data) // 2)
+    data[middle:middle + 3] = "나".encode()  # one character, same length, 2 MiB from either end
+    src.write_bytes(bytes(data))
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="2/2")
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and err.count("\n") == 1 and "another input" in err and not out.exists(), err
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="1/2", overwrite=True)
+    shard = tmp_path / "out.shard-1-of-2.csv"
+    kept = shard.read_bytes()
+    edited = bytearray(kept)
+    at = edited.index("가".encode(), len(edited) // 2)
+    edited[at:at + 3] = "나".encode()
+    shard.write_bytes(bytes(edited))
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "out.shard-1-of-2.csv is not the file shard 1/2 wrote" in err and not out.exists(), err
+    shard.write_bytes(kept)
+    record = tmp_path / "out.shard-1-of-2.csv.job.json"
+    job = json.loads(record.read_text(encoding="utf-8"))
+    job["output_content"] = input_fingerprint(shard, mtime=False)  # as an earlier koelectra-kit wrote it
+    record.write_text(json.dumps(job), encoding="utf-8")
+    assert run_cli(capsys, "label-merge", out)[0] == 0 and len(_read(out)) == 20

@@ -28,7 +28,7 @@ from .chunk import check_trained_head, label_chunk, load_classifier, output_colu
 from .config import WORKBOOK, LabelConfig
 from .dedupe import PredictionCache
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
-from .resume import LabelState, input_fingerprint, model_digest, read_state
+from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
 from .shard import row_range, write_job
 from .summary import LabelSummary, plot_distribution
 from .writer import check_json_keys, encoded, write_chunk
@@ -201,13 +201,13 @@ class FileLabeller:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows and
         counts."""
         st = self.state
-        return {"input": st.input, "input_content": self._input_fingerprint(mtime=False), "rows": self.total_rows,
+        return {"input": st.input, "input_content": self._input_fingerprint(content=True), "rows": self.total_rows,
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
                 "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None,
                 # the shard file's own content (complete: written just before the rename), so label-merge can tell
                 # this shard from another's file copied over it (``shard.check_shard_files``)
-                "output_content": input_fingerprint(self.partial, mtime=False),
+                "output_content": content_fingerprint(self.partial),
                 # the shard's counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
                 "counts": {"rows": st.rows_done, "per_label": st.per_label, "status": st.status,
                            "malformed": st.malformed, "reused": st.reused, "human": st.human,
@@ -216,12 +216,15 @@ class FileLabeller:
     def _input_name(self) -> str:
         return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())
 
-    def _input_fingerprint(self, mtime: bool = True) -> str:
-        """The input file's fingerprint; a dataset's is its data files' together (the Arrow or Parquet files a
-        resume or a shard reads the same rows from)."""
+    def _input_fingerprint(self, content: bool = False) -> str:
+        """The input file's fingerprint (``content``: the whole file's, as a shard's job record keeps it); a
+        dataset's is its data files' together (the Arrow or Parquet files a resume or a shard reads the same rows
+        from)."""
+        def one(path):
+            return content_fingerprint(path) if content else input_fingerprint(path)
         if self.in_fmt != "dataset":
-            return input_fingerprint(self.src, mtime)
-        parts = [input_fingerprint(f, mtime) for f in self.rows.files] or [self.src.identity]
+            return one(self.src)
+        parts = [one(f) for f in self.rows.files] or [self.src.identity]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
     def state_path_exists(self) -> bool:

@@ -35,7 +35,7 @@ def shard_path(output: Path, k: int, n: int) -> Path:
     return output.with_name(f"{output.stem}.shard-{k:0{width}d}-of-{n}{output.suffix}")
 
 
-# What every shard of one job shares. The input by content (size, first and last MiB), not path or time: a copy of
+# What every shard of one job shares. The input by content (``resume.content_fingerprint``), not path or time: a copy of
 # the input on each machine of a cluster is the same job.
 JOB_IDENTITY = {"input_content": "input", "rows": "row count", "text_column": "text column", "labels": "labels",
                 "model_digest": "model", "tokenizer_fingerprint": "tokenizer", "output_encoding": "output encoding",
@@ -104,7 +104,7 @@ def check_shard_files(output: Path, shards: list[Path]) -> None:
     """Each shard file is the one its job record describes: shard k of n by its record, and the bytes labelled
     then. A shard copied over another's name (shard 1 as shard 3, its record with it or not) was joined: shard 1's
     rows twice, shard 3's none, exit 0. Records written before ``output_content`` are not checked for content."""
-    from .resume import input_fingerprint
+    from .resume import same_content
 
     n = len(shards)
     for k, path in enumerate(shards, 1):
@@ -114,7 +114,7 @@ def check_shard_files(output: Path, shards: list[Path]) -> None:
         if job.get("shard") and _parts(job["shard"]) != (k, n):
             raise InputError(f"can't merge {output}: {path.name} holds shard {job['shard']}, not {k}/{n} (a shard "
                              f"copied or renamed over another?); rerun shard {k}/{n} with --overwrite")
-        if job.get("output_content") and job["output_content"] != input_fingerprint(path, mtime=False):
+        if job.get("output_content") and not same_content(path, str(job["output_content"])):
             raise InputError(f"can't merge {output}: {path.name} is not the file shard {k}/{n} wrote (another "
                              f"shard's file copied over it, or it was edited since); rerun shard {k}/{n} with "
                              "--overwrite")
