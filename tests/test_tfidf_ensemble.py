@@ -77,6 +77,17 @@ def test_tfidf_reads_decomposed_hangul_as_the_same_text(tfidf_dir, split, tmp_pa
     np.testing.assert_array_equal(Classifier.load(old).predict(nfd).probs, clf.predict(texts).probs)
 
 
+def test_a_text_of_only_invisible_characters_scores_as_the_empty_text(tmp_path):
+    """TF-IDF scored "\u200b" (a zero-width space alone) on its zero-width n-grams, apart from "", while training
+    drops such a text as empty and label marks it so; the encoder's normalizer reads it as "" too."""
+    from koelectra_kit.classify.tfidf import TfidfClassifier
+
+    texts = ["좋아요 최고\u200b", "별로 \u200b최악", "그냥 그래요", "재밌어요\u200b\u200b", "지루해요", "보통"] * 5
+    clf = TfidfClassifier.fit(texts, np.array([0, 1, 2] * 10), ["positive", "negative", "neutral"])
+    got = clf.predict(["", "\u200b", "\u200b\u200b", " \ufeff "]).probs
+    np.testing.assert_array_equal(got, np.repeat(got[:1], 4, axis=0))
+
+
 def test_two_label_tfidf_uses_the_binary_model(tmp_path):
     """scikit-learn fits one coefficient row for two classes: the folder must give its probabilities too."""
     from koelectra_kit.classify.tfidf import TfidfClassifier

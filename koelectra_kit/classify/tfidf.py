@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.records import texts_of
+from ..io.textcheck import is_blank
 from .predictions import Predictions
 from .registry import FORMAT, MANIFEST, read_manifest
 
@@ -83,7 +84,9 @@ class TfidfClassifier:
         """Labels and probabilities for ``texts`` (None/NaN count as empty), in order. ``batch_size`` and
         ``normalized`` are accepted for the ``Classifier`` interface; the model reads the text as ``references.tfidf_text``
         makes it (NFC, lowercased)."""
-        texts = texts_of(texts)  # (batch_size is the encoder's: a TF-IDF scores all at once)
+        # (batch_size is the encoder's: a TF-IDF scores all at once.) A text of only invisible characters is empty,
+        # as training and label read it: its zero-width n-grams scored it apart from "".
+        texts = ["" if is_blank(t) else t for t in texts_of(texts)]
         probs = self.decision(texts) if texts else np.zeros((0, len(self.labels)), dtype=np.float32)
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if len(texts) else []
         return Predictions(labels, probs, [False] * len(texts))
