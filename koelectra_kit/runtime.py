@@ -216,6 +216,18 @@ def memory_refusal(what: str, fix: str):
         raise ConfigError(f"{what} does not fit in memory ({detail}); {fix}") from None
 
 
+def device_memory(device) -> int | None:
+    """Bytes of memory ``device`` has (a GPU's own, else the machine's RAM); None when it can't be read."""
+    try:
+        if device.type == "cuda":
+            import torch
+
+            return torch.cuda.get_device_properties(device).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except Exception:  # noqa: BLE001 - callers only pre-check with it
+        return None
+
+
 def refuse_unless_it_fits(build, device, what: str, fix: str, bytes_per_parameter: int = 16) -> None:
     """``build()`` run on torch's meta device (no memory) to count the model's parameters; one ``ConfigError``
     when training them (fp32 weights, gradients and AdamW's two moments: 16 bytes each, activations aside) needs
@@ -229,13 +241,10 @@ def refuse_unless_it_fits(build, device, what: str, fix: str, bytes_per_paramete
     try:
         with torch.device("meta"):
             n = sum(p.numel() for p in build().parameters())
-        if device.type == "cuda":
-            total = torch.cuda.get_device_properties(device).total_memory
-        else:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except Exception:  # noqa: BLE001 - only a pre-check
         return
-    if n * bytes_per_parameter > total:
+    total = device_memory(device)
+    if total is not None and n * bytes_per_parameter > total:
         raise ConfigError(f"{what} has {n:,} parameters: training them needs ~{n * bytes_per_parameter / 2**30:,.0f} "
                           f"GiB, more than this {device.type}'s {total / 2**30:,.0f} GiB; {fix}")
 

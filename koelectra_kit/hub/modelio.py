@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Iterator
@@ -52,7 +53,8 @@ def loading(name: str, what: str = "model") -> Iterator[None]:
     except SafetensorError as e:
         raise InputError(f"{named(what, name)}: model.safetensors is damaged or truncated ({str(e).splitlines()[0]}); "
                          "copy or export the model again") from None
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
+    except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as e:
+        # UnpicklingError: a pickled .bin that torch.load(weights_only=True) refused (a global it does not allow)
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
         if "safetensors" in text.lower() or "header" in first.lower():

@@ -82,6 +82,9 @@ class LoopState:
         return state, saved["rng"]
 
 
+# What every state.pt holds (``LoopState.to_checkpoint``): read_checkpoint refuses one without them.
+STATE_KEYS = {"step", "data_pos", "tokens", "elapsed", "warm_end", "plateau_warned", "unigram", "rng", "window"}
+
 
 def rng_state(mask_rng) -> dict:
     """Every random stream this process draws from (python, numpy, torch CPU/CUDA, the masking generator),
@@ -162,10 +165,21 @@ def latest_checkpoint(out: Path) -> Path | None:
     if not pointer.exists():
         return None
     try:
-        path = out / "checkpoints" / json.loads(pointer.read_text())["checkpoint"]
-    except (ValueError, KeyError) as e:
+        name = json.loads(pointer.read_text())["checkpoint"]
+    except (ValueError, KeyError, TypeError) as e:  # TypeError: valid JSON but not {"checkpoint": ...}
         raise InputError(f"{pointer} is damaged ({e}); pass resume=<a checkpoint dir> in {pointer.parent}") from None
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{pointer} is damaged (checkpoint {name!r} is not a folder name); pass resume=<a "
+                         f"checkpoint dir> in {pointer.parent}")
+    path = out / "checkpoints" / name
     return path if path.is_dir() else None
+
+
+def checkpoint_dirs(out: Path) -> list[Path]:
+    """The published ``step-*`` checkpoint folders in ``out/checkpoints``, oldest first, whatever latest.json says
+    (a kill between publishing the first one and writing the pointer, or a pointed-at folder deleted since)."""
+    root = out / "checkpoints"
+    return sorted(p for p in root.glob("step-*") if p.is_dir()) if root.is_dir() else []
 
 
 def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
@@ -175,6 +189,10 @@ def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:
     if cfg.resume is True or cfg.resume in ("true", "True"):
         ckpt = latest_checkpoint(out)
         if ckpt is None:
+            found = checkpoint_dirs(out)
+            if found:  # the pointer is missing or names a folder that is gone: say which folder is there
+                raise InputError(f"resume=true but {out / 'checkpoints' / 'latest.json'} is missing or points to no "
+                                 f"folder; pass resume={found[-1]} (the newest there) to continue from it")
             raise InputError(f"resume=true but {out} has no checkpoint to resume from; drop resume to start fresh")
         return ckpt
     p = Path(cfg.resume)
@@ -243,6 +261,8 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
         meta = json.loads((ckpt / "meta.json").read_text())
     except (OSError, ValueError) as e:
         raise damaged(f"meta.json: {e}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
+        raise damaged("meta.json is not a checkpoint's record")
     for name, size in meta.get("files", {}).items():
         f = ckpt / name
         if not f.exists() or f.stat().st_size != size:
@@ -280,7 +300,16 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
         state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - truncated zip, unpickling error
         raise damaged(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-    optimizer.load_state_dict(opt["optimizer"])
-    if scaler is not None and opt.get("scaler"):
-        scaler.load_state_dict(opt["scaler"])
+    # Files of the right size that load but hold something else (another run's optimizer.pt copied in, a state.pt
+    # without its RNG streams) raised torch's ValueError or a KeyError from deep in the resume, not this line.
+    if not isinstance(opt, dict) or "optimizer" not in opt:
+        raise damaged("optimizer.pt holds no optimizer state")
+    if not isinstance(state, dict) or not STATE_KEYS <= state.keys():
+        raise damaged("state.pt holds no loop state (step, data position, RNG streams)")
+    try:
+        optimizer.load_state_dict(opt["optimizer"])
+        if scaler is not None and opt.get("scaler"):
+            scaler.load_state_dict(opt["scaler"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise damaged(f"optimizer.pt does not match the model: {str(e).splitlines()[0] if str(e) else e!r}") from None
     return state

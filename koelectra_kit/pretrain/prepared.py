@@ -141,7 +141,16 @@ def open_prepared(path: str | Path) -> Prepared:
     if files_digest(d / "tokenizer") != info.get("tokenizer_files"):
         raise InputError(f"prepared={path}: its tokenizer/ is not the one its rows were made with (its files "
                          "changed); copy the whole folder again")
+    # what the run reads from meta.json besides the rows' shape (checked below): a KeyError or TypeError mid-run else
+    if not isinstance(meta.get("tokenizer_fingerprint"), str) or not all(
+            isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool) for k in ("tokens", "texts")):
+        raise InputError(f"prepared={path}: meta.json lacks the tokenizer's fingerprint or the token and text counts; "
+                         "copy the whole folder again (or prepare it again)")
     tok = KoTokenizer.from_pretrained(d / "tokenizer")
+    if meta.get("vocab_size", tok.vocab_size) != tok.vocab_size:
+        # ids from a bigger vocabulary index past the embedding table: an IndexError at the first step
+        raise InputError(f"prepared={path}: its rows were made with a {meta['vocab_size']}-token vocabulary, its "
+                         f"tokenizer/ has {tok.vocab_size}: its files do not belong together; prepare it again")
     # The fingerprint the rows were made under, not one recomputed here: it hashes the Kiwi versions of the machine
     # that saves the tokenizer, and this one may have another Kiwi, or none (the ids are made already).
     tok.fingerprint = meta["tokenizer_fingerprint"]

@@ -22,11 +22,11 @@ from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, refuse_unless_it_fits,
-                       set_seed, warn)
+from ..runtime import (StopRequest, autocast_dtype, device_memory, get_logger, log, memory_refusal,
+                       refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
-from .checkpoint import (LoopState, check_resume_request, latest_checkpoint, read_checkpoint, resolve_resume,
-                         rng_state, save_checkpoint, set_rng_state)
+from .checkpoint import (LoopState, check_resume_request, checkpoint_dirs, latest_checkpoint, read_checkpoint,
+                         resolve_resume, rng_state, save_checkpoint, set_rng_state)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
@@ -77,6 +77,7 @@ class PretrainRecipe:
         self.setup_engine()
         self.setup_init()
         self.setup_inputs()
+        self.check_batch_fits()
         self.setup_out_dir()
         self.setup_data()
         self.setup_model()
@@ -136,6 +137,25 @@ class PretrainRecipe:
         if self.cfg.tokenizer and not self.cfg.init:
             check_tokenizer_dir(self.cfg.tokenizer)
 
+    def check_batch_fits(self) -> None:
+        """One line before out/ or the data are made when a micro-batch's activations cannot fit in the device's
+        memory: batch_size=1e9 spent minutes drawing epoch orders, then the OS killed the run without a word. The
+        estimate is a floor (per discriminator layer autograd keeps at least its input, q, k, v, the attention
+        output and the residual sums, ~6 x hidden, and the feed-forward's inner activation before and after gelu,
+        2 x intermediate; the generator and the embeddings aside); a batch between it and what really fits
+        is ``memory_refusal``'s at the first step."""
+        cfg, m = self.cfg, self.cfg.model
+        itemsize = 4 if self.amp_dtype is None else 2  # bf16/fp16 autocast: half-width activations
+        per_row = cfg.seq_len * (6 * m.hidden_size + 2 * m.intermediate_size) * itemsize * m.num_layers
+        need = self.micro_bs * per_row
+        total = device_memory(self.device)
+        # (a model too big for even one row is setup_model's to name)
+        if total is not None and need > total and per_row <= total:
+            raise ConfigError(f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a "
+                              f"micro-batch) needs more than {need / 2**30:,.0f} GiB for its activations, more than "
+                              f"this {self.device.type}'s {total / 2**30:,.0f} GiB; lower batch_size or raise "
+                              "grad_accum")
+
     def setup_out_dir(self) -> None:
         """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
         cfg, out = self.cfg, self.out
@@ -144,7 +164,9 @@ class PretrainRecipe:
         self.ckpt = resolve_resume(cfg, out)
         if self.ckpt is not None:
             check_resume_request(self.ckpt, cfg, out)
-        if self.ckpt is None and self.main and latest_checkpoint(out) is not None:
+        # checkpoint_dirs too: with latest.json gone or pointing at a deleted folder, a fresh start appended its
+        # metrics to the old run's and pruned the old run's checkpoints, without overwrite=true
+        if self.ckpt is None and self.main and (latest_checkpoint(out) is not None or checkpoint_dirs(out)):
             if not cfg.overwrite:
                 raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
                                   "overwrite=true to start over, or another out=")
@@ -298,6 +320,7 @@ class PretrainRecipe:
         saved_at = s.step if self.ckpt is not None else -1
         last_row = self.resumed_row  # as the uninterrupted run's: a resume that logs no row kept its final and warning
         stop = StopRequest(enabled=self.world == 1, what="pretraining")
+        batch_what = f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a micro-batch)"
         with stop, self.progress() as (bar, metrics_f):
             while not stop.requested:
                 # Every rank must stop at the same step and use the same lr: a time budget runs on rank 0's clock.
@@ -312,11 +335,13 @@ class PretrainRecipe:
                 lam = disc_weight_at(cfg, s.step)
 
                 t0 = time.perf_counter()
-                mbs, batch_tokens = self.batches.micro_batches(s.data_pos)
-                last_stats, sums, grad_norm = train_step(
-                    self.model, self.optimizer, mbs, disc_weight=lam, lr=lr, amp_dtype=self.amp_dtype,
-                    device_type=self.device.type, scaler=self.scaler, max_grad_norm=cfg.max_grad_norm,
-                    rng=self.mask_rng, wrapped=self.wrapped)
+                # a batch above check_batch_fits' floor that still does not fit: one line, not the allocator's trace
+                with memory_refusal(batch_what, "lower batch_size or raise grad_accum"):
+                    mbs, batch_tokens = self.batches.micro_batches(s.data_pos)
+                    last_stats, sums, grad_norm = train_step(
+                        self.model, self.optimizer, mbs, disc_weight=lam, lr=lr, amp_dtype=self.amp_dtype,
+                        device_type=self.device.type, scaler=self.scaler, max_grad_norm=cfg.max_grad_norm,
+                        rng=self.mask_rng, wrapped=self.wrapped)
                 s.add_step(sums, len(mbs), last_stats["targets"], batch_tokens, cfg.batch_size, last_stats["valid"])
                 tokens_window += batch_tokens
                 s.elapsed = time.perf_counter() - t_start
