@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,18 @@ def copy_member(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=False, ignore=shutil.ignore_patterns(".*"))
 
 
+def member_folder(src: str) -> Path:
+    """The folder a member given as ``src`` is copied from: a local folder, or for a hub id the snapshot in the
+    local hub cache that ``Classifier.load`` has just read it from (copied as the path given, a hub id ended the
+    run, after every member was scored, with "No such file or directory (owner/name)")."""
+    path = Path(os.path.expanduser(str(src)))
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(str(src), local_files_only=True))
+
+
 def ensemble_card(labels: list[str], names: list[str], weights, report: dict, member_reports: dict) -> str:
     """README.md of an ensemble folder: what it is, its members, its dev scores, how to use it."""
     rows = "\n".join(f"| {n} | {w:g} | {member_reports[n]['macro_f1']:.4f} | {member_reports[n]['accuracy']:.4f} |"
@@ -292,7 +305,7 @@ def run_ensemble(cfg) -> dict:
     replaced = replaced_note(out)
     with staged_dir(out) as staging:
         for name, src in zip(names, cfg.members):
-            copy_member(Path(src), staging / "members" / name)
+            copy_member(member_folder(src), staging / "members" / name)
         write_ensemble(staging, [f"members/{n}" for n in names], weights, labels)
         write_json_atomic(staging / "eval.json", result)
         write_text_atomic(staging / "README.md", ensemble_card(labels, names, weights, report, reports))

@@ -180,6 +180,8 @@ def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.nda
         from ..io.plots import plot_confusion
 
         plot_confusion(result["dev"], out / "confusion.png")
+    else:  # a rerun into the same out= with --no-plots left the last run's matrix beside this run's eval.json
+        (out / "confusion.png").unlink(missing_ok=True)
     probs = np.asarray(preds.probs)
     table = pd.DataFrame({"row": rows.rows, "text": rows.texts, "label": [labels[i] for i in rows.y],
                           "predicted": preds.labels, "correct": rows.y == y_pred})

@@ -198,6 +198,16 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the outputs")
+    # What the stages write under --out, each replaced whole: an input there was refused by the stage that writes
+    # it only after the stages before it had run (--unlabelled OUT/labelled.csv: tokenizer, pretraining and
+    # fine-tuning, then "--output must differ from --input" at step 4/4)
+    written = [out / "tokenizer", out / "sentiment", out / "labelled.csv"]
+    for flag, path in (("--corpus", args.corpus), ("--labelled", args.labelled), ("--unlabelled", args.unlabelled)):
+        where = Path(path).resolve() if path else None
+        for made in written:
+            if where is not None and (where == made.resolve() or made.resolve() in where.parents):
+                raise InputError(f"{flag} {path} is {'' if where == made.resolve() else 'in '}{made}, which the "
+                                 f"quickstart writes; move it out of --out {out}, or choose another --out")
     parser = build_parser()
     label_cfg = None
     for _, argv in steps:

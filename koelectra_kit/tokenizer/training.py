@@ -27,7 +27,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
     from tokenizers import AddedToken
 
     cfg.validate()
-    _check_out(Path(cfg.out))
+    _check_out(Path(cfg.out), cfg.input)
     t0 = time.perf_counter()
     files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,
                            num_workers=cfg.num_workers, cache_dir=cfg.cache_dir, progress=cfg.progress,
@@ -59,9 +59,11 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", SETTINGS_FILE)  # a folder with one is a tokenizer's, to replace
 
 
-def _check_out(out: Path) -> None:
+def _check_out(out: Path, inputs: list[str]) -> None:
     """Before any Kiwi work: ``out`` must be a folder (or not exist yet), not a model's folder, whose token ids
-    the new vocabulary would silently replace, and new, empty or a tokenizer's."""
+    the new vocabulary would silently replace, and new, empty or a tokenizer's, holding none of the ``inputs``."""
+    from ..io.output import check_not_input
+
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a folder for the tokenizer")
     if (out / "config.json").is_file():
@@ -69,6 +71,9 @@ def _check_out(out: Path) -> None:
                          "its weights were trained with; choose another folder")
     # a folder of other files (out=. or a documents folder) got five tokenizer files written among them
     check_out_dir(out, TOKENIZER_FILES, "a tokenizer folder (no tokenizer.json, vocab.txt or koelectra_tokenizer.json)")
+    # the folder is replaced whole (staged_dir): a corpus kept in it (input=runs/tok/corpus.txt out=runs/tok) was
+    # trained on, then deleted with the old tokenizer, exit 0
+    check_not_input(out, {f"input[{i}]" if len(inputs) > 1 else "input": p for i, p in enumerate(inputs)})
 
 
 def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
