@@ -34,6 +34,16 @@ def test_csv_quoted_newlines_and_column_guess(tmp_path):
         list(iter_texts(p, "text"))
 
 
+def test_two_text_columns_of_one_name_are_refused(tmp_path):
+    """A header review,review trained the tokenizer (and pretraining) on the first column alone, exit 0, where label
+    and suggest refuse the file."""
+    p = tmp_path / "dup.csv"
+    p.write_text("review,review\n좋아요,별로\n재밌어요,지루해요\n", encoding="utf-8")
+    for column in (None, "review"):
+        with pytest.raises(InputError, match="2 columns are named 'review'"):
+            list(iter_texts(p, column))
+
+
 def test_tsv_is_unquoted_like_nsmc(tmp_path):
     p = tmp_path / "n.tsv"
     p.write_text('id\tdocument\tlabel\n1\t"따옴표"로 시작\t1\n', encoding="utf-8")

@@ -88,6 +88,18 @@ def test_a_text_of_only_invisible_characters_scores_as_the_empty_text(tmp_path):
     np.testing.assert_array_equal(got, np.repeat(got[:1], 4, axis=0))
 
 
+def test_a_tfidf_folder_given_from_home_loads(tmp_path, monkeypatch):
+    """model=~/tfidf loaded an encoder folder (check_model_source expands ~) but not a TF-IDF one: "no
+    classifier.json" although toolkit_kind had found it there."""
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.classify.tfidf import TfidfClassifier
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    TfidfClassifier.fit(["좋아요 최고", "별로 최악", "그냥 그래요"] * 5, np.array([0, 1, 2] * 5),
+                        ["positive", "negative", "neutral"]).save(tmp_path / "tfidf")
+    assert Classifier.load("~/tfidf").predict(["좋아요 최고"]).labels == ["positive"]
+
+
 def test_two_label_tfidf_uses_the_binary_model(tmp_path):
     """scikit-learn fits one coefficient row for two classes: the folder must give its probabilities too."""
     from koelectra_kit.classify.tfidf import TfidfClassifier

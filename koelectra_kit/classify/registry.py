@@ -55,7 +55,7 @@ def load_kind(kind: str, folder, **options):
     precision, threads, max_length), for the kinds that load models of their own."""
     module, name = KINDS[kind]
     cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    return cls.load(folder, **options)
+    return cls.load(os.path.expanduser(str(folder)), **options)  # ~/tfidf, as toolkit_kind found it
 
 
 def _a(word: str) -> str:

@@ -181,6 +181,9 @@ def _table_texts(path: Path, fmt: str, enc: str | None, text_column, stats: dict
         name = pick_column(names, text_column, TEXT_COLUMNS, path)
         if name is None:
             raise InputError(f"{path}: no text column among {names}; pass text_column=NAME")
+        if names.count(name) > 1:  # the first was read alone, exit 0, as label and suggest refuse
+            raise InputError(f"{path}: {names.count(name)} columns are named {name!r}; rename them so the text "
+                             "column is unambiguous")
         idx = names.index(name)
     texts = _column_texts(records, idx, stats)
     yield from texts if isinstance(text_column, int) else checked_texts(texts, name, names, path)
