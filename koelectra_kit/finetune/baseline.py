@@ -37,6 +37,9 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
         check_report_dir(out, model_files=("config.json",))  # a TF-IDF folder (classifier.json) is its own rerun
         check_kind(out, "tfidf")
         check_not_input(out, {"train": cfg.train, "dev": cfg.dev}, writes=WRITES)
+        # out= is swapped in whole (staged_dir), not written file by file: an input anywhere in it is lost with it
+        # (a train.csv beside an old eval.json was deleted, exit 0), not only one named like a file written here
+        check_not_input(out, {"train": cfg.train, "dev": cfg.dev})
     splits = load_splits(cfg)
     print(format_data_report(splits.report))
     labels = list(cfg.labels)

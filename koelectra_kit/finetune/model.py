@@ -2,6 +2,7 @@
 and AdamW parameter groups with ELECTRA's layer-wise lr decay."""
 from __future__ import annotations
 
+import pickle
 import re
 
 from ..classify.classifier import placeholder_labels
@@ -105,7 +106,13 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
         except SafetensorError as e:
             raise InputError(f"model={cfg.model}: model.safetensors is damaged or truncated "
                              f"({str(e).splitlines()[0]}); copy or export the model again") from None
-        except (OSError, ValueError, KeyError) as e:
+        except pickle.UnpicklingError:
+            # a pickled .bin that torch.load(weights_only=True) refused (a global it does not allow): a traceback, exit
+            # 1, whose text advised weights_only=False; that would run the pickle's code, so the line does not
+            raise InputError(f"model={cfg.model}: safe loading (weights_only) refuses its pytorch_model.bin: damaged, "
+                             "or it holds more than tensors (which could run code when loaded); use a model saved "
+                             "as model.safetensors") from None
+        except (OSError, ValueError, KeyError, RuntimeError) as e:  # RuntimeError: a truncated .bin (was a traceback)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InputError(f"model={cfg.model}: can't load a sequence-classification model ({first}); "
                              "give a Hugging Face model dir (config.json + weights) or hub id") from None

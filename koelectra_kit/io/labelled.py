@@ -79,9 +79,16 @@ class Labelled:
         return Labelled([self.texts[i] for i in idx], self.y[idx], self.rows[idx], self.report, ids)
 
 
-def _column_as_str(df, col) -> "list[str]":
-    s = df[col]
-    return [("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)) for v in s.tolist()]
+def _column_as_str(df, col, whole_as_int: bool = False) -> "list[str]":
+    """The column's cells as strings, a missing one as "". ``whole_as_int``: a whole float as the integer it holds
+    (labels): a Parquet or dataset column of 0/1 with one missing cell is float, and its 1 read as '1.0', which no
+    labels=[0,1] or label_map={1: positive} matched, so every row was an unknown label."""
+    def text(v) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        return str(int(v)) if whole_as_int and isinstance(v, float) and v.is_integer() else str(v)
+
+    return [text(v) for v in df[col].tolist()]
 
 
 def _norm(value: str) -> str:
@@ -111,6 +118,10 @@ def label_resolver(labels: list[str], label_map: dict | None = None):
     return resolve
 
 
+# The words YAML (1.1, as the config reads it) takes for true and false; case is ignored where they are matched.
+YAML_BOOLS = {True: ("true", "yes", "on"), False: ("false", "no", "off")}
+
+
 def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, str]:
     """``label_map`` as file value -> label, both strings, each label one of ``labels``. YAML reads
     ``label_map={pos: 1}`` with an int 1, which ``labels=[0,1]`` (strings) did not hold: the error said "'1' is not
@@ -124,6 +135,12 @@ def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, st
             raise ConfigError(f"label_map: '{src}' maps to no label{fix}")
         if str(dst) not in labels:
             raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
+        if isinstance(src, bool):
+            # YAML reads label_map={yes: positive, no: negative} as the keys true and false, which a file's yes/no
+            # never matched ("map them with label_map=", which the user had): each spelling YAML reads as it
+            for spelling in (str(src), *YAML_BOOLS[src]):
+                checked.setdefault(spelling, str(dst))  # a key written as a string ('yes': ...) comes first
+            continue
         checked[str(src)] = str(dst)
     return checked
 
@@ -146,6 +163,12 @@ def _pick_columns(df, path, text_column, label_column, rating_column, rating_map
     if text_col is None:
         raise InputError(f"{path}: no text column found (tried {', '.join(TEXT_COLUMNS[:6])}, ...); "
                          f"set text_column=; columns present: {present}")
+    if label_column and (rating_map or rating_column):
+        # both named: the label column won and the rating settings did nothing, exit 0 (a preset's label_column with
+        # rating_column= rating_map= given on the command line trained on the labels, not the ratings asked for)
+        rating = " ".join(f"{k}={v}" for k, v in (("rating_column", rating_column), ("rating_map", rating_map)) if v)
+        raise ConfigError(f"label_column={label_column} reads labels, and {rating} reads ratings: give one "
+                          "(label_column=null to read the ratings)")
     if rating_map and not label_column:
         kind, candidates, given = "rating", RATING_COLUMNS, rating_column
     elif rating_column and not label_column:
@@ -307,7 +330,7 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
                       f"{human} (training on them teaches that model's guesses back)", stacklevel=2)
     texts = _column_as_str(df, text_col)
     check_text_column(texts, text_col, df.columns, path)
-    raw = [v.strip() for v in _column_as_str(df, source_col)]
+    raw = [v.strip() for v in _column_as_str(df, source_col, whole_as_int=True)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
     if log is not None:
