@@ -97,6 +97,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
+        if isinstance(value, bool):  # YAML 1.1 reads yes/no/on/off/true/false unquoted as a bool, not the word
+            raise ConfigError(f"{key}: expected a string, got {value!r} (YAML reads yes, no, on, off, true and false "
+                              "as true/false: quote the word, e.g. labels=['no','yes'])")
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     return value
 

@@ -45,6 +45,7 @@ def test_int_accepted_for_float_and_sci_for_int():
     (["precision=fp64"], ["precision", "one of"]),
     (["compile=maybe"], ["compile", "true/false"]),
     (["noequals"], ["key=value"]),
+    (["corpus=[no,yes]"], ["corpus[0]: expected a string, got False", "quote the word"]),  # YAML's booleans
 ])
 def test_errors_are_clear(override, words):
     with pytest.raises(ConfigError) as e:
