@@ -49,7 +49,11 @@ def test_seeded_tiny_pretraining_gives_the_same_metrics_rows(tmp_path, sample_di
         assert g.keys() == w.keys()
         for k, v in w.items():
             if isinstance(v, float):
-                assert g[k] == pytest.approx(v, rel=1e-4, abs=1e-5), (g["step"], k)  # float sums differ by CPU (AVX2 vs AVX-512); a change of the maths moves them far more
+                # float sums differ by CPU (AVX2 vs AVX-512); a change of the maths moves them far more. The AUC (a
+                # rank statistic: a rounding that swaps two logits moves it a step) and the gradient norm (a sum of
+                # squares over every weight) move most: 4.4e-4 and 2.3e-4 on an AVX2 EPYC against the AVX-512 golden
+                rel = 2e-3 if k in ("disc_auc", "grad_norm") else 1e-4
+                assert g[k] == pytest.approx(v, rel=rel, abs=1e-5), (g["step"], k)
             else:
                 assert g[k] == v, (g["step"], k)
 
