@@ -79,7 +79,7 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from ..hub.modelio import check_model_source
+    from ..hub.modelio import check_model_source, refused_pickle
 
     name = check_model_source(cfg.model)
     with quiet_transformers():
@@ -106,12 +106,8 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
         except SafetensorError as e:
             raise InputError(f"model={cfg.model}: model.safetensors is damaged or truncated "
                              f"({str(e).splitlines()[0]}); copy or export the model again") from None
-        except pickle.UnpicklingError:
-            # a pickled .bin that torch.load(weights_only=True) refused (a global it does not allow): a traceback, exit
-            # 1, whose text advised weights_only=False; that would run the pickle's code, so the line does not
-            raise InputError(f"model={cfg.model}: safe loading (weights_only) refuses its pytorch_model.bin: damaged, "
-                             "or it holds more than tensors (which could run code when loaded); use a model saved "
-                             "as model.safetensors") from None
+        except pickle.UnpicklingError:  # was a traceback whose text advised weights_only=False
+            raise InputError(refused_pickle(f"model={cfg.model}")) from None
         except (OSError, ValueError, KeyError, RuntimeError) as e:  # RuntimeError: a truncated .bin (was a traceback)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InputError(f"model={cfg.model}: can't load a sequence-classification model ({first}); "

@@ -40,6 +40,13 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
     return name
 
 
+def refused_pickle(named_model: str) -> str:
+    """The line for a pickled .bin that torch.load(weights_only=True) refused (a global it does not allow). Torch's own
+    text goes on to say how to load it anyway (weights_only=False), which would run the pickle's code: not repeated."""
+    return (f"{named_model}: safe loading (weights_only) refuses its pytorch_model.bin: damaged, or it holds more than "
+            "tensors (which could run code when loaded); use a model saved as model.safetensors")
+
+
 @contextlib.contextmanager
 def loading(name: str, what: str = "model") -> Iterator[None]:
     """Translate the loaders' failures (missing files, damaged safetensors, a config transformers doesn't
@@ -53,8 +60,9 @@ def loading(name: str, what: str = "model") -> Iterator[None]:
     except SafetensorError as e:
         raise InputError(f"{named(what, name)}: model.safetensors is damaged or truncated ({str(e).splitlines()[0]}); "
                          "copy or export the model again") from None
-    except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as e:
-        # UnpicklingError: a pickled .bin that torch.load(weights_only=True) refused (a global it does not allow)
+    except pickle.UnpicklingError:
+        raise InputError(refused_pickle(named(what, name))) from None
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
         if "safetensors" in text.lower() or "header" in first.lower():
