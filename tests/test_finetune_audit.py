@@ -108,3 +108,16 @@ def test_baseline_refuses_an_out_that_holds_its_train_file(capsys, tmp_path, sam
     rc, _, err = run_cli(capsys, "baseline", "--train", out / "train.csv", "--out", out, "plots=false")
     assert_one_line_error(rc, err, f"train={out / 'train.csv'}", "would be replaced")
     assert sorted(p.name for p in out.iterdir()) == ["eval.json", "train.csv"]
+
+
+def test_ratings_written_as_text_say_so_not_fix_the_bands(tmp_path):
+    """A rating column of "5점"-style values was refused with "fit no band ... fix the bands in rating_map=", which
+    sent the analyst to bands that were right: the values are not numbers."""
+    from koelectra_kit.errors import InputError
+    from koelectra_kit.io.labelled import read_labelled
+
+    path = tmp_path / "r.csv"
+    path.write_text("review,stars\n좋아요 최고,5점\n별로,1점\n그냥,3\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"ratings are not numbers .*'5점' as 5") as e:
+        read_labelled(path, ["negative", "neutral", "positive"], rating_map="stars5")
+    assert "fix the bands" not in str(e.value)

@@ -239,14 +239,27 @@ def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, dr
         # six whole reviews, 20,000 characters each, in the one error line
         shown = ", ".join(f"{_short(v)!r} ({c} rows)" for v, c in top[:6]) + (" ..." if len(top) > 6 else "")
         examples = "; ".join(_examples(rows[idx], [texts[i] for i in idx], [raw[i] for i in idx]))
-        what = _rating_misses(values, labels, rating_map) if kind == "rating" else \
-            f"labels are not in the label set {labels}"
-        hint = ("fix the bands in rating_map=" + ("" if labels_of else " (or the labels=)") if kind == "rating" else
-                "map them with label_map={value: label}" + (f" onto {labels_of}'s labels" if labels_of else
-                                                            ", change labels="))
+        if kind == "rating" and not any(_is_number(v) for v in values):  # "5점": the bands were never the problem
+            what = f"ratings are not numbers (rating_map {rating_map!r} reads numbers)"
+            hint = "write them as numbers ('5점' as 5), or name the column of numeric ratings with rating_column="
+        elif kind == "rating":
+            what = _rating_misses(values, labels, rating_map)
+            hint = "fix the bands in rating_map=" + ("" if labels_of else " (or the labels=)")
+        else:
+            what = f"labels are not in the label set {labels}"
+            hint = "map them with label_map={value: label}" + (f" onto {labels_of}'s labels" if labels_of else
+                                                               ", change labels=")
         raise InputError(f"{path}: {len(idx)} rows' {what}: {shown}; e.g. {examples}; "
                          f"{hint}, or pass drop_unknown_labels=true to drop these rows")
     return {"count": int(len(idx)), "values": dict(top[:20]), "rows": rows[idx][:10].tolist()}
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+        return True
+    except ValueError:
+        return False
 
 
 def _rating_misses(values: dict[str, int], labels: list[str], rating_map: str) -> str:
