@@ -32,7 +32,8 @@ def stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndar
 
 
 def stratified_subsample(y: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """``n`` indices with each class's share preserved (largest remainder; every class keeps >= 1)."""
+    """``n`` indices with each class's share preserved (largest remainder; every class keeps >= 1, so a class under
+    one row's share is paid for by the largest: 4 of [1000, 10, 10] are 2 + 1 + 1, not 3 + 1 + 1)."""
     rng = np.random.default_rng(seed)
     classes, counts = np.unique(y, return_counts=True)
     quota = counts * n / len(y)
@@ -40,6 +41,8 @@ def stratified_subsample(y: np.ndarray, n: int, seed: int) -> np.ndarray:
     for i in np.argsort(-(quota - np.floor(quota)))[: max(n - take.sum(), 0)]:
         take[i] += 1
     take = np.minimum(take, counts)
+    while take.sum() > n:  # a class under one row's share still keeps one: taken back from the largest (n >= classes)
+        take[int(np.argmax(take))] -= 1
     return np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), k, replace=False)
                                    for c, k in zip(classes, take)]))
 
