@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import io
 import json
@@ -77,22 +78,22 @@ def bf16_matmul_flops(device, n: int = 2048, reps: int = 5) -> float:
     return 2 * n ** 3 * reps / (time.perf_counter() - t)
 
 
-_CPU_PEAK_SIZE: list[int] = []  # the CPU's side, chosen once a process
-
-
 def peak_size(device) -> int:
     """The side of the square bf16 matmul that stands for the device's peak: 8192 fills a GPU, 2048 a CPU with bf16
     units (AMX, AVX-512 BF16). A CPU without them emulates bf16 at ~1 GFLOP/s (an AVX2 EPYC: 1.35), where five
     2048^3 calls took minutes and held a test run up: there the side that keeps the five calls near a second (at
     least 256; emulated bf16 runs at one rate whatever the size)."""
-    if device.type == "cuda":
-        return 8192
-    if not _CPU_PEAK_SIZE:
-        rate, n = bf16_matmul_flops(device, 256, 2), 2048
-        while n > 256 and 5 * 2 * n ** 3 / rate > 1.0:
-            n //= 2
-        _CPU_PEAK_SIZE.append(n)
-    return _CPU_PEAK_SIZE[0]
+    return 8192 if device.type == "cuda" else _cpu_peak_size()
+
+
+@functools.cache
+def _cpu_peak_size() -> int:
+    import torch
+
+    rate, n = bf16_matmul_flops(torch.device("cpu"), 256, 2), 2048
+    while n > 256 and 5 * 2 * n ** 3 / rate > 1.0:
+        n //= 2
+    return n
 
 
 def measure_peak(device) -> float:

@@ -249,6 +249,18 @@ def refuse_unless_it_fits(build, device, what: str, fix: str, bytes_per_paramete
                           f"GiB, more than this {device.type}'s {total / 2**30:,.0f} GiB; {fix}")
 
 
+def refuse_unless_batch_fits(per_row: int, rows: int, device, what: str, fix: str) -> None:
+    """One ``ConfigError`` when ``rows`` rows of at least ``per_row`` bytes of activations each need more than
+    ``device`` has (a batch size that can't fit, said before the run makes anything). A model too big for even one
+    row is ``refuse_unless_it_fits``'s to name."""
+    from .errors import ConfigError
+
+    total = device_memory(device)
+    if total is not None and rows * per_row > total >= per_row:
+        raise ConfigError(f"{what} needs more than {rows * per_row / 2**30:,.0f} GiB for its activations, more than "
+                          f"this {device.type}'s {total / 2**30:,.0f} GiB; {fix}")
+
+
 class StopRequest:
     """Ctrl-C or SIGTERM (a scheduler's, a lease's end) as a request to stop at the next step boundary, so the loop
     can save and export what it has instead of dying between two optimizer updates; a second signal stops at once

@@ -354,7 +354,7 @@ def test_texts_that_are_numbers_match_as_label_reads_them(tmp_path, tiny_classif
 def test_the_newest_labelled_set_and_its_own_source_column_are_read():
     """A file labelled again (pred2_* after pred_*): the analyst's labels are the newest set that carries them, and
     a label_source belongs to a run only when it follows that run's status column."""
-    from koelectra_kit.io.labelled import written_by_label
+    from koelectra_kit.io.labelcols import written_by_label
 
     first = ["review", "label", "pred_label", "pred_confidence", "pred_status", "label_source", "model_label"]
     plain = ["pred2_label", "pred2_confidence", "pred2_status"]

@@ -23,11 +23,12 @@ EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format
 EXCEL_MAX_ROWS = 1_048_576  # a worksheet's limit, header included
 
 
-def sheet_rows(src: Path, name: str) -> Iterator[tuple]:
+def sheet_rows(src: Path, name: str, formulas: bool = False) -> Iterator[tuple]:
     """The first worksheet's rows that hold anything, header first, as openpyxl gives their values (numbers, dates,
     text, None): what ``xlsx_to_csv`` writes as text, and the app's .xlsx download keeps typed, row for row. The
-    workbook opens on the first row asked for and closes when the rows end or are dropped."""
-    rows = numbered_rows(src, name)
+    workbook opens on the first row asked for and closes when the rows end or are dropped. ``formulas``: first
+    refuse formulas with no saved value (``check_formulas``; ``xlsx_to_csv``, every reader's way in, asks)."""
+    rows = numbered_rows(src, name, formulas)
     try:
         for _, values in rows:
             yield values
@@ -48,7 +49,7 @@ def sheet_records(src: Path, name: str) -> list[tuple[int, list[str]]]:
     return found
 
 
-def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
+def numbered_rows(src: Path, name: str, formulas: bool = False) -> Iterator[tuple[int, tuple]]:
     """``sheet_rows`` with each row's number as Excel shows it (1-based; openpyxl's read-only rows start at row 1
     and fill the gaps between the rows a sheet stores with empty ones, so counting them is Excel's count)."""
     try:
@@ -61,7 +62,8 @@ def numbered_rows(src: Path, name: str) -> Iterator[tuple[int, tuple]]:
         raise InputError(f"{name} is not a readable .xlsx workbook ({first_line(e)})") from None
     try:
         ws = wb.worksheets[0]
-        check_formulas(src, getattr(ws, "_worksheet_path", None), name)
+        if formulas:
+            check_formulas(src, getattr(ws, "_worksheet_path", None), name)
         # The sheet's size record (<dimension ref=...>) is a floor on the width, as openpyxl pads rows to it, but not
         # a limit: some exporters write a stale one ("A1"), and read-only mode trusted it: 0 rows of 5 were read.
         declared = ws.max_column or 0
@@ -167,7 +169,7 @@ def other_sheets_hint(src: str | Path, names) -> str:
 
 def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
     """The first worksheet as a UTF-8 CSV (header = its first non-empty row); returns the number of data rows."""
-    rows = sheet_rows(src, name)
+    rows = sheet_rows(src, name, formulas=True)
     try:
         header = next(rows, None)
         if header is None:

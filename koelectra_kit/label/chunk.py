@@ -6,7 +6,7 @@ import numpy as np
 
 from ..classify.classifier import placeholder_labels
 from ..errors import InputError
-from ..io.labelled import label_prefixes
+from ..io.labelcols import label_prefixes
 from ..io.records import cell_text
 from ..io.tables import column_hint
 from ..io.textcheck import is_blank

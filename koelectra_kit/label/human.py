@@ -106,7 +106,8 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
     """The effective labels of ``path`` for a model whose labels are ``labels``; one ``InputError`` line for a file
     that can't be used (missing, no text or label column, a label outside the set)."""
     from ..io.labellog import is_label_log, table_labels
-    from ..io.labelled import LABEL_COLUMNS, label_resolver, written_by_label
+    from ..io.labelcols import written_by_label
+    from ..io.labelled import LABEL_COLUMNS, label_resolver
     from ..io.tables import TEXT_COLUMNS, pick_column
 
     src = check_labels_file(path)

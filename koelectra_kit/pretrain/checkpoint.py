@@ -5,7 +5,9 @@ one-line errors for every way a checkpoint can be damaged or not match the run.
 out/checkpoints/step-00001000/{model.safetensors, optimizer.pt, state.pt, meta.json}, published by renaming
 a finished temp dir, then out/checkpoints/latest.json (atomic) points at it. A crash, a kill or a full disk
 at any moment leaves the previous checkpoint and pointer intact. Tensors: safetensors; optimizer, RNG and
-loop state: torch.save of plain tensors/numbers, loaded back with weights_only=True (no pickled code).
+loop state: torch.save of plain tensors/numbers, loaded back with weights_only=True (no pickled code). Also the
+run folder's policy that rests on them: what a run folder is (``check_run_dir``) and when a fresh start may clear
+one (``start_over``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 from ..config import to_dict
 from ..errors import ConfigError, InputError, KitError
 from ..io.fileio import atomic_path, staged_dir, write_json_atomic
+from ..io.output import check_out_dir
 from ..runtime import warn
 from .config import PretrainConfig
 
@@ -180,6 +183,31 @@ def checkpoint_dirs(out: Path) -> list[Path]:
     (a kill between publishing the first one and writing the pointer, or a pointed-at folder deleted since)."""
     root = out / "checkpoints"
     return sorted(p for p in root.glob("step-*") if p.is_dir()) if root.is_dir() else []
+
+
+RUN_MARKERS = ("config.yaml", "checkpoints")  # what every pretraining run dir holds from its first moment
+
+
+def check_run_dir(out: Path) -> None:
+    """``out`` is new, empty, or a previous pretraining run: never another folder (out=., a model, a fine-tuned
+    classifier), whose metrics.jsonl, README.md and config files a run would overwrite."""
+    check_out_dir(out, RUN_MARKERS, "a pretraining run (no config.yaml or checkpoints/)")
+
+
+def start_over(out: Path, overwrite: bool, keep_tokenizer: bool) -> None:
+    """Before a fresh run into ``out``: refused while it holds a run's checkpoints (any ``step-*`` folder, whatever
+    latest.json says: with the pointer gone a fresh start appended to the old run's metrics and pruned its
+    checkpoints), unless ``overwrite``, which clears them, the metrics and (not ``keep_tokenizer``: a run from before
+    the tokenizer's request was recorded) the tokenizer, whose settings are unknown."""
+    if not checkpoint_dirs(out):
+        return
+    if not overwrite:
+        raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
+                          "overwrite=true to start over, or another out=")
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    (out / "metrics.jsonl").unlink(missing_ok=True)
+    if not keep_tokenizer:
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)
 
 
 def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:

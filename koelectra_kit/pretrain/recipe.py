@@ -19,14 +19,13 @@ from typing import Callable
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError
 from ..io.fileio import write_json_atomic, write_text_atomic
-from ..io.output import check_out_dir
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import (StopRequest, autocast_dtype, device_memory, get_logger, log, memory_refusal,
+from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, refuse_unless_batch_fits,
                        refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
-from .checkpoint import (LoopState, check_resume_request, checkpoint_dirs, latest_checkpoint, read_checkpoint,
-                         resolve_resume, rng_state, save_checkpoint, set_rng_state)
+from .checkpoint import (LoopState, check_resume_request, check_run_dir, latest_checkpoint, read_checkpoint,
+                         resolve_resume, rng_state, save_checkpoint, set_rng_state, start_over)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
@@ -54,15 +53,6 @@ def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> dict:
         return recipe.train()
     finally:
         recipe.cleanup()
-
-
-RUN_MARKERS = ("config.yaml", "checkpoints")  # what every pretraining run dir holds from its first moment
-
-
-def check_run_dir(out: Path) -> None:
-    """``out`` is new, empty, or a previous pretraining run: never another folder (out=., a model, a fine-tuned
-    classifier), whose metrics.jsonl, README.md and config files a run would overwrite."""
-    check_out_dir(out, RUN_MARKERS, "a pretraining run (no config.yaml or checkpoints/)")
 
 
 class PretrainRecipe:
@@ -138,23 +128,15 @@ class PretrainRecipe:
             check_tokenizer_dir(self.cfg.tokenizer)
 
     def check_batch_fits(self) -> None:
-        """One line before out/ or the data are made when a micro-batch's activations cannot fit in the device's
-        memory: batch_size=1e9 spent minutes drawing epoch orders, then the OS killed the run without a word. The
-        estimate is a floor (per discriminator layer autograd keeps at least its input, q, k, v, the attention
-        output and the residual sums, ~6 x hidden, and the feed-forward's inner activation before and after gelu,
-        2 x intermediate; the generator and the embeddings aside); a batch between it and what really fits
-        is ``memory_refusal``'s at the first step."""
+        """A batch whose activations can't fit, said before out/ is made (batch_size=1e9: the OS killed the run
+        without a word). Per row and discriminator layer, a floor: ~6 x hidden (input, q, k, v, attention output,
+        residuals) and 2 x intermediate (the FFN before and after gelu)."""
         cfg, m = self.cfg, self.cfg.model
         itemsize = 4 if self.amp_dtype is None else 2  # bf16/fp16 autocast: half-width activations
         per_row = cfg.seq_len * (6 * m.hidden_size + 2 * m.intermediate_size) * itemsize * m.num_layers
-        need = self.micro_bs * per_row
-        total = device_memory(self.device)
-        # (a model too big for even one row is setup_model's to name)
-        if total is not None and need > total and per_row <= total:
-            raise ConfigError(f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a "
-                              f"micro-batch) needs more than {need / 2**30:,.0f} GiB for its activations, more than "
-                              f"this {self.device.type}'s {total / 2**30:,.0f} GiB; lower batch_size or raise "
-                              "grad_accum")
+        refuse_unless_batch_fits(per_row, self.micro_bs, self.device,
+                                 f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a "
+                                 "micro-batch)", "lower batch_size or raise grad_accum")
 
     def setup_out_dir(self) -> None:
         """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
@@ -164,16 +146,8 @@ class PretrainRecipe:
         self.ckpt = resolve_resume(cfg, out)
         if self.ckpt is not None:
             check_resume_request(self.ckpt, cfg, out)
-        # checkpoint_dirs too: with latest.json gone or pointing at a deleted folder, a fresh start appended its
-        # metrics to the old run's and pruned the old run's checkpoints, without overwrite=true
-        if self.ckpt is None and self.main and (latest_checkpoint(out) is not None or checkpoint_dirs(out)):
-            if not cfg.overwrite:
-                raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
-                                  "overwrite=true to start over, or another out=")
-            shutil.rmtree(out / "checkpoints", ignore_errors=True)
-            (out / "metrics.jsonl").unlink(missing_ok=True)
-            if not (out / TOKENIZER_REQUEST).exists() and not cfg.tokenizer:  # a run from before the record: its
-                shutil.rmtree(out / "tokenizer", ignore_errors=True)  # tokenizer's settings are unknown
+        if self.ckpt is None and self.main:
+            start_over(out, cfg.overwrite, keep_tokenizer=(out / TOKENIZER_REQUEST).exists() or bool(cfg.tokenizer))
         self.dist.barrier()
         if self.main:
             out.mkdir(parents=True, exist_ok=True)
