@@ -214,10 +214,11 @@ def test_with_no_references_and_no_ensemble_nothing_is_fitted_or_started(monkeyp
     assert "references" not in result and "candidates" not in result and not (out / "tfidf").exists()
 
 
-def test_ctrl_c_while_save_waits_for_the_fit_stops_at_once_and_writes_nothing(monkeypatch, capsys, tmp_path,
-                                                                              sample_dir, plain_encoder_dir):
-    """The first Ctrl-C during training saves the run (above), and save() then waits for the fit; a Ctrl-C there is
-    the sequential fit's: the run stops, OUT is not written, the staging folder goes, and the fit is left behind."""
+def test_a_second_ctrl_c_while_save_waits_for_the_fit_stops_at_once_and_writes_nothing(monkeypatch, capsys,
+                                                                                       tmp_path, sample_dir,
+                                                                                       plain_encoder_dir):
+    """The first Ctrl-C during training saves the run (above), and save() then waits for the fit; a second Ctrl-C
+    there stops the run: OUT is not written, the staging folder goes, and the fit is left behind."""
     import os
     import signal
     from concurrent.futures import Future
@@ -228,6 +229,7 @@ def test_ctrl_c_while_save_waits_for_the_fit_stops_at_once_and_writes_nothing(mo
     rec = Recorder(monkeypatch)
     release, waiting = threading.Event(), threading.Event()
     rec.fit_hold = lambda: release.wait(60)
+    rec.step_hook = lambda n: (_ for _ in ()).throw(KeyboardInterrupt) if n == 3 else None  # the first Ctrl-C
 
     class Watched(Future):
         def result(self, timeout=None):
@@ -308,3 +310,54 @@ def test_a_failed_runs_process_exits_with_the_fit_still_running(tmp_path, sample
     assert done.returncode == 2, done.stderr
     assert "error: the step broke" in done.stderr.splitlines() and "Fatal" not in done.stderr, done.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["sequential", "background"])
+@pytest.mark.parametrize("ensemble", ["tfidf", "none"])
+def test_ctrl_c_in_the_fit_after_training_keeps_the_trained_model(monkeypatch, capsys, tmp_path, sample_dir,
+                                                                  plain_encoder_dir, background, ensemble):
+    """Training finished and the TF-IDF fit (the companions' or the reference row's) is interrupted: the
+    fine-tuned model is written without OUT/tfidf, OUT/ensemble and the reference rows, exit 130 with a line that
+    says so. (A CPU run fits after training on the main thread; a GPU run waits for its background fit there.)"""
+    import os
+    import signal
+    from concurrent.futures import Future
+
+    from koelectra_kit.finetune import companions
+
+    rec = Recorder(monkeypatch)
+    if background:
+        _force_background(monkeypatch)
+        waiting = threading.Event()
+
+        class Watched(Future):
+            def result(self, timeout=None):
+                waiting.set()
+                return super().result(timeout)
+
+        monkeypatch.setattr(companions, "Future", Watched)
+
+        def ctrl_c():  # the fit runs in its thread: a real SIGINT reaches the main thread once save() waits
+            if waiting.wait(60):
+                time.sleep(0.2)
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(2)  # still fitting when it lands
+    else:
+        def ctrl_c():
+            raise KeyboardInterrupt
+
+    rec.fit_hold = ctrl_c
+    out = tmp_path / "o"
+    assert main(_args(plain_encoder_dir, sample_dir, out, f"ensemble={ensemble}")) == 130
+    err = capsys.readouterr().err
+    assert "interrupted while fitting TF-IDF" in err and "without the TF-IDF companions" in err
+    assert "Traceback" not in err
+    result = json.loads((out / "eval.json").read_text(encoding="utf-8"))
+    assert result["train"]["stopped"] != "interrupted" and result["interrupted"] == "tfidf"
+    assert "candidates" not in result and "references" not in result
+    assert not (out / "tfidf").exists() and not (out / "ensemble").exists()
+    assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
+    assert not list(tmp_path.glob(".o.partial-*"))
+    from koelectra_kit.classify.classifier import Classifier
+
+    assert len(Classifier.load(out).predict(["좋아요"]).labels) == 1

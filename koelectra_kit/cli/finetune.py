@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from . import add_config_args
 
@@ -42,5 +43,9 @@ def run(args) -> int:
     if result["train"]["stopped"] == "interrupted":
         # the best checkpoint so far is written, but the run did not finish: a script must be able to tell
         print(f"interrupted: the best checkpoint so far is in {cfg.out}; rerun to train to the end")
+        return 130
+    if result.get("interrupted") == "tfidf":
+        print(f"interrupted: the fine-tuned model is in {cfg.out}, without the TF-IDF companions (tfidf/, ensemble/, "
+              "the reference rows); rerun to get them", file=sys.stderr)
         return 130
     return 0

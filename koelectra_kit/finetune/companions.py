@@ -114,6 +114,28 @@ def write_companions(staging: Path, splits, labels: list[str], encoder_logits: n
             "tfidf_name": tf_name}
 
 
+def add_companions(result: dict, staging: Path, splits, labels: list[str], encoder_logits: np.ndarray, cfg,
+                   fitted_tfidf) -> dict | None:
+    """eval.json's ``candidates`` (``ensemble=tfidf``: OUT/tfidf and OUT/ensemble written, the best of the three
+    named) and ``references`` blocks, into ``result``; returns the candidates or None. ``fitted_tfidf()``: the
+    background fit's model, or None (fitted here)."""
+    candidates = None
+    if cfg.ensemble == "tfidf":
+        candidates = result["candidates"] = write_companions(staging, splits, labels, encoder_logits, cfg,
+                                                             fitted_tfidf())
+    if cfg.references:
+        from ..classify.references import majority_reference, reference_scores
+
+        if candidates:  # the TF-IDF just fitted is the reference: not fitted a second time
+            result["references"] = {
+                "majority": majority_reference(splits.train.y, splits.dev.y, labels),
+                "tfidf": {"name": "TF-IDF + logistic regression", **candidates["scores"]["tfidf"]}}
+        else:
+            result["references"] = reference_scores(splits.train.texts, splits.train.y, splits.dev.texts,
+                                                    splits.dev.y, labels, cfg.baseline, fitted_tfidf())
+    return candidates
+
+
 def format_candidates(c: dict, out: Path) -> str:
     """Which folder to label with: the three dev scores and the best one's path."""
     s = c["scores"]

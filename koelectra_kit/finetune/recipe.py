@@ -24,7 +24,7 @@ from ..hub.modelio import check_model_source
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multiple, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
 from .batching import length_grouped_batches, shuffled_batches
-from .companions import fit_in_background, tfidf_job
+from .companions import add_companions, fit_in_background, tfidf_job
 from .config import FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep, wants_graphs
@@ -358,23 +358,23 @@ class FinetuneRecipe:
                       "threads": torch.get_num_threads(), "lr": self.lr, "layer_decay": self.layer_decay,
                       "parameters": self.n_params},
         }
-        if cfg.ensemble == "tfidf":  # OUT/tfidf and OUT/ensemble beside the encoder; the best of the three named
-            from .companions import write_companions
+        try:  # OUT/tfidf, OUT/ensemble and the reference rows: the part that fits (or waits for) TF-IDF
+            self.candidates = add_companions(result, staging, self.splits, self.labels, st.best.logits, cfg,
+                                             self.fitted_tfidf)
+        except KeyboardInterrupt:
+            if st.stopped == "interrupted":  # a second Ctrl-C, while the first one's save waits: stop, write nothing
+                raise
+            # training finished: a Ctrl-C in the TF-IDF fit costs the companions, never the trained model
+            import shutil
 
-            self.candidates = result["candidates"] = write_companions(staging, self.splits, self.labels,
-                                                                      st.best.logits, cfg, self.fitted_tfidf())
-        if cfg.references:
-            from ..classify.references import majority_reference, reference_scores
-
-            if self.candidates:  # the TF-IDF just fitted is the reference: not fitted a second time
-                tf = self.candidates["scores"]["tfidf"]
-                result["references"] = {
-                    "majority": majority_reference(self.splits.train.y, self.splits.dev.y, self.labels),
-                    "tfidf": {"name": "TF-IDF + logistic regression", **tf}}
-            else:
-                result["references"] = reference_scores(self.splits.train.texts, self.splits.train.y,
-                                                        self.splits.dev.texts, self.splits.dev.y, self.labels,
-                                                        cfg.baseline, self.fitted_tfidf())
+            warn("\ninterrupted while fitting TF-IDF: writing the fine-tuned model without OUT/tfidf, OUT/ensemble "
+                 "and the reference rows")
+            for name in ("tfidf", "ensemble"):
+                shutil.rmtree(staging / name, ignore_errors=True)
+            self.candidates, result["interrupted"] = None, "tfidf"
+            result.pop("candidates", None)
+            result.pop("references", None)
+            self.tfidf_future = None  # a background fit still running is left to its daemon thread
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(with_absolute_paths(cfg)))
