@@ -417,7 +417,8 @@ def test_the_same_text_with_different_labels_is_a_warning_in_the_data_report(tmp
                                   "별로,negative\n최악,negative\n최악,neutral\n괜찮아,positive\n")
     d = read_labelled(f, L3)
     assert len(d.texts) == 8 and d.y.tolist() == [2, 0, 1, 0, 0, 0, 1, 2]
-    s = load_splits(cfg_for(train=f, dev=f))
+    dev = write(tmp_path / "d.csv", "review,label\n정말 좋다,positive\n싫다,negative\n보통,neutral\n")
+    s = load_splits(cfg_for(train=f, dev=dev))
     warning = [line for line in format_data_report(s.report).splitlines() if "different labels" in line]
     assert warning[0].strip() == ("warning: 2 texts have different labels in different rows (e.g. '좋아요': positive "
                                   "in row 1, negative in row 4); each row is kept with its own label")
@@ -575,3 +576,20 @@ def test_a_half_precision_classifier_labels_in_the_precision_asked_for(tmp_path,
     clf = Classifier.load(half, device="cpu", precision="fp32")
     assert {p.dtype for p in clf.model.parameters()} == {torch.float32} and clf.dtype is None
     assert len(clf.predict(["배송 빠르고 좋아요", "별로"]).labels) == 2
+
+
+def test_a_dev_file_whose_every_text_is_in_train_is_refused(tmp_path, sample_dir):
+    """dev= the training file (or a copy) only warned: the scores were training scores and the checkpoint kept was
+    the most overfit one. Refused; a dev file sharing some texts with train still warns and trains."""
+    train = sample_dir / "reviews_labelled.csv"
+    with pytest.raises(InputError, match="every dev text is also in train"):
+        load_splits(cfg_for(train=train, dev=train))
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(train.read_bytes())
+    with pytest.raises(InputError, match="held-out rows"):
+        load_splits(cfg_for(train=train, dev=copy))
+    lines = train.read_text(encoding="utf-8").splitlines()
+    write(tmp_path / "dev.csv", "\n".join([lines[0], *lines[1:40]]) + "\n")
+    write(tmp_path / "train.csv", "\n".join([lines[0], *lines[20:]]) + "\n")
+    s = load_splits(cfg_for(train=tmp_path / "train.csv", dev=tmp_path / "dev.csv"))
+    assert 0 < s.report["dev_texts_also_in_train"] < len(s.dev.y)

@@ -91,6 +91,10 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
         train = train.take(stratified_subsample(train.y, cfg.max_train_rows, cfg.seed))
     seen = {t.strip() for t in train.texts}
     overlap = sum(t.strip() in seen for t in dev.texts)
+    if cfg.dev and overlap == len(dev.y):  # dev= is train= (or a copy of it): not a warning's matter
+        raise InputError(f"{cfg.dev}: every dev text is also in train= ({cfg.train}), so the dev scores would be "
+                         "training scores and the kept checkpoint the most overfit one; give held-out rows as dev=, "
+                         "or leave dev= out for a stratified split of train")
     report["train"] = {"rows": len(train.y), "class_counts": class_counts(train.y, cfg.labels)}
     report["dev"] = {"rows": len(dev.y), "class_counts": class_counts(dev.y, cfg.labels)}
     report["dev_texts_also_in_train"] = overlap
