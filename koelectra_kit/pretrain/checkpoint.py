@@ -69,19 +69,39 @@ class LoopState:
         weights = torch.ones_like(targets) if valid is None else valid.long()
         self.unigram.scatter_add_(0, targets.flatten(), weights.flatten())
 
-    def to_checkpoint(self, rng: list) -> dict:
-        """The ``state.pt`` dict (CPU tensors and numbers); ``rng``: every rank's ``rng_state``."""
-        return {"step": self.step, "data_pos": self.data_pos, "tokens": self.tokens, "elapsed": self.elapsed,
-                "warm_end": self.warm_end, "plateau_warned": self.plateau_warned, "unigram": self.unigram.cpu(),
-                "rng": rng, "window": {k: v.detach().cpu() for k, v in self.window.items()}}
+    def counts(self) -> dict:
+        """This rank's own counts (CPU): the unigram counts and the window's sums are per rank (a metrics row
+        sums them over ranks), so a checkpoint needs every rank's, not rank 0's alone."""
+        return {"unigram": self.unigram.cpu(), "window": {k: v.detach().cpu() for k, v in self.window.items()}}
+
+    def to_checkpoint(self, gathered: list) -> dict:
+        """The ``state.pt`` dict (CPU tensors and numbers); ``gathered``: every rank's (``rng_state``, ``counts``).
+        ``unigram`` and ``window`` hold the sums over ranks (what a resume on another number of ranks continues);
+        ``rank_counts`` each rank's own (what one on as many ranks restores exactly)."""
+        rng, counts = [g[0] for g in gathered], [g[1] for g in gathered]
+        out = {"step": self.step, "data_pos": self.data_pos, "tokens": self.tokens, "elapsed": self.elapsed,
+               "warm_end": self.warm_end, "plateau_warned": self.plateau_warned, "rng": rng,
+               "unigram": sum(c["unigram"] for c in counts),
+               "window": {k: sum(c["window"][k] for c in counts) for k in counts[0]["window"]}}
+        return {**out, "rank_counts": counts} if len(counts) > 1 else out
 
     @classmethod
-    def from_checkpoint(cls, saved: dict, device) -> tuple[LoopState, list]:
-        """(the loop state on ``device``, every rank's saved RNG state) from a ``state.pt`` dict."""
+    def from_checkpoint(cls, saved: dict, device, rank: int = 0, world: int = 1) -> tuple[LoopState, list]:
+        """(the loop state of ``rank`` of ``world`` on ``device``, every rank's saved RNG state) from a ``state.pt``
+        dict. On as many ranks as saved it, each rank gets its own counts back; otherwise rank 0 gets the sums and
+        the others zeros, so a metrics row still sums to the saved counts (every rank loading rank 0's counted them
+        once per rank and dropped the other ranks')."""
+        per_rank = saved.get("rank_counts")
+        if per_rank is not None and len(per_rank) == world:
+            unigram, window = per_rank[rank]["unigram"], per_rank[rank]["window"]
+        else:
+            unigram, window = saved["unigram"], saved["window"]
+            if rank != 0:  # the same keys on every rank: a metrics row stacks them for one all_reduce
+                unigram = unigram.new_zeros(unigram.shape)
+                window = {k: v.new_zeros(v.shape) for k, v in window.items()}
         state = cls(step=saved["step"], data_pos=saved["data_pos"], tokens=saved["tokens"],
                     elapsed=saved["elapsed"], warm_end=saved["warm_end"], plateau_warned=saved["plateau_warned"],
-                    unigram=saved["unigram"].to(device),
-                    window={k: v.to(device) for k, v in saved["window"].items()})
+                    unigram=unigram.to(device), window={k: v.to(device) for k, v in window.items()})
         return state, saved["rng"]
 
 
@@ -197,11 +217,20 @@ def check_run_dir(out: Path) -> None:
 def start_over(out: Path, overwrite: bool, keep_tokenizer: bool) -> None:
     """Before a fresh run into ``out``: refused while it holds a run's checkpoints (any ``step-*`` folder, whatever
     latest.json says: with the pointer gone a fresh start appended to the old run's metrics and pruned its
-    checkpoints), unless ``overwrite``, which clears them, the metrics and (not ``keep_tokenizer``: a run from before
-    the tokenizer's request was recorded) the tokenizer, whose settings are unknown."""
-    if not checkpoint_dirs(out):
+    checkpoints) or a finished run's exports (``discriminator/``, ``summary.json``: checkpoints deleted to save
+    space, the fresh run overwrote the encoder), unless ``overwrite``, which clears them, the metrics and (not
+    ``keep_tokenizer``: a run from before the tokenizer's request was recorded) the tokenizer, whose settings are
+    unknown."""
+    exported = [name for name in ("discriminator", "summary.json") if (out / name).exists()]
+    if not checkpoint_dirs(out) and not exported:
+        # a run killed before its first checkpoint: no weights stand behind its rows, and the fresh run appended
+        # its own to them (steps 1, 2, 3, 1, 2, ...)
+        (out / "metrics.jsonl").unlink(missing_ok=True)
         return
     if not overwrite:
+        if not checkpoint_dirs(out):
+            raise ConfigError(f"{out} holds a finished run ({', '.join(exported)}) without its checkpoints: "
+                              "overwrite=true to replace it, or another out=")
         raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
                           "overwrite=true to start over, or another out=")
     shutil.rmtree(out / "checkpoints", ignore_errors=True)

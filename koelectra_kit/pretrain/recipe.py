@@ -231,7 +231,7 @@ class PretrainRecipe:
             return
         saved = read_checkpoint(self.ckpt, self.model, self.optimizer, self.scaler, tok.vocab_size, self.tok_fp, cfg,
                                 data_fingerprint(self.data), self.main)
-        self.state, rng_states = LoopState.from_checkpoint(saved, self.device)
+        self.state, rng_states = LoopState.from_checkpoint(saved, self.device, self.rank, self.world)
         if len(rng_states) == self.world:
             set_rng_state(rng_states[self.rank], self.mask_rng)
         else:
@@ -390,13 +390,13 @@ class PretrainRecipe:
             warn(plateau_warning(row, cfg))
 
     def save_checkpoint(self) -> None:
-        """Every rank's RNG state to rank 0, which writes the checkpoint; the others wait for it."""
-        rng_all = self.dist.gather(rng_state(self.mask_rng))
+        """Every rank's RNG state and counts to rank 0, which writes the checkpoint; the others wait for it."""
+        gathered = self.dist.gather((rng_state(self.mask_rng), self.state.counts()))  # every rank's own
         if self.main:
             meta = {"vocab_size": self.tok.vocab_size, "tokenizer_fingerprint": self.tok_fp,
                     "data_fingerprint": data_fingerprint(self.data),
                     "config": to_dict(self.cfg), "tokens": self.state.tokens, "world_size": self.world}
-            save_checkpoint(self.out, self.model, self.optimizer, self.scaler, self.state.to_checkpoint(rng_all),
+            save_checkpoint(self.out, self.model, self.optimizer, self.scaler, self.state.to_checkpoint(gathered),
                             meta, self.cfg.keep_checkpoints)
         self.dist.barrier()  # a failed save raised on rank 0; the others stop at the next collective
 
