@@ -29,9 +29,11 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.csvlines import csv_line
 from ..io.labellog import ACTIONS, COLUMNS, Effective, Event, LabelFileProblem, TornTail, effective, parse, torn_tail
 
-__all__ = ["ACTIONS", "COLUMNS", "Effective", "Event", "LabelFileProblem", "LabelLog", "effective", "parse"]
+__all__ = ["ACTIONS", "COLUMNS", "Effective", "Event", "LabelFileProblem", "LabelLog", "csv_line", "effective",
+           "parse"]
 
 logger = logging.getLogger("koelectra_kit.app")
 
@@ -149,13 +151,9 @@ class LabelLog:
 
     def _write(self, event: Event) -> None:
         new = not self.path.exists() or self.path.stat().st_size == 0
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        if new:
-            writer.writerow(COLUMNS)
         values = dict(zip(COLUMNS, event.line()))
-        writer.writerow([values.get(c, "") for c in (COLUMNS if new or not self._header else self._header)])
-        data = buf.getvalue()
+        data = (csv_line(COLUMNS) if new else "") + csv_line(
+            [values.get(c, "") for c in (COLUMNS if new or not self._header else self._header)])
         if not new and not self._ends_with_newline():
             data = "\n" + data  # a hand edit saved without a final newline: never glue onto its last line
         self.path.parent.mkdir(parents=True, exist_ok=True)

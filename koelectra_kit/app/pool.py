@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.textcheck import is_blank
 from ..classify.predictions import Predictions
+from ..label.human import match_key
 
 QUEUE = 50  # rows picked per refill: enough that a refill is rare, few enough that it follows the model
 LEASE_S = 120  # a row shown in one tab is not shown in another for this long (unless the first answers it)
@@ -121,7 +122,10 @@ class Queue:
         self.row_of = {}
         for i, t in enumerate(pool.texts):
             self.row_of.setdefault(t, i)
-        self.distinct = set(t for t in pool.texts if t)
+        # reviews as the queue tells them apart (match_key: " 좋아요" and "좋아요" are one, asked once): counted by raw
+        # text, "remaining" never reached 0 and the page waited on "Fetching the next review" for a review never asked
+        self._keys = {t: match_key(t) for t in pool.texts if t}
+        self.distinct = set(self._keys.values()) - {""}
         self.probs: np.ndarray | None = None  # the serving model's, per pool row; None: no model (random)
         self.source = "random"  # random | the serving model's name
         self.waiting = False  # a classifier is reading the pool: nothing to ask until it has (not a random row)
@@ -158,7 +162,9 @@ class Queue:
             self.leases.pop(row, None)
 
     def remaining(self, done: set) -> int:
-        return len(self.distinct) - sum(1 for t in done if t in self.distinct)
+        # keys cached: the page polls this every 2 s, with every answer so far in ``done``
+        keys = {self._keys[t] if t in self._keys else self._keys.setdefault(t, match_key(t)) for t in done}
+        return len(self.distinct - keys)
 
     def item(self, row: int) -> dict:
         """What the page shows of pool index ``row``: its 1-based row number (as LABELS.csv and every table count),

@@ -32,6 +32,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.csvlines import frame_csv
 from ..io.fileio import atomic_path
 from ..io.records import Record, read_records
 from ..io import workbook
@@ -91,7 +92,7 @@ def with_human_labels(model_csv: Path, dst: Path, text_column: str, names: dict,
         for chunk in read_master(model_csv, chunksize=50_000):
             n_human += apply_human_labels(chunk, names, text_column, human)
             per_label.update(v for v in chunk[names["label"]] if v)
-            chunk.to_csv(out, index=False, header=first, lineterminator="\n")
+            out.write(frame_csv(chunk, first))
             first = False
     return {"per_label": dict(per_label), "human": n_human}
 

@@ -104,8 +104,9 @@ class Round:
 
     @property
     def served(self) -> bool:
-        """Whether it replaced the serving model (rounds from before the rule have no verdict: they all did)."""
-        return bool(self.verdict.get("served", True))
+        """Whether it replaced the serving model (rounds from before the rule have no verdict: they all did). A
+        failed or interrupted round never did (its verdict, if any, came before it failed: it said "served": true)."""
+        return self.state not in ("failed", "interrupted") and bool(self.verdict.get("served", True))
 
     @property
     def reason(self) -> str:
@@ -233,12 +234,11 @@ def best_folder(out: Path) -> tuple[str, Path, dict]:
 
 def write_rows(path: Path, rows: list) -> None:
     """A round's table as ``finetune`` and ``baseline`` read it: review,label."""
-    import csv
+    from ..io.csvlines import csv_line  # a review with a lone "\r" quoted: read back whole, not as two rows
 
     with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["review", "label"])
-        writer.writerows(rows)
+        f.write(csv_line(["review", "label"]))
+        f.writelines(csv_line(row) for row in rows)
 
 
 def read_table_rows(path: Path) -> list[tuple[str, str]]:

@@ -243,9 +243,15 @@ def judge(name: str, score: float | None, incumbent: str | None, incumbent_score
     """Serve ``name`` unless the model serving now scored higher on the same labels (``note``: said after where)."""
     where = {"held-out": f"{n} held-out labels", "dev": f"{n} --dev rows",
              "cross-validation": f"{n} labels, cross-validated"}[method] + note
-    if incumbent is None or incumbent_score is None:
+    if incumbent is None:
         return Verdict(True, method, n, score, incumbent, incumbent_score, start_score,
                        f"{name} serves: the first classifier (macro-F1 {_f(score)} on {where})")
+    if incumbent_score is None or score is None:
+        # no label to score both on (every held-out one was trained on by the serving model, e.g. after the first
+        # held-out answers were undone): this served the round unseen, as "the first classifier"
+        return Verdict(False, method, n, score, incumbent, incumbent_score, start_score,
+                       f"not served: no label to compare it with {incumbent} on ({where} that {incumbent} never "
+                       f"trained on); {incumbent} keeps serving")
     if score is not None and score >= incumbent_score:
         return Verdict(True, method, n, score, incumbent, incumbent_score, start_score,
                        f"{name} serves: macro-F1 {_f(score)} >= {incumbent} {_f(incumbent_score)} on {where}")

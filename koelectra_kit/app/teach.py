@@ -15,6 +15,7 @@ from that same point and trains on all the labels so far, never from the previou
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import threading
 import traceback
@@ -133,8 +134,6 @@ class Teacher:
     def _record_interrupted(self) -> None:
         """A round folder with no line in rounds.jsonl was cut off (the app killed mid-round): record it as
         interrupted, so the history says so and its number is not reused, and drop its half-written model."""
-        import shutil
-
         known = {r.round for r in read_rounds(self.dir / "rounds.jsonl")}
         for folder in sorted((self.dir / "rounds").iterdir()):
             n = _number(folder)
@@ -155,6 +154,8 @@ class Teacher:
 
             try:
                 clf = Classifier.load(done[-1].folder, device=self.s.device, precision=self.s.precision)
+                if list(clf.labels) != list(self.labels):  # another --classes: its columns read as these names
+                    raise KitError(f"it answers {', '.join(clf.labels)}, not {', '.join(self.labels)}")
                 self.shared.swap(clf)
                 self.serving = done[-1].name
             except KitError as e:
@@ -280,7 +281,6 @@ class Teacher:
             return
         n = 1 + max([r.round for r in self.rounds] + [_number(p) for p in (self.dir / "rounds").iterdir()], default=0)
         folder = self.dir / "rounds" / f"r{n:03d}"
-        folder.mkdir(parents=True)
         labels = self.log.state().labels
         per_class = {lab: sum(v == lab for v in labels.values()) for lab in self.labels}
         rnd = Round(round=n, labels=len(labels), per_class=per_class, start_model=self.model_id,
@@ -290,6 +290,7 @@ class Teacher:
             self.retrain.update(state="running", round=rnd.name, message="starting", progress=0.0)
         t0 = now()
         try:
+            folder.mkdir(parents=True)  # (in here: on a full disk it fails the round, not the worker thread)
             self._train(rnd, folder, labels)
             rnd.state, status = "done", {"state": "idle", "message": "" if rnd.served else rnd.reason}
         except KitError as e:
@@ -302,11 +303,12 @@ class Teacher:
             status = {"state": "failed", "message": f"{rnd.name} failed: {rnd.message}"}
         rnd.seconds = round(now() - t0, 1)
         if self.closing and rnd.state == "failed":  # stopped by the shutdown: said so, not blamed on the labels
-            import shutil
-
             shutil.rmtree(folder / "model", ignore_errors=True)
             rnd.state, rnd.message = "interrupted", "the app stopped while this round trained"
-        append_round(self.dir / "rounds.jsonl", rnd)
+        try:
+            append_round(self.dir / "rounds.jsonl", rnd)
+        except OSError as e:  # a full disk: escaping the worker, it left the page saying "running" for ever
+            status = {"state": "failed", "message": f"{rnd.name}: rounds.jsonl can't be written ({e.strerror or e})"}
         with self.lock:  # the round is in the history before the page (or a test) can read "idle"
             self.rounds.append(rnd)
             self.retrain.update(progress=1.0 if rnd.state == "done" else 0.0, **status)
@@ -394,7 +396,7 @@ class Teacher:
     def _score(self, name: str, clf=None) -> None:
         """Score the pool with ``clf`` (default: the one serving), then serve it and ask from it."""
         target = clf if clf is not None else self.shared.current()
-        self.scoring = {"model": name, "done": 0, "total": len(self.queue.distinct)}
+        self.scoring = {"model": name, "done": 0, "total": len(set(self.pool.texts) - {""})}  # what score() predicts
 
         def progress(done: int, total: int) -> None:
             self.scoring = {"model": name, "done": done, "total": total}

@@ -48,6 +48,9 @@ def teach_routes(app, teacher: Teacher, store: JobStore, json_body) -> None:
         if teacher.shared.current() is None:
             raise Busy("no classifier yet: the first retrain makes one, then the whole file can be labelled")
         pool = teacher.pool
+        if not pool.path.is_file():  # moved or deleted since the start: a 500 that blamed the disk space
+            raise InputError(f"{pool.path} is no longer there (moved or deleted since the app started): put it back "
+                             "to label it")
         up = store.new_upload(pool.name, upload_kind(pool.name))
         try:
             shutil.copyfile(pool.path, up.original)  # a copy: the job deletes its input after a download

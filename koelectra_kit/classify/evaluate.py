@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError, KitError
+from ..io.csvlines import frame_csv
 from ..io.labelled import Labelled, format_file_report, parse_rating_map, read_labelled
 from ..io.output import check_not_input, check_report_dir
 from ..runtime import log, warn
@@ -191,5 +192,5 @@ def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.nda
         table.insert(0, rows.report.get("id_column", "id"), rows.ids)
     with atomic_path(out / "predictions.csv", suffix=".csv") as tmp:
         # utf-8-sig: Excel (the usual viewer for Korean users) needs the BOM to read UTF-8
-        table.to_csv(tmp, index=False, encoding="utf-8-sig")
+        Path(tmp).write_text(frame_csv(table), encoding="utf-8-sig")
     log(f"wrote {out}/ (eval.json, predictions.csv{', confusion.png' if plots else ''})")

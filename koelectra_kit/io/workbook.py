@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError
+from .csvlines import RowWriter
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # what openpyxl reads
 EXCEL_SUFFIXES = (*WORKBOOK_SUFFIXES, ".xls")  # .xls too: the old binary format, readable by none of ours
@@ -176,7 +177,7 @@ def xlsx_to_csv(src: Path, dst: Path, name: str) -> int:
             raise InputError(f"{name}: the first worksheet is empty: nothing to label")
         n = 0
         with open(dst, "w", encoding="utf-8", newline="") as f:
-            out = csv.writer(f, lineterminator="\n")
+            out = RowWriter(f)  # a cell with a "\r" (Excel's _x000D_) quoted
             out.writerow(header_names(header))
             for n, row in enumerate(rows, 1):
                 out.writerow([cell(v) for v in row])

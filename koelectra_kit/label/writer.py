@@ -12,6 +12,7 @@ import json
 import re
 
 from ..errors import InputError
+from ..io.csvlines import frame_csv
 
 
 def write_chunk(f, df, fmt: str, header: bool) -> int:
@@ -27,7 +28,7 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
         df, changed = tsv_cells(df)
         df.to_csv(f, sep="\t", index=False, header=header, lineterminator="\n", quoting=csv.QUOTE_NONE)
         return changed
-    df.to_csv(f, index=False, header=header, lineterminator="\n")
+    f.write(frame_csv(df, header))  # a cell with a lone "\r" quoted (io/csvlines.py)
     return 0
 
 
