@@ -192,5 +192,5 @@ def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.nda
         table.insert(0, rows.report.get("id_column", "id"), rows.ids)
     with atomic_path(out / "predictions.csv", suffix=".csv") as tmp:
         # utf-8-sig: Excel (the usual viewer for Korean users) needs the BOM to read UTF-8
-        Path(tmp).write_text(frame_csv(table), encoding="utf-8-sig")
+        Path(tmp).write_text(frame_csv(table), encoding="utf-8-sig", newline="")
     log(f"wrote {out}/ (eval.json, predictions.csv{', confusion.png' if plots else ''})")
