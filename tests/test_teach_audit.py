@@ -218,3 +218,19 @@ def test_a_full_disk_during_a_round_ends_it_failed_not_running_for_ever(tiny_cla
         assert c.call("POST", "/api/teach/retrain").status == 200
         s = c.wait_retrain(timeout=15)
         assert s["retrain"]["state"] == "failed" and "No space left" in s["retrain"]["message"], s["retrain"]
+
+
+def test_held_out_reviews_with_a_unicode_line_separator_stay_held_out_after_a_restart(tmp_path):
+    """heldout.jsonl and rounds.jsonl keep U+2028, U+0085 (...) bare (json.dumps, ensure_ascii=False), and reading
+    them with splitlines() cut those lines apart: after a restart such a review was no longer held out, so the next
+    rounds trained on the labels that judge them."""
+    from koelectra_kit.app.retrain import Round, append_round, read_rounds
+    from koelectra_kit.app.serving import HeldOut
+
+    texts = {"좋아\u2028요": "positive", "최고\u2029다": "positive", "나빠\x85요": "negative", "별로\x1e다": "negative"}
+    held = HeldOut(tmp_path / "heldout.jsonl")
+    held.update(texts, ["positive", "negative"])
+    assert held.texts and HeldOut(tmp_path / "heldout.jsonl").texts == held.texts
+    append_round(tmp_path / "rounds.jsonl", Round(round=1, labels=4, per_class={}, start_model="m",
+                                                  message="failed on '좋아\u2028요'"))
+    assert [r.message for r in read_rounds(tmp_path / "rounds.jsonl")] == ["failed on '좋아\u2028요'"]

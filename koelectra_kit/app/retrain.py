@@ -122,7 +122,7 @@ def read_rounds(path: Path) -> list[Round]:
     """The finished rounds in rounds.jsonl (a torn last line, from a kill mid-write, is skipped)."""
     rounds = []
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_text(encoding="utf-8").split("\n"):  # not splitlines(): see serving.HeldOut
             try:
                 data = json.loads(line)
                 rounds.append(Round(**{k: v for k, v in data.items() if k in Round.__dataclass_fields__}))

@@ -64,7 +64,9 @@ class HeldOut:
         self.path = path
         self.texts: list[str] = []
         if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            # split at "\n" alone: json.dumps(ensure_ascii=False) leaves U+2028, U+0085 and the like bare, and
+            # splitlines() cut a held-out review there, so after a restart it was no longer held out
+            for line in path.read_text(encoding="utf-8").split("\n"):
                 try:
                     text = json.loads(line)
                 except json.JSONDecodeError:  # a torn last line (a kill mid-write): that text is chosen again
