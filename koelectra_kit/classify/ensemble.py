@@ -277,7 +277,7 @@ def run_ensemble(cfg) -> dict:
     from ..runtime import log
 
     out = Path(cfg.out)
-    check_out_dir(out)
+    check_out_dir(out, staged=True)
     check_kind(out, "ensemble")
     check_not_input(out, {"dev": cfg.dev, **{f"members[{i}]": m for i, m in enumerate(cfg.members)}})
     members = [Classifier.load(m, device=cfg.device, precision=cfg.precision) for m in cfg.members]

@@ -172,20 +172,29 @@ def onnx_files(model, source: str, quantize: bool) -> Path:
     if _fresh(folder / name, Path(source), digest):
         return folder / name
     where = cache_dir() / "onnx" / digest
-    if not (where / FP32_FILE).is_file():
-        export_onnx(model, where / FP32_FILE)
-        diff = max_logit_difference(_session(where / FP32_FILE, 1), model)
-        if diff > FP32_TOLERANCE:
-            (where / FP32_FILE).unlink()
-            raise KitError(f"the ONNX export of {source} differs from torch by {diff:.2g} in the logits; use "
-                           "backend=torch")
-    if quantize and not (where / INT8_FILE).is_file():
-        quantize_onnx(where / FP32_FILE, where / INT8_FILE)
+    try:
+        if not (where / FP32_FILE).is_file():
+            export_onnx(model, where / FP32_FILE)
+            diff = max_logit_difference(_session(where / FP32_FILE, 1), model)
+            if diff > FP32_TOLERANCE:
+                (where / FP32_FILE).unlink()
+                raise KitError(f"the ONNX export of {source} differs from torch by {diff:.2g} in the logits; use "
+                               "backend=torch")
+        if quantize and not (where / INT8_FILE).is_file():
+            quantize_onnx(where / FP32_FILE, where / INT8_FILE)
+    except PermissionError as e:  # the graph must be a file: was a bare "Permission denied (CACHE/onnx)"
+        raise InputError(f"can't write the ONNX export of {source} into the cache {where} (permission denied: "
+                         f"{e.filename}); set KOELECTRA_CACHE to a folder you can write, or export it into the model "
+                         f"folder once: koelectra-kit export --model {source} --onnx{' --int8' if quantize else ''}") \
+            from None
     return where / name
 
 
 def _session(path: Path, threads: int | None, device=None):
     ort = require_onnxruntime()
+    if not os.access(path, os.R_OK):  # onnxruntime's own failure is a traceback ("system error number 13")
+        raise InputError(f"{path}: this user can't read it (permission denied); make it readable, or delete it to "
+                         "have it exported again")
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = int(threads or 0)  # 0: onnxruntime's default, one per core
     opts.inter_op_num_threads = 1

@@ -45,6 +45,10 @@ def toolkit_kind(name_or_dir) -> str | None:
     """"tfidf" or "ensemble" for a folder with the toolkit's ``classifier.json``; None for anything else (a
     transformers model folder or a hub id)."""
     path = Path(os.path.expanduser(str(name_or_dir)))
+    if path.is_dir():  # an unreadable folder: one line naming it (was "Permission denied (DIR/classifier.json)")
+        from ..hub.modelio import check_readable_model
+
+        check_readable_model(path, str(name_or_dir))
     if path.is_dir() and (path / MANIFEST).is_file():
         return read_manifest(path)["type"]
     return None

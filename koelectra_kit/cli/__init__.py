@@ -122,6 +122,25 @@ def _one_process_unless_it_scales(command: str) -> None:
                        f"{' and '.join(TORCHRUN_COMMANDS)} are the commands that use several processes)")
 
 
+def _permission_hint(e: OSError) -> str:
+    """What to do about a path this user may not read or write (the bare "Permission denied (PATH)" said neither),
+    and that a path in the cache is the cache's (tokenizer train and pretrain need one they can write)."""
+    if not isinstance(e, PermissionError) or not getattr(e, "filename", None):
+        return ""
+    from pathlib import Path
+
+    from ..io.fileio import cache_dir
+
+    hint = ": this user may not use it; check its permissions and those of the folders above it (ls -ld)"
+    try:
+        cache, path = cache_dir().absolute(), Path(e.filename).absolute()
+    except KitError:  # no home folder: no default cache to name
+        return hint
+    if path == cache or cache in path.parents or path in cache.parents:
+        hint += ", or set KOELECTRA_CACHE (or the command's cache_dir=) to a folder you can write"
+    return hint
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
 
@@ -146,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("KOELECTRA_DEBUG"):
             raise
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"error: {e.strerror or e}{where}{_permission_hint(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: outputs already written are complete; rerun with the same command "

@@ -97,6 +97,7 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
 
     from ..errors import InputError, KitError
     from ..hub.modelio import check_model_source, loading
+    from ..io.fileio import check_output_parent
     from ..classify.onnx_backend import (FP32_FILE, FP32_TOLERANCE, INT8_FILE, OPSET, OnnxModel, export_onnx,
                                          max_logit_difference, probe_batch, quantize_onnx, recorded_digest,
                                          require_onnxruntime)
@@ -113,6 +114,10 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
                          "folder written by `koelectra-kit finetune`") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
+    try:  # before the model loads (it failed at the write, "Permission denied (MODEL/onnx)": a read-only model folder)
+        check_output_parent(out / FP32_FILE)
+    except InputError as e:
+        raise InputError(f"{e}; or pass --out FOLDER for the .onnx files") from None
     with loading(source, "--model"), quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(source, trust_remote_code=False).float().eval()
     made = not out.exists()

@@ -71,7 +71,7 @@ class DistillRecipe:
     def __init__(self, cfg: DistillConfig, on_step: OnStep | None = None):
         self.cfg, self.on_step = cfg, on_step
         self.out = Path(cfg.out)
-        check_out_dir(self.out)
+        check_out_dir(self.out, staged=True)
         check_not_input(self.out, {"student": cfg.student, "train": cfg.train, "dev": cfg.dev,
                                    **{f"{key}[{i}]": v for key in ("teachers", "transfer", "exclude")
                                       for i, v in enumerate(getattr(cfg, key))}})

@@ -34,7 +34,8 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
 
     out = Path(cfg.out) if cfg.out else None
     if out:
-        check_report_dir(out, model_files=("config.json",))  # a TF-IDF folder (classifier.json) is its own rerun
+        # a TF-IDF folder (classifier.json) is its own rerun; staged: swapped in whole (below)
+        check_report_dir(out, model_files=("config.json",), staged=True)
         check_kind(out, "tfidf")
         check_not_input(out, {"train": cfg.train, "dev": cfg.dev}, writes=WRITES)
         # out= is swapped in whole (staged_dir), not written file by file: an input anywhere in it is lost with it

@@ -91,7 +91,7 @@ class FinetuneRecipe:
                 raise ConfigError(f"{key}= is required")
         self.cfg = cfg
         self.out = Path(cfg.out)
-        check_out_dir(self.out)
+        check_out_dir(self.out, staged=True)
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
         check_kind(self.out, "encoder", writes=("tfidf", "ensemble") if cfg.ensemble == "tfidf" else ())
         self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work

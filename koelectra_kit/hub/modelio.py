@@ -26,6 +26,7 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
     if path.exists():
         if not path.is_dir():
             raise InputError(f"{named(what, name)} is a file; give a model folder (config.json + weights) or a hub id")
+        check_readable_model(path, named(what, name))
         if not (path / "config.json").exists():
             if (path / "classifier.json").is_file():  # (classify.registry's MANIFEST: hub/ does not import classify/)
                 raise InputError(f"{named(what, name)} is a TF-IDF or ensemble classifier folder (classifier.json), not a "
@@ -38,6 +39,22 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
         raise InputError(f"{named(what, name)}: no such folder (a local path; hub ids look like owner/name)")
     check_reachable(name, what)
     return name
+
+
+def check_readable_model(path: Path, label: str) -> None:
+    """A model folder this user can read, or one line naming what to fix: an unreadable model.safetensors read as
+    "damaged or truncated (No such file or directory)", an unreadable folder as a bare "Permission denied" on a file
+    inside it the user never named."""
+    from ..io.fileio import unreadable_in
+
+    try:
+        blocked = unreadable_in(path)
+    except PermissionError:  # a folder above it can't be entered
+        blocked = path
+    if blocked is not None:
+        what = "the folder" if blocked == path else blocked.name
+        raise InputError(f"{label}: {what} can't be read by this user (permission denied); make the model folder "
+                         f"readable (chmod -R a+rX {path}) or copy it somewhere you can read")
 
 
 def refused_pickle(named_model: str) -> str:

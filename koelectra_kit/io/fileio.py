@@ -20,7 +20,14 @@ def cache_dir(override: str | Path | None = None) -> Path:
     else ``~/.cache/koelectra-kit``."""
     if override:
         return Path(override)
-    return Path(os.environ.get("KOELECTRA_CACHE", Path.home() / ".cache" / "koelectra-kit"))
+    if os.environ.get("KOELECTRA_CACHE"):
+        return Path(os.environ["KOELECTRA_CACHE"])
+    try:  # asked only now: Path.home() as the default of .get() raised even with KOELECTRA_CACHE set
+        home = Path.home()
+    except RuntimeError:  # HOME unset and no passwd entry (a container run as an arbitrary uid): was a traceback
+        raise InputError("no folder for the caches: HOME is unset and this user has no home folder; set "
+                         "KOELECTRA_CACHE (or HOME) to a folder you can write") from None
+    return home / ".cache" / "koelectra-kit"
 
 
 def check_input_file(path: str | Path) -> Path:
@@ -31,13 +38,35 @@ def check_input_file(path: str | Path) -> Path:
         raise InputError("an input path is empty (a key given as KEY= with nothing after it, or an unset shell "
                          "variable?); give a file")
     path = Path(path)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except PermissionError:  # a folder above it this user may not enter (no x): exists() raises, not False
+        raise InputError(f"{path}: permission denied: a folder above it can't be entered by this user; make it "
+                         "searchable (chmod +x) or copy the file somewhere you can read") from None
+    if not exists:
         raise InputError(f"{path}: file not found")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a file")
+    if not os.access(path, os.R_OK):  # said here, naming what to do (was "Permission denied (path)" from the reader)
+        raise InputError(f"{path}: permission denied: this user can't read it; make it readable (chmod +r) or copy "
+                         "it somewhere you can read")
     if path.stat().st_size == 0:
         raise InputError(f"{path}: file is empty")
     return path
+
+
+MODEL_SUFFIXES = (".json", ".safetensors", ".bin", ".txt")  # what loaders read: a model card or a plot is no matter
+
+
+def unreadable_in(folder: str | Path) -> Path | None:
+    """The first of ``folder`` and the model files directly in it that this user can't read (None: all readable), so
+    a model folder is refused naming what to fix: safetensors says "No such file or directory" for a file it may not
+    open, and the loaders' errors read as a damaged model."""
+    folder = Path(folder)
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return folder
+    return next((f for f in sorted(folder.iterdir())
+                 if f.suffix in MODEL_SUFFIXES and f.is_file() and not os.access(f, os.R_OK)), None)
 
 
 def check_distinct_inputs(values, key: str) -> None:
@@ -80,7 +109,8 @@ def check_output_parent(path: str | Path) -> Path:
     if probe.exists() and not probe.is_dir():
         raise InputError(f"{path}: {probe} is a file, not a folder")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise InputError(f"{path}: folder {probe} is not writable")
+        raise InputError(f"{path}: folder {probe} is not writable by this user; choose a folder you can write, or "
+                         "make it writable (chmod u+w)")
     return path
 
 
@@ -141,6 +171,11 @@ def publish_dir(staging: str | Path, final: str | Path) -> None:
         os.rename(final, old)
         os.rename(staging, final)
         shutil.rmtree(old, ignore_errors=True)
+        if old.exists():  # write-protected inside (chmod a-w): kept, and said, not left unnamed beside the output
+            import warnings
+
+            warnings.warn(f"could not remove the replaced {final} (write-protected), kept as {old}: delete it "
+                          "yourself")
     else:
         os.rename(staging, final)
 

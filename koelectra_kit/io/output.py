@@ -11,9 +11,9 @@ OUTPUT_MARKERS = ("eval.json", "finetune_config.yaml")
 
 
 def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
-                  kind: str = "a previous koelectra-kit output (no eval.json)") -> None:
+                  kind: str = "a previous koelectra-kit output (no eval.json)", staged: bool = False) -> None:
     """Refuse to replace a directory that isn't a previous output of this kind (e.g. out=. or a model): ``out`` is
-    new, empty, or holds one of ``markers``."""
+    new, empty, or holds one of ``markers``; and one this user can't write (``check_out_writable``)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a directory path")
@@ -21,6 +21,36 @@ def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
         raise InputError(f"out={out}: {above} is a file, not a folder; give a directory path")  # said before training
     if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in markers):
         raise InputError(f"out={out} exists and is not {kind}; choose a new or empty directory")
+    check_out_writable(out, staged)
+
+
+def check_out_writable(out: Path, staged: bool = False) -> None:
+    """Before any work: ``out`` is built beside itself and swapped in, the folder it replaces removed (``staged``:
+    its parent and all of an earlier ``out`` must be writable), or written into (evaluate, pretrain: ``out``, or its
+    parent while it does not exist). A read-only parent failed only at the end, naming the staging folder the user
+    never gave ("Permission denied (.out.partial-x1)"), and a write-protected earlier output was swapped out and left
+    beside the new one as .out.old-PID."""
+    import os
+
+    from .fileio import check_output_parent
+
+    if staged or not out.is_dir():
+        try:
+            check_output_parent(out)
+        except InputError as e:
+            raise InputError(f"out={e}") from None
+    if not out.is_dir():
+        return
+    if not staged:
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise InputError(f"out={out}: the folder is not writable by this user; make it writable (chmod u+w "
+                             f"{out}) or choose another out=")
+        return
+    for top, subfolders, _ in os.walk(out):  # (a subfolder it can't list is never walked: checked from its parent)
+        for folder in [top, *(os.path.join(top, d) for d in subfolders)]:
+            if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+                raise InputError(f"out={out}: {folder} is write-protected, so the output in it can't be replaced; "
+                                 f"make it writable (chmod -R u+w {out}) or choose another out=")
 
 
 def replaced_note(out: Path) -> str | None:
@@ -93,11 +123,12 @@ def check_kind(out: Path, kind: str, writes: tuple[str, ...] = ()) -> None:
 MODEL_FILES = ("config.json", "classifier.json")
 
 
-def check_report_dir(out: Path, model_files: tuple[str, ...] = MODEL_FILES) -> None:
+def check_report_dir(out: Path, model_files: tuple[str, ...] = MODEL_FILES, staged: bool = False) -> None:
     """``check_out_dir`` for the commands that write a report into ``out`` (evaluate, baseline) rather than a model:
     a model folder (one holding ``model_files``) is refused too, since its own eval.json and data_report.json would
-    be replaced. Baseline passes only config.json: its out= is a TF-IDF classifier folder, replaced on a rerun."""
-    check_out_dir(out)
+    be replaced. Baseline passes only config.json: its out= is a TF-IDF classifier folder, replaced on a rerun
+    (``staged``: swapped in whole; evaluate writes into ``out``)."""
+    check_out_dir(out, staged=staged)
     for name in model_files:
         if (Path(out) / name).is_file():
             raise InputError(f"out={out} is a model folder ({name}): its eval.json and data_report.json (from "

@@ -131,6 +131,9 @@ class LabelState:
 def read_state(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except PermissionError:  # whole but unreadable: as None, the resume deleted the rows already labelled
+        raise InputError(f"can't resume: {path} can't be read by this user (permission denied); make it readable "
+                         "(chmod u+r) and rerun with --resume (the rows already labelled are kept)") from None
     except (OSError, ValueError):
         return None
 

@@ -88,7 +88,7 @@ def prepare(cfg: PretrainConfig) -> Path:
 
 def check_prepare_out(out: Path, overwrite: bool) -> None:
     """``out`` is new, empty, or (with overwrite=true) an earlier prepared folder: never another folder."""
-    check_out_dir(out, (INFO_FILE,), f"a prepared-data folder (no {INFO_FILE})")
+    check_out_dir(out, (INFO_FILE,), f"a prepared-data folder (no {INFO_FILE})", staged=True)  # published whole
     if is_prepared(out) and not overwrite:
         raise InputError(f"out={out} already holds prepared data: pass overwrite=true to replace it, or another out=")
 

@@ -70,7 +70,8 @@ def _check_out(out: Path, inputs: list[str]) -> None:
         raise InputError(f"out={out} holds a model (config.json): a new vocabulary there would replace the tokenizer "
                          "its weights were trained with; choose another folder")
     # a folder of other files (out=. or a documents folder) got five tokenizer files written among them
-    check_out_dir(out, TOKENIZER_FILES, "a tokenizer folder (no tokenizer.json, vocab.txt or koelectra_tokenizer.json)")
+    check_out_dir(out, TOKENIZER_FILES, "a tokenizer folder (no tokenizer.json, vocab.txt or koelectra_tokenizer.json)",
+                  staged=True)
     # the folder is replaced whole (staged_dir): a corpus kept in it (input=runs/tok/corpus.txt out=runs/tok) was
     # trained on, then deleted with the old tokenizer, exit 0
     check_not_input(out, {f"input[{i}]" if len(inputs) > 1 else "input": p for i, p in enumerate(inputs)})

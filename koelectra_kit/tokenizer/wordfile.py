@@ -81,9 +81,14 @@ def load_into(cache) -> None:
 def _load(cache) -> None:
     if not enabled():
         return
+    from ..errors import KitError
     from ..runtime import warn
 
-    p = path()
+    try:
+        p = path()
+    except KitError as e:  # no home folder for the caches: a cache, so the run goes on without it
+        warn(f"no word cache this run: {e}")
+        return
     _STATE["path"], _STATE["pid"] = p, os.getpid()
     try:
         entries = parse(p.read_text(encoding="utf-8")) if p.is_file() else []
