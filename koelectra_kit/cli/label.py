@@ -148,7 +148,7 @@ def run(args) -> int:
             cfg = replace(cfg, plot=plot)
     except KeyboardInterrupt:
         current = labeller.current
-        partial = Path(current.cfg.output + ".partial") if current else None
+        partial = getattr(current, "partial", None)  # beside the output's target when --output is a symlink
         if current is not None and current.state_path_exists():
             print(f"\ninterrupted: finished chunks are kept in {partial}; rerun with --resume to continue")
         else:

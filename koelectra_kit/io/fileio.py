@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -44,15 +45,43 @@ def check_input_file(path: str | Path) -> Path:
         raise InputError(f"{path}: permission denied: a folder above it can't be entered by this user; make it "
                          "searchable (chmod +x) or copy the file somewhere you can read") from None
     if not exists:
+        if str(path) == "-":  # the shell's "standard input": was "-: file not found"
+            raise InputError("-: reading standard input is not supported (the input is read more than once: its "
+                             "encoding, its rows, a fingerprint for --resume); save it to a file and name that")
         raise InputError(f"{path}: file not found")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a file")
+    if not path.is_file():  # a FIFO, `<(cmd)`, a piped /dev/stdin or a device: its size reads 0, so it was "empty"
+        raise InputError(f"{path}: is {file_kind(path)}, not a regular file: the input is read more than once (its "
+                         "encoding, its rows, a fingerprint for --resume); save it to a file and name that")
     if not os.access(path, os.R_OK):  # said here, naming what to do (was "Permission denied (path)" from the reader)
         raise InputError(f"{path}: permission denied: this user can't read it; make it readable (chmod +r) or copy "
                          "it somewhere you can read")
     if path.stat().st_size == 0:
         raise InputError(f"{path}: file is empty")
     return path
+
+
+def file_kind(path: Path) -> str:
+    """What a path that is no regular file is, in words."""
+    mode = path.stat().st_mode
+    return ("a pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+
+
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names after links, None when nothing is there: one file reached by two
+    names (a hard link, a bind mount of its folder, a symlink, ./ or ..) has one identity."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    ia = file_identity(a)
+    return ia is not None and ia == file_identity(b)
 
 
 MODEL_SUFFIXES = (".json", ".safetensors", ".bin", ".txt")  # what loaders read: a model card or a plot is no matter

@@ -4,6 +4,7 @@ read in flat memory and one bad line costs one row. ``tables`` holds the formats
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 import numbers
@@ -152,10 +153,11 @@ def _tsv_records(lines: Iterator[str], header_len: int, start_line: int) -> Iter
             yield Record(row, lineno)
 
 
-def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
-                 errors: str = "strict") -> tuple[list[str], Iterator[Record]]:
+def read_records(path: Path, fmt: str, encoding: str, sep: str | None, errors: str = "strict",
+                 stop: int | None = None) -> tuple[list[str], Iterator[Record]]:
     """(columns, records) streamed from the file. ``errors="replace"`` decodes bytes invalid in ``encoding``
-    as U+FFFD instead of failing."""
+    as U+FFFD instead of failing. ``stop``: read a text file's first ``stop`` bytes only (its size when a run
+    started: what is appended meanwhile, half a row included, is not read)."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -173,7 +175,9 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None,
                     n += 1
                     yield Record(list(row), n + 1)
         return columns, gen()
-    f = open(path, encoding=encoding, errors=errors, newline="")
+    f = open(path, encoding=encoding, errors=errors, newline="") if stop is None else \
+        io.TextIOWrapper(io.BufferedReader(_Upto(open(path, "rb", buffering=0), stop), 1 << 16), encoding=encoding,
+                         errors=errors, newline="")
     if fmt == "jsonl":
         return _jsonl_records(path, f, errors)
     if fmt == "txt":
@@ -286,6 +290,33 @@ def _jsonl_records(path: Path, f, errors: str = "strict") -> tuple[list[str], It
                              raw=line.rstrip("\r\n"))
 
     return columns, _closing(f, gen_json())
+
+
+class _Upto(io.RawIOBase):
+    """A binary file that ends at byte ``stop``."""
+
+    def __init__(self, f, stop: int):
+        self.f, self.stop = f, stop
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = max(0, min(len(b), self.stop - self.f.tell()))
+        return self.f.readinto(memoryview(b)[:n]) if n else 0
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
 
 
 def _closing(f, it):

@@ -24,7 +24,8 @@ Several inputs (paths or globs) give one output each; ``--shard K/N`` labels the
 Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``dedupe`` (one prediction per distinct
 text), ``resume`` (the job record), ``run`` (the file loop), ``files`` (many files, one run), ``shard`` (row
 ranges and merging), ``summary`` (the report), ``human`` (``human_labels=``: the analyst's labels over the model's),
-``ray_adapter`` (the same labeller on a Ray cluster).
+``paths`` (the files a run reads and writes, and an input changing under it), ``ray_adapter`` (the same labeller on a
+Ray cluster).
 """
 from ..io.tables import read_records
 from .chunk import check_trained_head, label_chunk, label_dataframe, output_columns

@@ -12,11 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.fileio import same_file
 from ..io.hfdata import is_dataset_source
 from ..runtime import log
 from .config import OUTPUTS, WRITABLE, LabelConfig
 from .dedupe import PredictionCache
 from .human import check_labels_file
+from .paths import output_target
 from .run import FileLabeller
 from .shard import shard_path
 from .summary import LabelSummary
@@ -58,6 +60,10 @@ def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
     named = Path(cfg.output).is_dir() and Path(cfg.output).suffix.lower() not in OUTPUTS
     if many or cfg.output.endswith(("/", os.sep)) or named:
         folder = Path(cfg.output)
+        if not folder.is_dir() and not many:  # one input: the "several inputs" below was no help
+            raise InputError(f"--output {cfg.output}: " + ("is a file, not a folder; drop the trailing /" if
+                             folder.exists() else "a folder (it ends in /) that does not exist; create it first, or "
+                             "drop the / to name a file"))
         if not folder.is_dir():
             raise InputError(f"--output {cfg.output}: several inputs write one file each into a folder; create "
                              "it first (or use --output-suffix to write beside each input)")
@@ -76,7 +82,7 @@ def plan_jobs(cfg: LabelConfig) -> tuple[list[LabelConfig], bool]:
     jobs, owners = [], {}
     for src in paths:
         out = _output_for(cfg, src, many)
-        if cfg.shard and out.exists() and out.resolve() == Path(src).resolve():  # the shard's name differs; the
+        if cfg.shard and same_file(out, src):  # the shard's name differs; the
             # joined file's would not: label-merge --overwrite replaced the input with it
             raise InputError("--output must differ from --input (the input is never overwritten; label-merge would "
                              "write the joined shards there)")
@@ -120,7 +126,7 @@ class FilesLabeller:
     def _already_done(self, job: LabelConfig) -> bool:
         # resuming a many-file run (or a torchrun job's shard): a file finished before the interruption is
         # skipped, not refused
-        out = Path(job.output)
+        out = output_target(Path(job.output))  # where FileLabeller writes it and its .partial
         return self.keep_complete and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
 
     def run(self) -> list[LabelSummary]:

@@ -15,10 +15,10 @@ from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.fileio import check_input_file
+from ..io.fileio import check_input_file, file_kind, same_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..io.records import cell_text
-from ..runtime import log
+from ..runtime import log, warn
 from ..io.tables import (FORMATS, LINES_COLUMN, check_lines_file, column_hint, detect_encoding,
                          likeliest_encoding, read_records, refuse_other_separator, table_format)
 from ..io.textcheck import check_text_column
@@ -27,9 +27,11 @@ from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import WORKBOOK, LabelConfig
 from .dedupe import PredictionCache
+from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written, one_file,
+                    output_target)
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
 from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
-from .shard import row_range, write_job
+from .shard import job_path, row_range, write_job
 from .summary import LabelSummary, plot_distribution
 from .writer import check_json_keys, encoded, write_chunk
 
@@ -53,13 +55,14 @@ class FileLabeller:
     # -- setup, in order
     def check_paths(self) -> None:
         cfg = self.cfg
-        self.dst = Path(cfg.output)
+        self.dst = output_target(Path(cfg.output))
         if is_dataset_source(cfg.input):  # hf:..., a save_to_disk or Parquet folder: rows from hfdata (open_input)
             self.src, self.in_fmt = parse_source(cfg.input), "dataset"
         else:
             self.src = check_input_file(cfg.input)
-            if self.dst.exists() and self.dst.resolve() == self.src.resolve():
-                raise InputError("--output must differ from --input (the input is never overwritten)")
+            if same_file(self.dst, self.src):  # by inode: a hard link or a bind mount is the input too
+                raise InputError("--output must differ from --input (the input is never overwritten)"
+                                 f"{one_file(self.dst, self.src)}")
             sheet = cfg.format is None and self.src.suffix.lower() in WORKBOOK_SUFFIXES
             self.in_fmt = "xlsx" if sheet else table_format(self.src, cfg.format)
         # an .xlsx is a zip, written whole: the rows are labelled into OUTPUT.xlsx.partial as a CSV (streamed and
@@ -84,24 +87,51 @@ class FileLabeller:
         if self.out_fmt == "parquet":
             raise InputError(f"{self.dst}: write .csv, .tsv or .jsonl, or .xlsx for Excel (parquet output can't be "
                              "streamed and resumed); convert afterwards with pandas if you need parquet")
+        self.partial = self.dst.with_name(self.dst.name + ".partial")
+        self.state_path = self.dst.with_name(self.dst.name + ".partial.json")
+        self._check_beside(cfg)
         folder = self.dst.parent
         if not folder.is_dir():
-            raise InputError(f"{self.dst}: folder {folder} does not exist; create it first")
+            raise InputError(f"{self.dst}: {folder} is a file, not a folder" if folder.exists() else
+                             f"{self.dst}: folder {folder} does not exist; create it first")
         _check_writable(folder, self.dst)
         if self.dst.is_dir():
             raise InputError(f"{self.dst} is a folder; give a file path for --output")
+        if self.dst.exists() and not self.dst.is_file():  # a FIFO's reader waited forever: the rename replaced it
+            raise InputError(f"{self.dst} is {file_kind(self.dst)}: the output is written beside it and renamed into "
+                             "place (so --resume can continue it), never streamed; give a file path for --output")
         if self.dst.exists() and not (cfg.overwrite or cfg.resume):
             raise InputError(f"{self.dst} exists; pass --overwrite to replace it")
-        self.partial = self.dst.with_name(self.dst.name + ".partial")
-        self.state_path = self.dst.with_name(self.dst.name + ".partial.json")
+
+    def _check_beside(self, cfg: LabelConfig) -> None:
+        """The files written beside the output: no input is one of them, and each name fits the folder."""
+        writes = {self.dst: "the output", self.partial: "the unfinished output", self.state_path: "its resume record"}
+        if self.in_fmt == "xlsx":
+            writes[self._sheet_csv()] = "the worksheet's CSV copy"
+        if cfg.shard:
+            writes[job_path(self.dst)] = "the shard's job record"
+        if cfg.plot:
+            writes[Path(cfg.plot)] = "the --plot chart"
+        # and the temporary names: the record's, and atomic_path's for the shard's job record or the .xlsx
+        last = job_path(self.dst) if cfg.shard else self.dst
+        temps = [self.state_path.with_name(self.state_path.name + ".tmp"), last.with_name(f".{last.name}{TEMP_TAIL}")]
+        check_name_lengths(self.dst, [p for p in [*writes, *temps] if p.parent == self.dst.parent])
+        check_not_written({"--input": None if self.in_fmt == "dataset" else self.src,
+                           "--human-labels": cfg.human_labels}, writes)
+
+    def _sheet_csv(self) -> Path:
+        return self.dst.with_name(f".{self.dst.name}.sheet.csv")
 
     def open_input(self) -> None:
         cfg = self.cfg
         self.read_path, self.read_fmt = self.src, self.in_fmt
+        # a text file is read as it is now, up to its present size (InputGuard: checked after each chunk)
+        self.guard = InputGuard.take(self.src) if self.in_fmt in ("csv", "tsv", "txt", "jsonl") else None
+        stop = self.guard.size if self.guard else None
         if self.in_fmt == "xlsx":
             # converted once, beside the output (a folder checked writable); made again on a resume, deleted at the
             # end. The resume fingerprint stays the workbook's own.
-            self.converted = self.dst.with_name(f".{self.dst.name}.sheet.csv")
+            self.converted = self._sheet_csv()
             rows = xlsx_to_csv(self.src, self.converted, str(self.src))
             if self.workbook:
                 excel.check_fits(self.dst, self.src, rows)
@@ -119,7 +149,7 @@ class FileLabeller:
                 excel.check_fits(self.dst, self.src, self.rows.num_rows)
         else:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
-                                                      errors=cfg.encoding_errors)
+                                                      errors=cfg.encoding_errors, stop=stop)
         if self.read_fmt == "txt":  # one review per line: the line is the text
             check_lines_file(self.read_path, self.encoding, cfg.text_column, LabelConfig.text_column, cfg.format)
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
@@ -143,9 +173,15 @@ class FileLabeller:
             k, n = cfg.shard_parts()
             total = self.rows.num_rows if self.in_fmt == "dataset" else \
                 sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
-                                            errors=cfg.encoding_errors)[1])
+                                            errors=cfg.encoding_errors, stop=stop)[1])
             self.row_start, self.row_stop = row_range(total, k, n)
             self.total_rows = total
+        # the resume record's fingerprint, of the file opened: taken later (after the model loads) it was the one of
+        # a file renamed over it meanwhile, which a resume then continued with the other's rows
+        self.input_fp = self._input_fingerprint()
+        if self.guard is not None and self.guard.change() in ("replaced", "changed"):
+            raise InputError(f"{self.src} changed as the run started (while its encoding and columns were read); "
+                             "run again once it is complete")
 
     def load_model(self) -> None:
         cfg = self.cfg
@@ -160,7 +196,7 @@ class FileLabeller:
         from ..tokenizer import tokenizer_fingerprint
 
         cfg = self.cfg
-        self.state = LabelState(input=self._input_name(), input_fingerprint=self._input_fingerprint(),
+        self.state = LabelState(input=self._input_name(), input_fingerprint=self.input_fp,
                                 text_column=cfg.text_column, labels=list(self.clf.labels),
                                 model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
                                 tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
@@ -265,6 +301,7 @@ class FileLabeller:
             if chunk or state.bytes_done == 0:
                 new_rows += self.write_chunk(chunk)
                 bar.update(len(chunk))  # the last, short chunk: a file smaller than chunk_rows is nothing else
+            change = self.guard.check(self.partial, self.state_path) if self.guard is not None else None
             if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
                 write_job(self.dst, self.shard_job())
             if self.workbook:
@@ -277,6 +314,8 @@ class FileLabeller:
                 self.state_path.unlink(missing_ok=True)
         finally:
             bar.close()
+        if change and (note := self.guard.note(change, self.dst)):
+            warn(note)
         summary = LabelSummary(rows=state.rows_done, per_label=state.per_label, status=state.status,
                                malformed=state.malformed, seconds=time.perf_counter() - t0, output=str(self.dst),
                                new_rows=new_rows, reused=state.reused, shard=cfg.shard, human=state.human,
@@ -299,6 +338,8 @@ class FileLabeller:
         import pandas as pd
 
         cfg, state = self.cfg, self.state
+        if self.guard is not None:  # a file cut short or rewritten under the reader: stop now, not at the end
+            self.guard.check(self.partial, self.state_path)
         rows, errors = [], []
         for rec in chunk:
             fields, error = rec.fields, rec.error

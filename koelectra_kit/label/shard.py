@@ -22,9 +22,10 @@ import shutil
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.fileio import write_json_atomic
+from ..io.fileio import same_file, write_json_atomic
 from ..io.workbook import EXCEL_SUFFIXES
 from ..runtime import warn
+from .paths import output_target
 
 BOM = b"\xef\xbb\xbf"
 
@@ -199,7 +200,8 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     shards = find_shards(output)
     check_one_job(output, shards)
     inputs = {str(job.get("input")) for job in map(read_job, shards) if job}
-    if output.exists() and str(output.resolve()) in inputs:
+    dest = output_target(output)  # a symlink: its target written and the link kept, as label writes it
+    if any(same_file(dest, i) for i in inputs):  # by inode: also through a hard link or a bind mount
         raise InputError(f"{output} is the file the shards labelled: the input is never overwritten; merge into "
                          "another name (label the shards again with another --output)")
     with open(shards[0], "rb") as f:  # (before the cut-short check, which reads newlines as utf-8 ones)
@@ -213,7 +215,7 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     check_shard_files(output, shards)
     headerless = output.suffix.lower() in (".csv", ".tsv")
     first_header = None
-    tmp = output.with_name(output.name + ".merging")
+    tmp = dest.with_name(dest.name + ".merging")
     with open(tmp, "wb") as out:
         for i, path in enumerate(shards):
             skip = _header_length(path) if headerless else 0
@@ -231,5 +233,5 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
                 shutil.copyfileobj(f, out, 1 << 20)
         out.flush()
         os.fsync(out.fileno())
-    os.replace(tmp, output)
+    os.replace(tmp, dest)
     return output, len(shards)
