@@ -4,7 +4,6 @@ refused before any row is labelled; commands that are one process's work are ref
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,19 +15,14 @@ from koelectra_kit.label import LabelConfig
 from koelectra_kit.label import torchrun as tr
 from koelectra_kit.label.shard import shard_path
 
+from .launch import torchrun
 from .test_label_scale import _write
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _torchrun(*argv, cwd):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "koelectra_kit",
-           "label", *map(str, argv)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        env.pop(key, None)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
+    return torchrun("-m", "koelectra_kit", "label", *argv, cwd=cwd)
 
 
 @pytest.mark.extended

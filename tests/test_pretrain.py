@@ -6,14 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from koelectra_kit.cli import main
+from tests.launch import torchrun
 from koelectra_kit.errors import ConfigError, InputError, KitError
 from koelectra_kit.pretrain import pretrain, read_metrics
 
@@ -333,14 +332,10 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(tmp_path, pretrain_to
     """DDP over two processes; also with each layer compiled in place before DDP wraps the model (compile_scope).
     Each rank frees its DDP module before destroying the process group (torchrun_probe.py says why)."""
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "tests" / "torchrun_probe.py"), "pretrain", "--config", str(TINY),
-           f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}",
-           f"out={out}", "max_steps=4", "log_every=2", "save_every=2", "progress=false", "plots=false",
-           "model.hidden_dropout=0.1", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = torchrun(ROOT / "tests" / "torchrun_probe.py", "pretrain", "--config", TINY,
+                    f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={pretrain_tokenizer}",
+                    f"cache_dir={pretrain_cache}", f"out={out}", "max_steps=4", "log_every=2", "save_every=2",
+                    "progress=false", "plots=false", "model.hidden_dropout=0.1", *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and len(summary["rank_param_digests"]) == 2

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.launch import torchrun
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "pretrain" / "tiny.yaml"
@@ -91,14 +92,8 @@ def test_a_finished_run_without_its_checkpoints_is_not_overwritten_by_a_fresh_ru
 
 
 def _torchrun(out: Path, *args: str, tok: Path, cache: Path, sample_dir: Path, env: dict | None = None):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, "pretrain",
-           "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={tok}", f"cache_dir={cache}",
-           f"out={out}", "progress=false", "plots=false", *args]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {}),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        full_env.pop(key, None)
-    return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return torchrun(__file__, "pretrain", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}", f"tokenizer={tok}",
+                    f"cache_dir={cache}", f"out={out}", "progress=false", "plots=false", *args, env=env)
 
 
 @pytest.mark.extended
