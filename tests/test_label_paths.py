@@ -225,3 +225,16 @@ def test_an_input_replaced_while_the_model_loads_is_not_resumed_with_the_new_fil
     monkeypatch.setattr(FileLabeller, "load_model", load)
     with pytest.raises(InputError, match="another input fingerprint"):
         label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, chunk_rows=50, resume=True)
+
+
+@pytest.mark.parametrize("odd", ["two\nlines.csv", "cr\rname.csv", "esc\x1b[31mred.csv", "ls\u2028sep.csv"])
+def test_a_file_name_with_a_line_break_or_escape_stays_one_error_line(capsys, base, tmp_path, odd):
+    # the name went into the message as it was: "error: ... two" and "lines.csv ..." on a line of its own
+    rc, _, err = run_cli(capsys, *base, "--input", tmp_path / odd, "--output", tmp_path / "out.csv")
+    one_error(rc, err, repr(odd)[1:-1].split("\\")[0])
+    assert "\x1b" not in err and "\u2028" not in err
+
+
+def test_a_usage_error_naming_a_line_break_stays_one_line(capsys):
+    rc, _, err = run_cli(capsys, "label", "--bogus\nflag")
+    one_error(rc, err, "--bogus\\nflag")

@@ -17,12 +17,24 @@ from ..errors import KitError
 COMMANDS = ["tokenizer", "prepare", "pretrain", "finetune", "evaluate", "baseline", "ensemble", "distill", "label", "suggest", "quickstart", "app", "export"]
 
 
+# Characters that end a line for a terminal or for str.splitlines (and ESC, which starts a terminal's control
+# sequence): a file name or cell holding one would turn the one ``error:`` line into two, or into a cursor move.
+_LINE_BREAKERS = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``, ``\\u2028``), so that an
+    ``error:`` or ``warning:`` message naming a user's odd file stays one line a script can match."""
+    return _LINE_BREAKERS.sub(lambda m: _ESCAPES.get(m.group(), repr(m.group())[1:-1]), text)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the toolkit's error contract: one ``error:`` line and exit 2 (argparse's own usage
     dump is one ``--help`` away)."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+        self.exit(2, f"error: {self.prog}: {one_line(message)} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +101,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     keep the default format, whose location does help."""
     out = file or sys.stderr
     if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
-        out.write(f"warning: {message}\n")
+        out.write(f"warning: {one_line(str(message))}\n")
     else:
         out.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -159,13 +171,13 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except KitError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except OSError as e:  # the machine said no (disk full, permission, a path that vanished): the user's to fix
         if os.environ.get("KOELECTRA_DEBUG"):
             raise
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        print(f"error: {e.strerror or e}{where}{_permission_hint(e)}", file=sys.stderr)
+        print(one_line(f"error: {e.strerror or e}{where}{_permission_hint(e)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: outputs already written are complete; rerun with the same command "
