@@ -103,3 +103,15 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not available at {SHARED_DATA} (set KOELECTRA_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT raising KeyboardInterrupt, as in a terminal, for a test that sends its own process a real one:
+    pytest started as a background job (``pytest &`` in a script, nohup, some CI runners) inherits SIGINT ignored,
+    and an ignored signal stays ignored, so the test waited out its timeouts and failed."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -216,7 +216,8 @@ def test_with_no_references_and_no_ensemble_nothing_is_fitted_or_started(monkeyp
 
 def test_a_second_ctrl_c_while_save_waits_for_the_fit_stops_at_once_and_writes_nothing(monkeypatch, capsys,
                                                                                        tmp_path, sample_dir,
-                                                                                       plain_encoder_dir):
+                                                                                       plain_encoder_dir,
+                                                                                       terminal_sigint):
     """The first Ctrl-C during training saves the run (above), and save() then waits for the fit; a second Ctrl-C
     there stops the run: OUT is not written, the staging folder goes, and the fit is left behind."""
     import os
@@ -315,7 +316,8 @@ def test_a_failed_runs_process_exits_with_the_fit_still_running(tmp_path, sample
 @pytest.mark.parametrize("background", [False, True], ids=["sequential", "background"])
 @pytest.mark.parametrize("ensemble", ["tfidf", "none"])
 def test_ctrl_c_in_the_fit_after_training_keeps_the_trained_model(monkeypatch, capsys, tmp_path, sample_dir,
-                                                                  plain_encoder_dir, background, ensemble):
+                                                                  plain_encoder_dir, background, ensemble,
+                                                                  terminal_sigint):
     """Training finished and the TF-IDF fit (the companions' or the reference row's) is interrupted: the
     fine-tuned model is written without OUT/tfidf, OUT/ensemble and the reference rows, exit 130 with a line that
     says so. (A CPU run fits after training on the main thread; a GPU run waits for its background fit there.)"""

@@ -139,7 +139,8 @@ def test_a_resume_that_logs_no_row_keeps_the_uninterrupted_runs_summary(tiny_cfg
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_cfg, tmp_path, capsys, signame):
+def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_cfg, tmp_path, capsys, signame,
+                                                                          terminal_sigint):
     """Ctrl-C (or a scheduler's SIGTERM, a lease running out) no longer loses the run's last minutes: the step in
     flight ends, its checkpoint and the encoder at that step are written, and the same command continues from there
     to the uninterrupted run's exact weights."""
@@ -155,14 +156,8 @@ def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_c
         if step == 3:
             os.kill(os.getpid(), getattr(signal, signame))
 
-    # as in a terminal, whatever this test runs under (a background job starts with SIGINT ignored, and an ignored
-    # signal stays ignored)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        cut = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=interrupt)
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
-    finally:
-        signal.signal(signal.SIGINT, before)
+    cut = pretrain(tiny_cfg(*common, f"out={tmp_path / 'cut'}"), on_step=interrupt)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
     assert cut["steps"] == 3 and cut["stopped"] == "interrupted" and full["stopped"] == "completed"
     assert (tmp_path / "cut" / "discriminator" / "model.safetensors").is_file()
     err = capsys.readouterr().err
