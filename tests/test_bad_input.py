@@ -728,6 +728,7 @@ def test_tokenizer_with_a_damaged_settings_file(capsys, tmp_path, sample_tokeniz
     ("max_grad_norm=-1", "max_grad_norm"),
     ("min_lr_ratio=2", "min_lr_ratio"),
     ("keep_checkpoints=-1", "keep_checkpoints"),
+    ("keep_checkpoints=0", "at least 1"),  # was accepted, and one kept anyway
     ("num_workers=0", "num_workers"),
     ("vocab_size=1e9", "vocab_size"),  # was accepted, then tokenizers' Rust aborted on it after the first log line
 ])

@@ -143,7 +143,7 @@ class PretrainConfig:
     log_every: int = 100  # steps between metrics rows (metrics.jsonl) and log lines
     save_every: int = 1000  # steps between checkpoints (0: only at the end)
     save_every_minutes: float = 0.0  # ... or minutes between checkpoints (0: off)
-    keep_checkpoints: int = 2  # newest checkpoints kept in out/checkpoints
+    keep_checkpoints: int = 2  # newest checkpoints kept in out/checkpoints (at least 1)
     resume: bool | str = False  # true: continue from out's latest checkpoint; or a checkpoint dir
     overwrite: bool = False  # start over in an out dir that has a previous run's checkpoints
     progress: bool = True  # progress bar (stderr)
@@ -269,8 +269,10 @@ class PretrainConfig:
         for name in ("weight_decay", "max_grad_norm", "max_minutes", "save_every_minutes", "disc_weight"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("warmup_steps", "disc_weight_warmup_steps", "save_every", "keep_checkpoints", "threads",
-                     "plateau_check_tokens"):
+        if self.keep_checkpoints < 1:  # 0 kept one anyway (the newest is what resume and the export read)
+            raise ConfigError(f"keep_checkpoints={self.keep_checkpoints}: at least 1 (the newest checkpoint is what "
+                              "resume=true continues from); to write fewer, raise save_every or save_every_minutes")
+        for name in ("warmup_steps", "disc_weight_warmup_steps", "save_every", "threads", "plateau_check_tokens"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.disc_weight_start is not None and self.disc_weight_start < 0:
