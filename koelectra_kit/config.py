@@ -172,6 +172,28 @@ def check_cores(value: int | None, key: str) -> None:
                           "for all of them)")
 
 
+MAX_BATCH = 4096  # texts per model call, at most: label, suggest, the app, evaluate, ensemble, distill's teachers
+
+
+def check_batch_cap(value: int | None, key: str) -> None:
+    """At most MAX_BATCH texts per model call: activations grow with the batch (attention with its square length)
+    while speed stops growing after a few hundred texts; a mistyped 100000 would only end in the kernel's OOM kill."""
+    if value is not None and value > MAX_BATCH:
+        raise ConfigError(f"{key}={value} is more than {MAX_BATCH} texts per model call: memory grows with it, speed "
+                          "does not (128-512 is the usual best)")
+
+
+def check_not_blank(obj: Any, keys: tuple[str, ...]) -> None:
+    """Optional string keys (a column, a path, an encoding) given as nothing or spaces: ``text_column=`` or ``--out
+    "$DIR"`` with the variable unset. "" read as "not given" switched to the default silently (auto-detected
+    columns, print-only evaluate), and " " named a folder called " " in the working folder: one line instead."""
+    for key in keys:
+        value = getattr(obj, key)
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(f"{key}={value!r} is empty (an unset shell variable?): give a value, or leave {key} "
+                              "out for its default")
+
+
 def preset_path(name: str | Path, stage: str | None = None) -> Path:
     """A config file path, or the name of a shipped preset (``cpu-30min``, ``pretrain/cpu-30min``, with or
     without ``.yaml``) looked up in the package's presets for ``stage``. Paths win over names."""

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import check_not_blank
 from ..errors import ConfigError
 from ..label.config import MAX_BATCH
 
@@ -60,6 +61,8 @@ class AppSettings:
             raise ConfigError(f"seed={self.seed}: a seed is a whole number from 0 to {2**32 - 1}")
         if self.token is not None and len(self.token) < 8:
             raise ConfigError("token: at least 8 characters (leave it out for a random one off loopback)")
+        # "" for a path was read as not given (--teach "" quietly left teach mode off), " " made a folder " " here
+        check_not_blank(self, ("workdir", "teach", "labels", "text_column", "dev", "encoder", "token"))
         if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
             raise ConfigError(f"workdir={self.workdir} is a file; give a folder for uploads and results")
         self._validate_teach()
@@ -84,6 +87,10 @@ class AppSettings:
                 raise ConfigError(f"--{key.replace('_', '-')} is for teach mode: add --teach POOL.csv")
         if self.dev and not Path(self.dev).is_file():
             raise ConfigError(f"--dev {self.dev}: no such file")
+        if self.encoder:  # what every retrain starts from: a missing one failed the first retrain, answers later
+            from ..hub.modelio import check_model_source
+
+            check_model_source(self.encoder, "--encoder")
         if self.retrain_every < 1:
             raise ConfigError(f"--retrain-every {self.retrain_every}: at least 1 new label between retrains")
         from .retrain import RECIPES

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from ..config import check_batch_cap, check_not_blank
 from ..errors import InputError
 from .predictions import Predictions
 from .registry import FORMAT, MANIFEST, read_manifest
@@ -47,6 +49,19 @@ def check_same_labels(members: list, names: list[str]) -> list[str]:
             raise InputError(f"ensemble members disagree on labels: {names[0]} has {labels}, {name} has "
                              f"{list(m.labels)}; members must be trained on the same label set")
     return labels
+
+
+MAX_WEIGHTINGS = 10_000  # grid points scored on dev (distill's cap too): 0.01 with 3 members is 5,151
+
+
+def check_grid_size(members: int, step: float, key: str) -> None:
+    """A grid of at most MAX_WEIGHTINGS points: grid_step=1e-12 built a list of 10^12 weightings (MemoryError)."""
+    from ..errors import ConfigError
+
+    points = math.comb(round(1 / step) + members - 1, members - 1)
+    if points > MAX_WEIGHTINGS:
+        raise ConfigError(f"{key}={step:g} with {members} members is {points:,} weightings to score on dev (at most "
+                          f"{MAX_WEIGHTINGS:,}): give a larger {key} (0.1 is the default)")
 
 
 def simplex_grid(m: int, step: float) -> np.ndarray:
@@ -246,10 +261,13 @@ class EnsembleConfig:
         if not (0 < self.grid_step <= 0.5) or abs(round(1 / self.grid_step) * self.grid_step - 1) > 1e-9:
             raise ConfigError(f"grid_step: must divide 1 into whole steps, at most 0.5 (0.05, 0.1, 0.25, ...), "
                               f"got {self.grid_step:g}")
+        check_grid_size(len(self.members), self.grid_step, "grid_step")
         if self.rating_map is not None:
             parse_rating_map(self.rating_map)
         if self.batch_size < 1:
             raise ConfigError(f"batch_size: must be at least 1, got {self.batch_size}")
+        check_batch_cap(self.batch_size, "batch_size")
+        check_not_blank(self, ("text_column", "label_column", "rating_column", "format", "encoding"))
 
 
 def score_members(members: list, names: list[str], texts: list[str], y: np.ndarray, labels: list[str],

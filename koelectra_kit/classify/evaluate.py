@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from ..config import check_batch_cap, check_not_blank
 from ..errors import ConfigError, InputError, KitError
 from ..io.csvlines import frame_csv
 from ..io.labelled import Labelled, format_file_report, parse_rating_map, read_labelled
@@ -58,6 +59,9 @@ class EvaluateConfig:
             parse_rating_map(self.rating_map)  # raises ConfigError if malformed
         if self.batch_size < 1:
             raise ConfigError(f"batch_size={self.batch_size} must be at least 1")
+        check_batch_cap(self.batch_size, "batch_size")
+        # out="" printed only, out=" " wrote ./" "/eval.json
+        check_not_blank(self, ("out", "text_column", "label_column", "rating_column", "format", "encoding"))
 
 
 def evaluate(model_dir: str, data: str, *, out: str | None = None, text_column: str | None = None,

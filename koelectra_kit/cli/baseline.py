@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_config_args
+from . import _yaml_value, add_config_args
 
 EPILOG = """\
 examples:
@@ -32,9 +32,16 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..finetune.baseline import run_baseline
     from ..config import load_config
+    from ..errors import ConfigError
     from ..finetune import FinetuneConfig
 
-    flags = [f"{k}={v}" for k, v in (("train", args.train), ("dev", args.dev), ("out", args.out)) if v]
+    if args.out is not None and not args.out.strip():  # out= unset is print-only: --out "$DIR" unset said nothing
+        raise ConfigError(f"--out {args.out!r} is empty (an unset shell variable?): give a folder, or leave --out out "
+                          "to print the scores only")
+    # quoted as config_from_args quotes flags: pasted raw, YAML read --out 'runs/b #2' as runs/b (a comment) and
+    # --out 0x10 as the number 16, and the run wrote into that folder
+    flags = [f"{k}={_yaml_value(v)}" for k, v in (("train", args.train), ("dev", args.dev), ("out", args.out))
+             if v is not None]
     cfg = load_config(FinetuneConfig, args.config, flags + list(args.overrides))
     run_baseline(cfg)
     return 0

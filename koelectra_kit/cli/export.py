@@ -72,7 +72,15 @@ def run(args) -> int:
             raise InputError(f"--model {args.model} is {'an' if kind == 'ensemble' else 'a'} {kind} folder: --onnx exports fine-tuned encoders; "
                              f"{'its encoder member' if kind == 'ensemble' else 'label reads it as it is'} "
                              f"{'can be exported on its own' if kind == 'ensemble' else '(no export needed)'}")
+        if args.out is not None and not args.out.strip():  # "" silently meant MODEL/onnx, " " made a folder " " here
+            raise InputError(f"--out {args.out!r} is empty (an unset shell variable?): give a folder for the .onnx "
+                             "files, or leave --out out for MODEL/onnx")
         out = Path(args.out) if args.out else Path(args.model) / "onnx"
+        if any((out / name).is_file() for name in ("config.json", "classifier.json")):
+            # --out MODEL put model.onnx beside config.json, where label --backend onnx never looks; --out OTHER_MODEL
+            # added it to another model's folder
+            raise InputError(f"--out {out} is a model folder: the .onnx files go in a folder of their own (leave "
+                             "--out out for MODEL/onnx, which label --backend onnx reads)")
         for line in export_classifier(args.model, out, int8=args.int8, opset=args.opset):
             print(line)
     if args.push_to_hub:

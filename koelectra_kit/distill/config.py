@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..config import check_batch_cap, check_not_blank
 from ..errors import ConfigError
 from ..finetune.config import BaselineConfig, FinetuneConfig
 from ..io.trackers import report_to_names
@@ -111,8 +112,15 @@ class DistillConfig:
             if len(w) != len(self.teachers) or min(w) < 0 or sum(w) <= 0:
                 raise ConfigError(f"teacher_weights {w}: one non-negative weight per teacher ({len(self.teachers)}), "
                                   "not all zero")
+            if not math.isfinite(sum(w)):  # [1e308, 1e308] summed to inf: every weight / inf was 0, silently
+                raise ConfigError(f"teacher_weights {w}: their sum is past a float's range; give relative weights "
+                                  "such as [0.7, 0.3]")
         if not 0 < self.weight_step <= 1:
             raise ConfigError(f"weight_step must be in (0, 1], got {self.weight_step}")
+        if abs(round(1 / self.weight_step) * self.weight_step - 1) > 1e-9:
+            # 0.3 searched thirds (round(1 / 0.3) steps) and eval.json reported step 0.3, as ensemble refuses it
+            raise ConfigError(f"weight_step: must divide 1 into whole steps (0.05, 0.1, 0.25, ...), got "
+                              f"{self.weight_step:g}")
         if self.teacher_weights is None and len(self.teachers) > 1:
             # every weighting on the grid is scored on dev: step 0.001 with 3 teachers is 501,501 of them (hours)
             points = math.comb(round(1 / self.weight_step) + len(self.teachers) - 1, len(self.teachers) - 1)
@@ -139,6 +147,8 @@ class DistillConfig:
             raise ConfigError(f"max_transfer must be >= 1, got {self.max_transfer}")
         if self.teacher_batch_size < 1:
             raise ConfigError("teacher_batch_size must be >= 1")
+        check_batch_cap(self.teacher_batch_size, "teacher_batch_size")
+        check_not_blank(self, ("transfer_text_column",))  # (the labelled data's keys: FinetuneConfig.validate)
         report_to_names(self.report_to)
         self.data_config(["negative", "positive"] if self.labels is None else self.labels).validate()
 

@@ -388,6 +388,9 @@ def _write_row(f, row: dict) -> None:
     f.write(json.dumps(row) + "\n")
 
 
+MAX_STUDENT_PARAMS = 2_000_000_000  # a random-init student of student_shape: at most this many weights
+
+
 def _check_student(cfg: DistillConfig, config) -> None:
     """What would fail only after the whole teachers' pass, said before it (``config``: the student's config.json
     path, or its loaded config): max_length within its position embeddings (the first training step crashed), and a
@@ -405,6 +408,21 @@ def _check_student(cfg: DistillConfig, config) -> None:
     hidden, heads = (cfg.student_shape.get(k, get(k)) for k in ("hidden_size", "num_attention_heads"))
     if isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads:
         raise ConfigError(f"student_shape: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+    if cfg.student_shape:
+        # hidden_size=1000000 was torch's 4 TB allocation traceback, num_hidden_layers=10**12 a hang building the
+        # layers, both after the teachers' pass: the shape's weights counted first
+        shape = {k: cfg.student_shape.get(k, get(k)) for k in
+                 ("vocab_size", "max_position_embeddings", "embedding_size", "hidden_size", "num_hidden_layers",
+                  "intermediate_size")}
+        shape["embedding_size"] = shape["embedding_size"] or shape["hidden_size"]  # (BERT: no factorized table)
+        if all(isinstance(v, int) for v in shape.values()):
+            e, h, i = shape["embedding_size"], shape["hidden_size"], shape["intermediate_size"]
+            params = ((shape["vocab_size"] + shape["max_position_embeddings"]) * e + e * h
+                      + shape["num_hidden_layers"] * (4 * h * h + 2 * h * i))
+            if params > MAX_STUDENT_PARAMS:
+                raise ConfigError(f"student_shape {cfg.student_shape}: a student of ~{params:.2g} parameters (more "
+                                  f"than {MAX_STUDENT_PARAMS:.0e}, ELECTRA-large is 3.4e+08); a student is smaller than "
+                                  "its teachers, e.g. {num_hidden_layers: 4}")
 
 
 def load_student(cfg: DistillConfig, labels: list[str]):

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..classify.ensemble import check_grid_size
 from ..classify.references import BaselineConfig
+from ..config import check_batch_cap, check_not_blank
 from ..errors import ConfigError
 from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS,  # noqa: F401 - re-exported
                           RATING_PRESETS, checked_label_map, parse_rating_map)
@@ -163,6 +165,7 @@ class FinetuneConfig:
         report_to_names(self.report_to)
         if self.eval_batch_size is not None and self.eval_batch_size < 1:
             raise ConfigError(f"eval_batch_size: must be at least 1 (or null: by device), got {self.eval_batch_size}")
+        check_batch_cap(self.eval_batch_size, "eval_batch_size")
         if self.pad_to_multiple_of is not None and not 1 <= self.pad_to_multiple_of <= self.max_length:
             raise ConfigError(f"pad_to_multiple_of: must be between 1 and max_length={self.max_length} (or null: 16 on "
                               f"a GPU, 1 on a CPU), got {self.pad_to_multiple_of}")
@@ -178,6 +181,10 @@ class FinetuneConfig:
                                                            * self.ensemble_grid_step - 1) > 1e-9:
             raise ConfigError(f"ensemble_grid_step: must divide 1 into whole steps, at most 0.5 (0.05, 0.1, ...), "
                               f"got {self.ensemble_grid_step:g}")
+        check_grid_size(2, self.ensemble_grid_step, "ensemble_grid_step")  # the encoder and TF-IDF
+        # "" read as unset: an auto-detected column, a dev split instead of the dev file meant
+        check_not_blank(self, ("dev", "format", "encoding", "text_column", "label_column", "rating_column",
+                               "cache_dir"))
         b = self.baseline
         if not 1 <= b.ngram_min <= b.ngram_max:
             raise ConfigError(f"baseline: need 1 <= ngram_min <= ngram_max, got {b.ngram_min}, {b.ngram_max}")

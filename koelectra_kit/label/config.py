@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from ..config import check_cores
+from ..config import MAX_BATCH, check_batch_cap, check_cores, check_not_blank  # noqa: F401 - MAX_BATCH re-exported
 from ..errors import ConfigError
 from .dedupe import CACHE_ROWS
 
@@ -14,7 +14,7 @@ BACKENDS = ("auto", "torch", "onnx")
 WRITABLE = (".csv", ".tsv", ".jsonl")  # streamed as labelled (suggest writes these too)
 WORKBOOK = ".xlsx"  # labelled as a .csv beside it (OUTPUT.xlsx.partial), made a workbook when complete
 OUTPUTS = (*WRITABLE, WORKBOOK)  # what label writes
-MAX_BATCH = 4096  # texts per model call, at most (LabelConfig.validate says why)
+MAX_SHARDS = 10_000  # --shard K/N: N at most this
 
 
 @dataclass
@@ -79,6 +79,10 @@ class LabelConfig:
         for key in ("model", "input"):
             if not getattr(self, key):
                 raise ConfigError(f"{key} is required: --{key} ... (or {key}=... )")
+        if any(not str(path).strip() for path in self.inputs()):
+            # --input '' was Path(""), the working folder: one holding .parquet files was labelled as a dataset
+            raise ConfigError("input: an input path is empty (--input \"$FILE\" with the variable unset?); give a file")
+        check_not_blank(self, ("plot",))  # --plot '' drew nothing, silently
         if not self.output and not self.output_suffix:
             raise ConfigError("output is required: --output FILE (a folder for several inputs) or --output-suffix")
         if self.output and self.output_suffix:
@@ -120,11 +124,7 @@ class LabelConfig:
         for key, value in positive.items():
             if value is not None and value < 1:
                 raise ConfigError(f"{key}={value} must be at least 1")
-        if self.batch_size is not None and self.batch_size > MAX_BATCH:
-            # activations grow with the batch (attention with its square length) while speed stops growing
-            # after a few hundred texts; a mistyped 100000 would only end in the kernel's OOM kill
-            raise ConfigError(f"batch_size={self.batch_size} is more than {MAX_BATCH} texts per model call: memory "
-                              "grows with it, speed does not (128-512 is the usual best)")
+        check_batch_cap(self.batch_size, "batch_size")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads={self.threads} must be at least 1 (leave it out for all cores)")
         check_cores(self.threads, "threads")
@@ -155,6 +155,9 @@ class LabelConfig:
         if not 1 <= int(k) <= int(n):
             raise ConfigError(f"shard={self.shard!r}: use K/N with 1 <= K <= N (e.g. --shard 3/8, the third of "
                               "eight row ranges)")
+        if int(n) > MAX_SHARDS:  # label-merge looks for every one of the N shard files (1/10**12: a MemoryError)
+            raise ConfigError(f"shard={self.shard!r}: at most {MAX_SHARDS} shards of one file (each is a file and a "
+                              "process of its own; a shard of a few thousand rows is already mostly start-up)")
         return int(k), int(n)
 
     def inputs(self) -> list[str]:

@@ -15,6 +15,7 @@ a shard's file copied over another's name, are refused, not joined.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -149,10 +150,11 @@ def find_shards(output: Path) -> list[Path]:
         raise InputError(f"shards of {output} from runs with different shard counts ({sorted(found)}): remove "
                          "the stale ones")
     (n, shards), = found.items()
-    missing = [k for k in range(1, n + 1) if k not in shards]
-    if missing:
+    if sum(1 for k in shards if 1 <= k <= n) < n:
+        # the first five missing, found lazily: a list of all of 1..N was a MemoryError for a file "-of-10**12"
+        missing = itertools.islice((k for k in range(1, n + 1) if k not in shards), 5)
         what = []
-        for k in missing[:5]:
+        for k in missing:
             part = shard_path(output, k, n).with_name(shard_path(output, k, n).name + ".partial")
             what.append(f"{k} ({'unfinished: rerun it with --resume' if part.exists() else 'not run'})")
         raise InputError(f"can't merge {output}: shard {', '.join(what)} of {n} missing")

@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from ..config import check_not_blank
 from ..errors import ConfigError, InputError
 from .rows import Suggestions, check_options, entropies, margins, suggest_rows
 
@@ -56,6 +57,7 @@ class SuggestConfig:
             if not getattr(self, key):
                 raise ConfigError(f"{key} is required: {key}=...")
         check_options(self.n, self.strategy, self.dedupe_threshold)
+        check_not_blank(self, ("text_column", "labelled_text_column", "format"))  # "" was read as: detect it
         if not 1 <= self.batch_size <= MAX_BATCH:
             raise ConfigError(f"batch_size={self.batch_size}: between 1 and {MAX_BATCH} texts per model call")
         if self.format is not None and self.format not in FORMATS:
