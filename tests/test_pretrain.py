@@ -313,7 +313,7 @@ def test_time_budget_and_learning_warning(tiny_cfg, tmp_path, capsys):
 
     setup_logging()  # the toolkit's log lines go to this test's stderr
     summary = pretrain(tiny_cfg("max_steps=0", "max_minutes=0.02", "warmup_steps=0", "warmup_ratio=0.2",
-                                "plateau_check_tokens=1", "plateau_auc=1.01"))
+                                "plateau_check_tokens=1", "plateau_auc=1", "plateau_gen_margin=1"))
     assert summary["steps"] >= 2 and summary["elapsed_s"] >= 1.2
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert rows[-1]["lr"] < max(r["lr"] for r in rows)  # decays towards the end of the time budget

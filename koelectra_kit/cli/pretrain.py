@@ -42,11 +42,21 @@ def run(args) -> int:
 
     overrides = list(args.overrides)
     plot_dir = args.plot
+    if plot_dir is not None and not plot_dir.strip():  # --plot= (an unset variable): was a training run's errors
+        raise ConfigError("--plot is empty: give the run folder whose curves to redraw (--plot RUN_DIR)")
     if overrides and overrides[0] == "plot":
         if len(overrides) != 2:
             raise ConfigError("usage: koelectra-kit pretrain plot RUN_DIR")
-        plot_dir = overrides[1]
+        if plot_dir is not None:
+            raise ConfigError("give the run folder once: pretrain plot RUN_DIR, or pretrain --plot RUN_DIR")
+        plot_dir, overrides = overrides[1], []
     if plot_dir:
+        # a redraw reads RUN_DIR/metrics.jsonl only: a key=value, --config or --print-config given with it was ignored
+        ignored = [*overrides, *(["--config"] if args.config else []),
+                   *(["--print-config"] if args.print_config else [])]
+        if ignored:
+            raise ConfigError(f"pretrain plot only redraws {plot_dir}/curves.png from its metrics.jsonl; it takes no "
+                              f"{' '.join(ignored)}: drop them")
         from ..pretrain import plot_curves
 
         print(f"wrote {plot_curves(plot_dir)}")

@@ -214,6 +214,30 @@ def check_run_dir(out: Path) -> None:
     check_out_dir(out, RUN_MARKERS, "a pretraining run (no config.yaml or checkpoints/)")
 
 
+# What a run writes, replaces or (overwrite=true) deletes in its out dir; anything else there is left alone.
+RUN_WRITES = ("config.yaml", "metrics.jsonl", "summary.json", "curves.png", "checkpoints", "tokenizer",
+              "tokenizer-request.json", "discriminator", "generator")
+
+
+def check_corpus_outside_run(out: Path, corpus: list[str]) -> None:
+    """No corpus file lies where the run writes in ``out``: overwrite=true deleted a corpus=out/metrics.jsonl before
+    reading it (the old run's checkpoints with it), and the export replaced out/discriminator/ with its corpus inside,
+    exit 0."""
+    target = Path(out).resolve()
+    for i, value in enumerate(corpus):
+        try:
+            if not str(value).strip() or not Path(value).exists():
+                continue  # a hub dataset id, or a missing file: check_corpus says so
+            path = Path(value).resolve()
+        except OSError:  # a folder above it this user may not enter: check_corpus says so
+            continue
+        if target in path.parents and path.relative_to(target).parts[0] in RUN_WRITES:
+            key = "corpus" if len(corpus) == 1 else f"corpus[{i}]"
+            raise InputError(f"{key}={value} lies in out={out}'s {path.relative_to(target).parts[0]}, which the run "
+                             "writes over (or deletes): the corpus would be lost; move it out of the run folder, or "
+                             "choose another out=")
+
+
 def start_over(out: Path, overwrite: bool, keep_tokenizer: bool) -> None:
     """Before a fresh run into ``out``: refused while it holds a run's checkpoints (any ``step-*`` folder, whatever
     latest.json says: with the pointer gone a fresh start appended to the old run's metrics and pruned its

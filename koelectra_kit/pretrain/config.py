@@ -11,7 +11,14 @@ from ..config import check_cores
 from ..errors import ConfigError
 from ..io.fileio import check_distinct_inputs
 from ..io.trackers import report_to_names
-from ..tokenizer.config import check_vocab_size
+from ..tokenizer.config import check_text_column, check_vocab_size
+
+# The deepest encoder built: published ones have 12-48 layers, and the memory pre-check builds every layer (on torch's
+# meta device) before it can count them: model.num_layers=1e12 hung there without a word.
+MAX_LAYERS = 1000
+# The longest ranks wait for each other: torch's process group overflowed beyond ~1e9 minutes (a DistNetworkError
+# with its C++ frames at once), timedelta beyond ~1.4e12.
+MAX_DDP_TIMEOUT_MINUTES = 1_000_000
 
 
 @dataclass
@@ -179,6 +186,11 @@ class PretrainConfig:
         if self.prepared and self.corpus:
             raise ConfigError(f"prepared={self.prepared} already holds the corpus as ids: drop corpus= (or drop "
                               "prepared= to pack the corpus here)")
+        check_text_column(self.text_column)
+        if self.resume not in (False, "", "false", "False") and self.overwrite:
+            shown = "true" if self.resume is True else self.resume
+            raise ConfigError(f"resume={shown} and overwrite=true contradict each other: resume continues out's run, "
+                              "overwrite starts it over; pass one of them")
         if self.prepared and self.tokenizer:
             raise ConfigError(f"prepared={self.prepared} brings the tokenizer its ids were made with: drop "
                               "tokenizer=")
@@ -209,6 +221,10 @@ class PretrainConfig:
                         ("model.embedding_size", m.embedding_size), ("vocab_size", self.vocab_size)):
             if v < 1:
                 raise ConfigError(f"{name} must be at least 1, got {v}")
+        for name, v in (("model.num_layers", m.num_layers), ("generator.num_layers", self.generator.num_layers)):
+            if v is not None and v > MAX_LAYERS:
+                raise ConfigError(f"{name} {v:,} is more than the {MAX_LAYERS:,} layers an encoder may have here "
+                                  "(ELECTRA-Small and -Base have 12, -Large 24)")
         check_vocab_size(self.vocab_size)  # the tokenizer trained here: before any Kiwi work, not in tokenizers' Rust
         if m.initializer_range <= 0:
             raise ConfigError(f"model.initializer_range must be positive (the std of the initial weights), got "
@@ -242,6 +258,14 @@ class PretrainConfig:
                 raise ConfigError("the positional prior needs a generator at least 4 wide; raise generator.size")
             if not m.init_shifts:
                 raise ConfigError("model.init_shifts is empty: give the offsets heads attend to, e.g. [1,-1]")
+            far = [s for s in m.init_shifts if abs(s) >= self.seq_len]
+            if far:
+                raise ConfigError(f"model.init_shifts {m.init_shifts}: {far[0]} is not a position within a "
+                                  f"{self.seq_len}-token sequence; give offsets between -{self.seq_len - 1} and "
+                                  f"{self.seq_len - 1}, e.g. [1,-1]")
+            if m.init_scale <= 0:
+                raise ConfigError(f"model.init_scale must be positive (the gain that points each head at its offset; "
+                                  f"0 is no prior), got {m.init_scale}")
         for name, p in (("model.hidden_dropout", m.hidden_dropout), ("model.attention_dropout", m.attention_dropout)):
             if not 0.0 <= p < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {p}")
@@ -281,8 +305,13 @@ class PretrainConfig:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
         check_cores(self.num_workers, "num_workers")
         check_cores(self.threads, "threads")
-        if self.ddp_timeout_minutes <= 0:
-            raise ConfigError(f"ddp_timeout_minutes must be positive, got {self.ddp_timeout_minutes}")
+        if not 0 < self.ddp_timeout_minutes <= MAX_DDP_TIMEOUT_MINUTES:
+            raise ConfigError(f"ddp_timeout_minutes must be positive and at most {MAX_DDP_TIMEOUT_MINUTES:,} (about "
+                              f"two years), got {self.ddp_timeout_minutes:g}")
+        for name in ("plateau_gen_margin", "plateau_auc"):  # an accuracy margin and an AUC: fractions
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1] (the \"learning?\" check's threshold), got "
+                                  f"{getattr(self, name)}")
         if self.log_every < 1:
             raise ConfigError("log_every must be at least 1")
         report_to_names(self.report_to)

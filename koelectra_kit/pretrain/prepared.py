@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io.fileio import cache_dir, staged_dir, write_json_atomic
-from ..io.output import check_out_dir
+from ..io.output import check_not_input, check_out_dir
 from ..runtime import log
 from .config import PretrainConfig
 
@@ -57,6 +57,8 @@ def prepare(cfg: PretrainConfig) -> Path:
 
     out = Path(cfg.out)
     check_prepare_out(out, cfg.overwrite)
+    # out= is replaced whole: a corpus file kept in it (overwrite=true of an earlier folder) went with it
+    check_not_input(out, {"corpus" if len(cfg.corpus) == 1 else f"corpus[{i}]": c for i, c in enumerate(cfg.corpus)})
     corpus = corpus_paths(check_corpus(cfg.corpus), cfg.text_column, cfg.cache_dir)
     t0 = time.time()
     with staged_dir(out) as stage:
@@ -179,7 +181,16 @@ def open_prepared(path: str | Path) -> Prepared:
 
 def apply_prepared_shape(cfg: PretrainConfig, prepared: Prepared) -> list[str]:
     """The folder decides the sequence length (its rows are cut to it): ``cfg.seq_len`` becomes the folder's,
-    with a notice when the config said otherwise, so a preset stays usable with any prepared folder."""
+    with a notice when the config said otherwise, so a preset stays usable with any prepared folder. A
+    ``text_column`` other than the one it was packed from is refused (it could change nothing)."""
+    from ..errors import ConfigError
+
+    made_from = prepared.info.get("text_column")
+    if cfg.text_column is not None and cfg.text_column != made_from:
+        # the texts are ids already: a text_column= that is not the folder's changed nothing, without a word
+        raise ConfigError(f"text_column={cfg.text_column}: prepared={prepared.path} was packed from "
+                          + (f"column '{made_from}'" if made_from else "the column guessed when it was prepared")
+                          + "; drop text_column= (or prepare the folder again with it)")
     notes = []
     seq_len = prepared.data.seq_len
     if cfg.seq_len != seq_len:
@@ -187,8 +198,6 @@ def apply_prepared_shape(cfg: PretrainConfig, prepared: Prepared) -> list[str]:
                      "was packed to")
         cfg.seq_len = seq_len
     if seq_len > cfg.model.max_position_embeddings:
-        from ..errors import ConfigError
-
         raise ConfigError(f"prepared={prepared.path} has sequences of {seq_len} tokens, more than "
                           f"model.max_position_embeddings {cfg.model.max_position_embeddings}; raise the latter")
     return notes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import time
 from functools import partial
@@ -24,8 +25,8 @@ from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, refuse_unless_batch_fits,
                        refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
-from .checkpoint import (LoopState, check_resume_request, check_run_dir, latest_checkpoint, read_checkpoint,
-                         resolve_resume, rng_state, save_checkpoint, set_rng_state, start_over)
+from .checkpoint import (LoopState, check_corpus_outside_run, check_resume_request, check_run_dir, latest_checkpoint,
+                         read_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state, start_over)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
@@ -123,6 +124,7 @@ class PretrainRecipe:
                 check_init_vocab(self.cfg, self.prepared)
             self.notes(apply_prepared_shape(self.cfg, self.prepared))
             return
+        check_corpus_outside_run(self.out, self.cfg.corpus)
         self.corpus = check_corpus(self.cfg.corpus)
         if self.cfg.tokenizer and not self.cfg.init:
             check_tokenizer_dir(self.cfg.tokenizer)
@@ -335,6 +337,8 @@ class PretrainRecipe:
                     if self.main:
                         self.report(row, bar, metrics_f)
                     last_row = row
+                    if not math.isfinite(row["loss"]):  # every rank's row (its losses are reduced over them)
+                        self.check_finite()
                 due = cfg.save_every > 0 and s.step % cfg.save_every == 0
                 if cfg.save_every_minutes > 0:  # rank 0's clock again: every rank must join the save
                     now_s, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
@@ -389,8 +393,26 @@ class PretrainRecipe:
             s.plateau_warned = True
             warn(plateau_warning(row, cfg))
 
+    def check_finite(self) -> None:
+        """A run whose loss diverged (lr=1e12) has NaN or infinite weights: they are neither checkpointed (over the
+        last good checkpoint, which keep_checkpoints would prune) nor exported as the encoder, exit 0. One line; a
+        folder this run made, with no checkpoint in it, goes."""
+        import torch
+
+        bad = [name for name, t in self.model.state_dict().items()
+               if t.is_floating_point() and not torch.isfinite(t).all()]
+        if not bad:
+            return
+        kept = latest_checkpoint(self.out) if self.main else None
+        self.discard_new_out()
+        raise ConfigError(f"pretraining diverged by step {self.state.step}: {len(bad)} of the model's weight tensors "
+                          "are NaN or infinite (the loss overflowed: lower lr, or keep the preset's); "
+                          + (f"the last checkpoint, {kept}, is from before it; nothing else was saved" if kept else
+                             "nothing was saved"))
+
     def save_checkpoint(self) -> None:
         """Every rank's RNG state and counts to rank 0, which writes the checkpoint; the others wait for it."""
+        self.check_finite()  # on every rank (their weights are the same): all stop here together
         gathered = self.dist.gather((rng_state(self.mask_rng), self.state.counts()))  # every rank's own
         if self.main:
             meta = {"vocab_size": self.tok.vocab_size, "tokenizer_fingerprint": self.tok_fp,

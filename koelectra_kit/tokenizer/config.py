@@ -33,6 +33,14 @@ def check_vocab_size(vocab_size: int) -> None:
                           "(Korean tokenizers have 30k-130k)")
 
 
+def check_text_column(text_column: str | None) -> None:
+    """``text_column=`` with nothing after it (an unset shell variable) is a ``ConfigError``: it read as "no column
+    given", and the column was guessed without a word. Leaving the key out is what asks for the guess."""
+    if text_column is not None and not text_column.strip():
+        raise ConfigError("text_column is empty: name the column that holds the text (or leave the key out to use "
+                          "the first of the usual names: review, text, document, ...)")
+
+
 @dataclass
 class TokenizerConfig:
     """One tokenizer training run (``koelectra-kit tokenizer train``)."""
@@ -73,6 +81,7 @@ class TokenizerConfig:
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR")
         check_distinct_inputs(self.input, "input")
+        check_text_column(self.text_column)
         if self.vocab_size < len(SPECIAL_TOKENS) + 50:
             raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
         check_vocab_size(self.vocab_size)
@@ -111,6 +120,7 @@ class WordsConfig:
         if not self.input:
             raise ConfigError("input is empty: pass input=FILE (or a list: input=[train.tsv,dev.tsv])")
         self.input = distinct_inputs(self.input)  # a word list is a set: a file named twice adds nothing twice
+        check_text_column(self.text_column)
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
         check_cores(self.num_workers, "num_workers")
