@@ -297,3 +297,11 @@ class StopRequest:
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)
         self.saved = {}
+
+
+def nonfinite_weights(model) -> list[str]:
+    """The names of ``model``'s floating-point weights holding a NaN or an infinity: what a diverged loss leaves,
+    checked before anything saves them (finetune's model, pretraining's checkpoints and export)."""
+    import torch
+
+    return [name for name, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]

@@ -71,3 +71,14 @@ def finetuned_dir(tmp_path_factory, tiny_encoder_dir, sample_dir) -> Path:
                f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "precision=fp32", "progress=false"])
     assert rc == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def tfidf_dir(tmp_path_factory, sample_dir) -> Path:
+    """A TF-IDF classifier folder (`koelectra-kit baseline`) fitted on the bundled labelled sample; read only."""
+    from koelectra_kit.cli import main
+
+    out = tmp_path_factory.mktemp("tfidf") / "tfidf"
+    assert main(["baseline", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "baseline.min_df=1",
+                 "plots=false"]) == 0
+    return out

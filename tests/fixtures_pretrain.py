@@ -53,3 +53,16 @@ def tiny_run(tmp_path_factory, sample_dir, pretrain_cache) -> Path:
                f"cache_dir={pretrain_cache}", "progress=false"])
     assert rc == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory, sample_dir, pretrain_tokenizer, pretrain_cache) -> Path:
+    """A prepared-data folder (`koelectra-kit prepare`) of the sample comments with the tiny preset; read only
+    (tests that edit one copy it first)."""
+    from koelectra_kit.cli import main
+
+    out = tmp_path_factory.mktemp("prepared") / "comments"
+    assert main(["prepare", "--config", str(TINY_PRESET), f"corpus={sample_dir / 'comments.txt'}",
+                 f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}",
+                 "progress=false"]) == 0
+    return out

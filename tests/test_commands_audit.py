@@ -3,7 +3,6 @@ input as a user would: each test is the command line that showed one, run in-pro
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,14 +14,6 @@ def error_lines(capsys) -> list[str]:
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return [line for line in err.splitlines() if line.startswith("error: ")]
-
-
-@pytest.fixture(scope="module")
-def tfidf_dir(tmp_path_factory, sample_dir) -> Path:
-    out = tmp_path_factory.mktemp("audit_tfidf") / "tfidf"
-    assert main(["baseline", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "baseline.min_df=1",
-                 "plots=false"]) == 0
-    return out
 
 
 def test_tokenizer_train_refuses_an_out_folder_that_holds_its_corpus(tmp_path, sample_dir, capsys):

@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from koelectra_kit.cli import main
 from tests.test_bad_input import assert_one_line_error, run_cli
 
 TINY_FT = Path(__file__).resolve().parent.parent / "configs" / "finetune" / "tiny.yaml"
 DISTILL = ["distill", "teachers=[tfidf]", "transfer=t.txt", "student=s", "train=t.csv", "out=o"]  # (not read: refused first)
-
-
-@pytest.fixture(scope="module")
-def tfidf_dir(tmp_path_factory, sample_dir) -> Path:
-    out = tmp_path_factory.mktemp("fuzz_tfidf") / "tfidf"
-    assert main(["baseline", f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "baseline.min_df=1",
-                 "plots=false"]) == 0
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

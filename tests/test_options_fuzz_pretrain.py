@@ -129,15 +129,6 @@ def test_pretrain_refuses_a_corpus_in_what_the_run_replaces(capsys, tmp_path, sa
     assert corpus.read_text(encoding="utf-8") == text
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, sample_dir, pretrain_tokenizer, pretrain_cache) -> Path:
-    out = tmp_path_factory.mktemp("fuzz_prepared") / "comments"
-    assert main(["prepare", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
-                 f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}",
-                 "progress=false"]) == 0
-    return out
-
-
 def test_prepare_overwrite_refuses_a_corpus_inside_its_out(capsys, tmp_path, prepared, sample_dir, pretrain_cache):
     """out= is replaced whole by prepare: a corpus kept in it (or in its tokenizer/) was deleted, exit 0, and
     prepared.json named a file that no longer existed."""

@@ -104,15 +104,6 @@ def test_checkpoints_without_a_pointer_to_them_are_not_started_over(tiny_cfg, tm
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3, 4]
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, sample_dir, pretrain_tokenizer, pretrain_cache) -> Path:
-    out = tmp_path_factory.mktemp("audit_prepared") / "comments"
-    assert main(["prepare", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
-                 f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}",
-                 "progress=false"]) == 0
-    return out
-
-
 @pytest.mark.parametrize("edit", ["del meta['tokenizer_fingerprint']", "meta['tokens'] = 'many'",
                                   "meta['texts'] = None"])
 def test_a_prepared_meta_json_without_what_the_run_reads_is_one_line(prepared, tmp_path, capsys, edit):

@@ -32,16 +32,6 @@ def one_line_error(rc, err, *needles):
         assert n in lines[0], (n, lines[0])
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, sample_dir, pretrain_tokenizer, pretrain_cache) -> Path:
-    """The sample comments prepared with the shared (kiwi_word) tokenizer."""
-    out = tmp_path_factory.mktemp("prepared") / "comments"
-    rc = main(["prepare", "--config", str(TINY), f"corpus={sample_dir / 'comments.txt'}",
-               f"tokenizer={pretrain_tokenizer}", f"cache_dir={pretrain_cache}", f"out={out}", "progress=false"])
-    assert rc == 0
-    return out
-
-
 def test_the_folder_holds_the_tokenizer_the_ids_and_what_made_them(prepared, sample_dir):
     assert {p.name for p in prepared.iterdir()} == {"tokenizer", "rows.arrow", "meta.json", "prepared.json"}
     info = json.loads((prepared / "prepared.json").read_text())

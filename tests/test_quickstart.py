@@ -32,17 +32,23 @@ def test_quickstart_preset_by_name_and_stage_overrides(tmp_path, capsys, monkeyp
     STAGE.key=value reaches each stage (here shrunk so the test takes seconds)."""
     monkeypatch.setenv("KOELECTRA_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "qs"
-    rc = main(["quickstart", "--out", str(out), "--preset", "cpu-30min", "pretrain.max_steps=3",
-               "pretrain.max_minutes=0", "pretrain.model.hidden_size=64", "pretrain.model.num_layers=1",
-               "pretrain.model.num_heads=2", "pretrain.model.intermediate_size=128", "pretrain.batch_size=8",
-               "pretrain.seq_len=32", "pretrain.progress=false", "pretrain.plots=false",
-               "pretrain.warmup_steps=1", "pretrain.save_every=0", "pretrain.log_every=1",
-               "finetune.epochs=1", "finetune.max_length=32", "finetune.plots=false", "label.batch_size=7"])
+    argv = ["quickstart", "--out", str(out), "--preset", "cpu-30min", "pretrain.max_steps=3",
+            "pretrain.max_minutes=0", "pretrain.model.hidden_size=64", "pretrain.model.num_layers=1",
+            "pretrain.model.num_heads=2", "pretrain.model.intermediate_size=128", "pretrain.batch_size=8",
+            "pretrain.seq_len=32", "pretrain.progress=false", "pretrain.plots=false",
+            "pretrain.warmup_steps=1", "pretrain.save_every=0", "pretrain.log_every=1",
+            "finetune.epochs=1", "finetune.max_length=32", "finetune.plots=false", "label.batch_size=7"]
+    rc = main(argv)
     printed = capsys.readouterr().out
     assert rc == 0, printed
     assert "1/3 pretrain" in printed and "tokenizer train" not in printed
     assert "label.batch_size" not in printed and "batch_size=7" in printed
     assert (out / "pretrain" / "tokenizer" / "tokenizer.json").exists()  # trained by the pretraining step
+    # pretrain.resume=true continues that run: beside quickstart's own overwrite=true it was refused as a contradiction
+    rc = main([*argv, "pretrain.resume=true"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "overwrite=true" not in captured.out and "resumed from" in captured.out + captured.err
 
 
 def test_quickstart_bad_override_is_one_line(capsys):

@@ -121,7 +121,7 @@ def plan(args) -> list[tuple[str, list[str]]]:
     steps += [
         ("pretrain: ELECTRA generator + discriminator (replaced token detection)",
          ["pretrain", "--config", pretrain_cfg, f"corpus={corpus}",
-          *([f"tokenizer={tok_dir}"] if tok_cfg else []), f"out={pre_dir}", "overwrite=true", *extra["pretrain"]]),
+          *([f"tokenizer={tok_dir}"] if tok_cfg else []), f"out={pre_dir}", *_overwrite_unless_said(extra["pretrain"]), *extra["pretrain"]]),
         ("finetune: positive / negative / neutral classifier from the discriminator",
          ["finetune", "--config", stage_preset("finetune", args.preset), f"model={pre_dir / 'discriminator'}",
           f"train={labelled}", f"out={clf_dir}", *extra["finetune"]]),
@@ -283,3 +283,9 @@ def _show(args, seconds: float) -> None:
           f"  discriminator (HF)   {out / 'pretrain' / 'discriminator'}/\n"
           f"  sentiment classifier {out / 'sentiment'}/ (eval.json, confusion.png; tfidf/ and ensemble/ beside it)\n"
           f"  labelled CSV         {labelled_csv}")
+
+
+def _overwrite_unless_said(pretrain_keys: list[str]) -> list[str]:
+    """quickstart reruns pretraining from scratch (overwrite=true) unless the user said resume= or overwrite=
+    themselves: pretrain.resume=true beside the default overwrite=true was refused as a contradiction."""
+    return [] if any(k.split("=", 1)[0] in ("resume", "overwrite") for k in pretrain_keys) else ["overwrite=true"]

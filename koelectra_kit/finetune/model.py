@@ -63,9 +63,9 @@ def align_head(model, source_labels: list[str] | None, labels: list[str]) -> str
 def check_finite(model, what: str = "the run") -> None:
     """Refuse to save weights that are NaN or infinite: a loss that diverged (an lr of 1e6) left a model folder
     whose every label was the first class, exit 0. One ``InputError`` line; the caller's staging folder goes."""
-    import torch
+    from ..runtime import nonfinite_weights
 
-    bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    bad = nonfinite_weights(model)
     if bad:
         raise InputError(f"{what} diverged: {len(bad)} of the model's weight tensors are NaN or infinite (the loss "
                          "overflowed: a smaller lr, or the preset's); nothing was saved")

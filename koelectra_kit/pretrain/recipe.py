@@ -22,8 +22,8 @@ from ..errors import ConfigError
 from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
-from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, refuse_unless_batch_fits,
-                       refuse_unless_it_fits, set_seed, warn)
+from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, nonfinite_weights,
+                       refuse_unless_batch_fits, refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, check_corpus_outside_run, check_resume_request, check_run_dir, latest_checkpoint,
                          read_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state, start_over)
@@ -397,10 +397,7 @@ class PretrainRecipe:
         """A run whose loss diverged (lr=1e12) has NaN or infinite weights: they are neither checkpointed (over the
         last good checkpoint, which keep_checkpoints would prune) nor exported as the encoder, exit 0. One line; a
         folder this run made, with no checkpoint in it, goes."""
-        import torch
-
-        bad = [name for name, t in self.model.state_dict().items()
-               if t.is_floating_point() and not torch.isfinite(t).all()]
+        bad = nonfinite_weights(self.model)
         if not bad:
             return
         kept = latest_checkpoint(self.out) if self.main else None
