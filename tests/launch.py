@@ -1,5 +1,6 @@
-"""Two CPU processes under torchrun, as a user's shell starts them: this checkout first on the path, one OpenMP thread
-each (two cores), and no torchrun variables inherited from a run that launched pytest."""
+"""Commands in processes of their own, as a user's shell starts them (two CPU ranks under torchrun, or a command that
+starts its own with --nproc): this checkout first on the path, and no torchrun variables inherited from a run that
+launched pytest."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,22 @@ def torchrun(*args, cwd=ROOT, env: dict | None = None) -> subprocess.CompletedPr
     """``python -m torch.distributed.run --standalone --nproc_per_node=2 ARGS`` (the worker script or ``-m module``
     and its arguments), output captured as text."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *map(str, args)]
-    full = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {}),
+    return _run(cmd, cwd, {"OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def koelectra(*args, cwd=ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m koelectra_kit ARGS`` in a process of its own (``--nproc`` starts its ranks from there), output
+    captured as text."""
+    return _run([sys.executable, "-m", "koelectra_kit", *map(str, args)], cwd, env or {})
+
+
+def run_python(code: str, cwd=ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -c CODE`` in a process of its own, output captured as text."""
+    return _run([sys.executable, "-c", code], cwd, env or {})
+
+
+def _run(cmd: list[str], cwd, env: dict) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         full.pop(key, None)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import add_config_args, config_from_args
+from .launch import nproc_arg
 
 EPILOG = """\
 examples:
@@ -20,8 +21,8 @@ examples:
   koelectra-kit label --model runs/sentiment --input reviews.csv --output out.csv --human-labels LABELS.csv
   koelectra-kit label --model runs/sentiment --input big.csv --output out.csv --shard 3/8   # -> out.shard-3-of-8.csv
   koelectra-kit label-merge out.csv                                 # shards 1..8 -> out.csv, as one run writes it
-  torchrun --nproc_per_node=8 -m koelectra_kit label --model runs/sentiment --input big.csv --output out.csv
-                                          # a shard per GPU, joined into out.csv by rank 0
+  koelectra-kit label --nproc 8 --model runs/sentiment --input big.csv --output out.csv
+                                          # a shard per GPU, joined into out.csv by rank 0 (as under torchrun)
 
 Output: the input's columns unchanged and in order, then label, confidence, prob_<label> per class and status
 (ok | empty | truncated | error: malformed line N ...): exactly the input's rows in the input's order. When the
@@ -90,6 +91,9 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     p.add_argument("--no-dedupe", dest="dedupe", action="store_false", default=None,
                    help="analyse every row, also exact repeats (the output is the same, only slower)")
+    p.add_argument("--nproc", metavar="N", type=nproc_arg, default=None,
+                   help="N processes on this machine (auto: one per GPU), a shard each, joined into the one output "
+                        "(as torchrun --nproc_per_node=N -m koelectra_kit label does)")
     add_config_args(p, None)
     p.set_defaults(func=run)
     m = subparsers.add_parser("label-merge", help="join the outputs of `label --shard K/N` into one file",
@@ -135,6 +139,12 @@ def run(args) -> int:
     from ..label.torchrun import Launch
 
     cfg = label_config(args)
+    if args.nproc is not None:
+        from .launch import launch as launch_ranks, resolve_nproc
+
+        nproc = resolve_nproc(args.nproc, cfg.device)
+        if nproc > 1:
+            return launch_ranks(["label", *(["--verbose"] if args.verbose else [])], nproc, config=cfg)
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:
         plot, cfg = cfg.plot, launch.rank_config(cfg)

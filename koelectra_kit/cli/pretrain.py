@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from . import add_config_args
+from .launch import nproc_arg
 
 EPILOG = """\
 examples:
@@ -11,7 +12,8 @@ examples:
   koelectra-kit pretrain --config configs/pretrain/small.yaml corpus=[a.txt,b.csv] text_column=comment \\
       tokenizer=runs/tok out=runs/small max_minutes=600
   koelectra-kit pretrain --config configs/pretrain/small.yaml ... out=runs/small resume=true   # continue
-  torchrun --nproc_per_node=2 -m koelectra_kit pretrain --config configs/pretrain/base.yaml ...  # DDP
+  koelectra-kit pretrain --nproc 4 --config configs/pretrain/base.yaml ...   # DDP: 4 ranks, one a GPU
+  torchrun --nproc_per_node=4 -m koelectra_kit pretrain --config configs/pretrain/base.yaml ...  # the same
   koelectra-kit pretrain plot runs/small           # redraw runs/small/curves.png from metrics.jsonl
   koelectra-kit pretrain --config gpu-10min prepared=data/comments out=runs/gpu10   # from `koelectra-kit prepare`
 
@@ -34,6 +36,9 @@ def register(subparsers) -> None:
                    help="print the resolved config (defaults <- YAML <- overrides) and exit")
     p.add_argument("--plot", metavar="RUN_DIR", default=None,
                    help="only redraw RUN_DIR/curves.png from RUN_DIR/metrics.jsonl (same as 'pretrain plot RUN_DIR')")
+    p.add_argument("--nproc", metavar="N", type=nproc_arg, default=None,
+                   help="DDP on this machine: N ranks (auto: one per GPU), started as torchrun --standalone would, "
+                        "after the config is checked once; rank 0 writes to the terminal, the others to logs")
     p.set_defaults(func=run)
 
 
@@ -53,7 +58,7 @@ def run(args) -> int:
     if plot_dir:
         # a redraw reads RUN_DIR/metrics.jsonl only: a key=value, --config or --print-config given with it was ignored
         ignored = [*overrides, *(["--config"] if args.config else []),
-                   *(["--print-config"] if args.print_config else [])]
+                   *(["--print-config"] if args.print_config else []), *(["--nproc"] if args.nproc else [])]
         if ignored:
             raise ConfigError(f"pretrain plot only redraws {plot_dir}/curves.png from its metrics.jsonl; it takes no "
                               f"{' '.join(ignored)}: drop them")
@@ -69,6 +74,15 @@ def run(args) -> int:
     if args.print_config:
         print(dump_yaml(cfg), end="")
         return 0
+    if args.nproc is not None:
+        from .launch import launch, resolve_nproc
+
+        nproc = resolve_nproc(args.nproc, cfg.device)
+        if nproc > 1:
+            from ..pretrain.preflight import check_run
+
+            check_run(cfg, nproc)
+            return launch(["pretrain", *(["--verbose"] if args.verbose else [])], nproc, config=cfg)
     if pretrain(cfg).get("stopped") == "interrupted":
         # the checkpoint and the encoder at that step are written, but the budget is not used up: as finetune,
         # a script must be able to tell

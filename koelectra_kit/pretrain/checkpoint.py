@@ -245,22 +245,30 @@ def start_over(out: Path, overwrite: bool, keep_tokenizer: bool) -> None:
     space, the fresh run overwrote the encoder), unless ``overwrite``, which clears them, the metrics and (not
     ``keep_tokenizer``: a run from before the tokenizer's request was recorded) the tokenizer, whose settings are
     unknown."""
-    exported = [name for name in ("discriminator", "summary.json") if (out / name).exists()]
-    if not checkpoint_dirs(out) and not exported:
+    if not check_start_over(out, overwrite):
         # a run killed before its first checkpoint: no weights stand behind its rows, and the fresh run appended
         # its own to them (steps 1, 2, 3, 1, 2, ...)
         (out / "metrics.jsonl").unlink(missing_ok=True)
         return
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    (out / "metrics.jsonl").unlink(missing_ok=True)
+    if not keep_tokenizer:
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)
+
+
+def check_start_over(out: Path, overwrite: bool) -> bool:
+    """``start_over``'s refusal alone, nothing touched: whether ``out`` holds a run's weights (checkpoints or
+    exports) that a fresh start would replace, refused unless ``overwrite``."""
+    exported = [name for name in ("discriminator", "summary.json") if (out / name).exists()]
+    if not checkpoint_dirs(out) and not exported:
+        return False
     if not overwrite:
         if not checkpoint_dirs(out):
             raise ConfigError(f"{out} holds a finished run ({', '.join(exported)}) without its checkpoints: "
                               "overwrite=true to replace it, or another out=")
         raise ConfigError(f"{out} already holds a run's checkpoints: pass resume=true to continue it, "
                           "overwrite=true to start over, or another out=")
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-    (out / "metrics.jsonl").unlink(missing_ok=True)
-    if not keep_tokenizer:
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)
+    return True
 
 
 def resolve_resume(cfg: PretrainConfig, out: Path) -> Path | None:

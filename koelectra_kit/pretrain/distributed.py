@@ -34,6 +34,21 @@ class DistContext:
             backend = "nccl" if device.type == "cuda" else "gloo"
             dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
 
+    @classmethod
+    def planned(cls, device_name: str, world: int) -> "DistContext":
+        """Rank 0 of a job of ``world`` ranks not started yet, as the process that starts them sees it (``--nproc``
+        checks a run's settings there): the sizes and the device rank 0 gets, no process group, every collective a
+        no-op."""
+        ctx = cls.__new__(cls)
+        ctx.world, ctx.rank, ctx.local_rank, ctx.is_main, ctx.enabled = world, 0, 0, True, False
+        device = resolve_device(device_name)
+        if device.type == "cuda" and device.index is None:
+            import torch
+
+            device = torch.device("cuda", 0)
+        ctx.device = device
+        return ctx
+
     def wrap(self, model):
         """``model`` in DDP over the ranks; None in a single process. Drop it before ``close``."""
         if not self.enabled:
