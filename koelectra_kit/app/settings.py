@@ -7,10 +7,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import check_not_blank
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..label.config import MAX_BATCH
 
 MB = 1 << 20
+
+
+def check_dev_columns(dev: str) -> None:
+    """``--dev`` holds a text and a label column by the names each retrain reads it with (``read_dev``, as
+    ``finetune`` reads a dev file: review, text, ... and label, sentiment, ...; the app has no keys to name them):
+    a file without its label column was found only when the first retrain failed, many answers in. Its header only:
+    the labels themselves are checked against the model's by that first retrain."""
+    from ..io.labelled import LABEL_COLUMNS
+    from ..io.records import read_records
+    from ..io.tables import CONFIG_HINTS, TEXT_COLUMNS, detect_encoding, pick_column, table_format
+
+    path = Path(dev)
+    fmt = table_format(path)
+    enc = "utf-8" if fmt == "parquet" else detect_encoding(path, None, hints=CONFIG_HINTS)
+    columns, records = read_records(path, fmt, enc, None)
+    getattr(records, "close", lambda: None)()
+    columns = [str(c) for c in columns]
+    present = ", ".join(columns) or "none"
+    for what, names, usual in (("text", TEXT_COLUMNS, "review"), ("label", LABEL_COLUMNS, "label")):
+        if pick_column(columns, None, names, dev) is None:
+            raise InputError(f"--dev {dev}: no {what} column (none of {', '.join(names[:4])}, ... is present; "
+                             f"columns present: {present}); each retrain reads the dev file by these names: rename "
+                             f"its column of {'reviews' if what == 'text' else 'labels'} to {usual}")
 
 
 @dataclass
@@ -20,7 +43,7 @@ class AppSettings:
     port: int = 7860
     max_upload_bytes: int = 200 * MB  # larger uploads are refused before (or while) they arrive
     chunk_rows: int | None = None  # rows per labelling chunk; None = 1/50 of the file, 1,000-5,000
-    batch_size: int = 128  # as label (LabelConfig.batch_size)
+    batch_size: int = 128  # as label (LabelConfig.batch_size): at most 4096
     device: str = "auto"
     precision: str = "auto"
     review_rows: int = 20  # least confident rows shown for review
@@ -33,7 +56,9 @@ class AppSettings:
     teach: str | None = None  # the pool of unlabelled reviews to ask about (None: no teach mode)
     labels: str | None = None  # LABELS.csv, the append-only log of answers (teach mode and corrections)
     text_column: str | None = None  # the pool's text column; None = the usual names (review, text, 리뷰, ...)
-    dev: str | None = None  # labelled file each retrain is scored on; None = a held-out 10% of the labels
+    # labelled file each retrain is scored on, its columns named as finetune looks for them (review, text, ...; label,
+    # sentiment, ...); None = a held-out 10% of the labels
+    dev: str | None = None
     retrain_every: int = 50  # a background retrain after this many new labels (and on the button)
     encoder: str | None = None  # what retrains start from; None = decided from --model (teach.start_point)
     classes: list[str] | None = None  # the label names when --model is an encoder (no classifier to read them from)
@@ -87,6 +112,8 @@ class AppSettings:
                 raise ConfigError(f"--{key.replace('_', '-')} is for teach mode: add --teach POOL.csv")
         if self.dev and not Path(self.dev).is_file():
             raise ConfigError(f"--dev {self.dev}: no such file")
+        if self.dev:
+            check_dev_columns(self.dev)
         if self.encoder:  # what every retrain starts from: a missing one failed the first retrain, answers later
             from ..hub.modelio import check_model_source
 

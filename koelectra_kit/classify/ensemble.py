@@ -231,7 +231,9 @@ class EnsembleConfig:
     members: list[str] = field(default_factory=list)  # 2+ classifier folders: fine-tuned, TF-IDF (baseline out=)
     dev: str = ""  # labelled table the weights are chosen on: .csv .tsv .jsonl .parquet
     out: str = ""  # the ensemble folder (members copied into members/; replaced whole at the end)
-    grid_step: float = 0.1  # weights are multiples of this that sum to 1 (0.1: 11 points for 2 members, 66 for 3)
+    # weights are multiples of this that sum to 1 (0.1: 11 points for 2 members, 66 for 3); it divides 1 into whole
+    # steps, at most 0.5, and gives at most 10,000 points
+    grid_step: float = 0.1
     text_column: str | None = None  # None = first present of review, text, document, sentence, ...
     label_column: str | None = None  # None = 'label' (or another usual name) unless a rating is used
     rating_column: str | None = None  # a numeric rating column instead of labels (needs rating_map)
@@ -240,7 +242,7 @@ class EnsembleConfig:
     drop_unknown_labels: bool = False  # false: a label outside the members' set is an error; true: drop + report
     format: str | None = None  # csv|tsv|jsonl|parquet; None = from the file extension
     encoding: str | None = None  # None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR)
-    batch_size: int = 64
+    batch_size: int = 64  # texts per model call: 1 to 4096
     device: str = "auto"  # auto | cpu | cuda | cuda:1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 

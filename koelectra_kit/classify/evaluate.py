@@ -41,7 +41,7 @@ class EvaluateConfig:
     drop_unknown_labels: bool = False  # false: a label outside the model's set is an error; true: drop + report
     format: str | None = None  # csv|tsv|jsonl|parquet; None = from the file extension
     encoding: str | None = None  # None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR)
-    batch_size: int = 64
+    batch_size: int = 64  # texts per model call: 1 to 4096
     device: str = "auto"  # auto | cpu | cuda | cuda:1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 where the hardware is fast at it
     plots: bool = True  # confusion.png (with out)

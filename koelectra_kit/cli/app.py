@@ -36,7 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     p.add_argument("--max-upload-mb", type=float, default=200, help="largest file accepted, in MB (default 200)")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per labelling chunk (default: automatic)")
-    p.add_argument("--batch-size", type=int, default=128, help="texts per model call (default 128, as label)")
+    p.add_argument("--batch-size", type=int, default=128,
+                   help="texts per model call, at most 4096 (default 128, as label)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     p.add_argument("--workdir", default=None, help="folder for uploads and results (default: system temp)")
@@ -46,7 +47,9 @@ def register(subparsers) -> None:
     t.add_argument("--labels", metavar="LABELS.csv", help="append-only file of answers (teach mode) and of label "
                    "fixes made in a file's results; created when missing")
     t.add_argument("--text-column", help="the pool's text column (default: review, text, 리뷰, ... by name)")
-    t.add_argument("--dev", help="labelled file each retrain is scored on (default: a held-out 10%% of the labels)")
+    t.add_argument("--dev", help="labelled file each retrain is scored on, with a text and a label column named as "
+                   "finetune looks for them (review, text, ...; label, sentiment, ...); default: a held-out 10%% "
+                   "of the labels")
     t.add_argument("--retrain-every", type=int, default=50, help="retrain after this many new labels (default 50)")
     t.add_argument("--encoder", help="what retrains start from (default: --model's encoder; needed for a TF-IDF "
                    "--model)")

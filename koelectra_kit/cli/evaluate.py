@@ -29,7 +29,7 @@ FLAGS = {
     "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet"],
                             "help": "table format (default: from extension)"}),
     "--encoding": ("encoding", {"help": "text encoding (default: detect utf-8 / utf-8-sig / cp949)"}),
-    "--batch-size": ("batch_size", {"type": int, "help": "prediction batch size (default 64)"}),
+    "--batch-size": ("batch_size", {"type": int, "help": "texts per model call, 1 to 4096 (default 64)"}),
     "--device": ("device", {"help": "auto | cpu | cuda (default auto)"}),
     "--precision": ("precision", {"choices": ["auto", "fp32", "bf16", "fp16"],
                                   "help": "inference precision (default auto: bf16 where the hardware is fast at it)"}),
@@ -45,7 +45,8 @@ def register(subparsers) -> None:
     for flag, (key, opts) in FLAGS.items():
         p.add_argument(flag, dest=key, default=None, **opts)
     p.add_argument("--label-map", action="append", default=[], metavar="VALUE=LABEL",
-                   help="map a file label value onto a model label (repeatable), e.g. --label-map 0=negative")
+                   help="map a file label value onto a model label (repeatable; neither side empty), e.g. "
+                        "--label-map 0=negative")
     p.add_argument("--drop-unknown-labels", dest="drop_unknown_labels", action="store_true", default=None,
                    help="drop (and report) rows whose label maps to none of the model's labels instead of failing")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="don't draw confusion.png")
@@ -61,6 +62,10 @@ def _label_map(items: list[str]) -> dict[str, str]:
         if "=" not in item:
             raise ConfigError(f"--label-map {item!r}: expected VALUE=LABEL, e.g. 0=negative")
         k, v = item.split("=", 1)
+        if not k.strip() or not v.strip():
+            # "=negative" mapped every row with an empty label cell to negative, exit 0 ("$VALUE=negative" unset)
+            raise ConfigError(f"--label-map {item!r}: the {'file value before' if not k.strip() else 'label after'} "
+                              "'=' is empty; expected VALUE=LABEL, e.g. 0=negative")
         label_map[k.strip()] = v.strip()
     return label_map
 

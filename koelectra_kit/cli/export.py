@@ -39,7 +39,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="a classifier folder written by finetune (or any folder to push)")
     p.add_argument("--onnx", action="store_true", help="write ONNX (fp32) into OUT")
     p.add_argument("--int8", action="store_true", help="also an int8 copy (onnxruntime dynamic quantization)")
-    p.add_argument("--out", default=None, help="folder for the .onnx files (default: MODEL/onnx)")
+    p.add_argument("--out", default=None, help="a folder of its own for the .onnx files, not a model folder "
+                   "(default: MODEL/onnx)")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17)")
     p.add_argument("--push-to-hub", default=None, metavar="OWNER/NAME", help="upload MODEL (after any export)")
     p.add_argument("--private", action="store_true", help="create the hub repo private")

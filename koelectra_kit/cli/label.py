@@ -45,7 +45,8 @@ FLAGS = {
     "--output-suffix": ("output_suffix", {"metavar": "SUFFIX", "help": "write INPUT_STEM+SUFFIX beside each input "
                                                                        "(e.g. .labelled.csv) instead of --output"}),
     "--shard": ("shard", {"metavar": "K/N", "help": "label only the K-th of N equal row ranges, into "
-                                                    "OUTPUT.shard-K-of-N.EXT (join them with label-merge)"}),
+                                                    "OUTPUT.shard-K-of-N.EXT (join them with label-merge; N at "
+                                                    "most 10000)"}),
     "--backend": ("backend", {"choices": ["auto", "torch", "onnx"],
                               "help": "inference engine (default auto: what the classifier picks)"}),
     "--cache-rows": ("cache_rows", {"type": int, "help": "predictions remembered for repeated texts across chunks "
@@ -60,7 +61,8 @@ FLAGS = {
                                                       "unlabelled, its status saying so (default strict: an error "
                                                       "naming the line)"}),
     "--output-encoding": ("output_encoding", {"help": "output encoding (default: utf-8-sig for .csv so Excel reads it)"}),
-    "--batch-size": ("batch_size", {"type": int, "help": "texts per model call (default 128; 256 on a GPU)"}),
+    "--batch-size": ("batch_size", {"type": int, "help": "texts per model call, at most 4096 (default 128; 256 on "
+                                                      "a GPU)"}),
     "--chunk-rows": ("chunk_rows", {"type": int, "help": "rows read, labelled and written at a time (default 20000)"}),
     "--device": ("device", {"help": "auto | cpu | cuda"}),
     "--precision": ("precision", {"choices": ["auto", "fp32", "bf16", "fp16"]}),

@@ -32,10 +32,11 @@ class DistillConfig:
 
     # --- teachers
     teachers: list[str] = field(default_factory=list)  # fine-tuned classifier folders / hub ids, and/or "tfidf"
-    # Ensemble weights in ``teachers`` order; None: the best dev macro-F1 on a grid over the simplex (step below).
+    # Ensemble weights in ``teachers`` order (one per teacher, non-negative, not all zero, a finite sum); None: the
+    # best dev macro-F1 on a grid over the simplex (step below).
     teacher_weights: list[float] | None = None
-    weight_step: float = 0.1
-    teacher_batch_size: int = 64
+    weight_step: float = 0.1  # the grid's step: divides 1 into whole steps (0.05, 0.1, 0.25), at most 10,000 points
+    teacher_batch_size: int = 64  # texts per teacher call: 1 to 4096
     baseline: BaselineConfig = field(default_factory=BaselineConfig)  # the "tfidf" teacher's knobs
 
     # --- transfer set: unlabelled text the teacher labels
@@ -84,7 +85,7 @@ class DistillConfig:
     seed: int = 42
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: str = "auto"
-    eval_batch_size: int = 128
+    eval_batch_size: int = 128  # dev rows per model call: 1 to 4096
     log_every: int = 20
     progress: bool = True
     cache_dir: str | None = None  # teacher probabilities and token ids (default $KOELECTRA_CACHE)

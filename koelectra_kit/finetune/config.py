@@ -96,7 +96,7 @@ class FinetuneConfig:
     # CUDA GPU unless compile=true or the step is fp16 (graphs.wants_graphs), else off; true: on, an error where it
     # cannot be. Spelled as pretrain's data_on_device, its other auto | true | false option.
     cuda_graphs: bool | Literal["auto"] = "auto"
-    eval_batch_size: int | None = None  # dev rows per model call; None: 128 on a CPU, 512 on a GPU
+    eval_batch_size: int | None = None  # dev rows per model call, 1 to 4096; None: 128 on a CPU, 512 on a GPU
     log_every: int = 20  # steps between train-loss rows in metrics.jsonl
     progress: bool = True  # tqdm progress bar (stderr)
     # Token ids of train/dev are cached as `datasets` Arrow files keyed by tokenizer + texts + max_length, so
@@ -116,7 +116,9 @@ class FinetuneConfig:
     # probabilities averaged, weights chosen on dev), and name the best of the three on dev. OUT itself stays a plain
     # transformers folder. none: the encoder only.
     ensemble: Literal["none", "tfidf"] = "tfidf"
-    ensemble_grid_step: float = 0.1  # the ensemble's weights are multiples of this (chosen on dev macro-F1)
+    # the ensemble's weights are multiples of this (chosen on dev macro-F1): it divides 1 into whole steps, at most
+    # 0.5, and gives at most 10,000 points
+    ensemble_grid_step: float = 0.1
     # --- sharing: a model card (README.md) is always written; the hub only when asked
     push_to_hub: str | None = None  # owner/name: upload the finished folder after it is saved (needs a hub token)
     hub_private: bool = False  # a new hub repo is created private

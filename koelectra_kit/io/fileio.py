@@ -20,6 +20,7 @@ def cache_dir(override: str | Path | None = None) -> Path:
     """Where caches live (Kiwi pre-split, packed ids, token ids): ``override``, else ``$KOELECTRA_CACHE``,
     else ``~/.cache/koelectra-kit``."""
     if override:
+        check_cache_dir(override)
         return Path(override)
     if os.environ.get("KOELECTRA_CACHE"):
         return Path(os.environ["KOELECTRA_CACHE"])
@@ -29,6 +30,29 @@ def cache_dir(override: str | Path | None = None) -> Path:
         raise InputError("no folder for the caches: HOME is unset and this user has no home folder; set "
                          "KOELECTRA_CACHE (or HOME) to a folder you can write") from None
     return home / ".cache" / "koelectra-kit"
+
+
+def check_cache_dir(value: str | Path | None, key: str = "cache_dir") -> None:
+    """``cache_dir=`` names a folder (made when missing), never a file: pointed at one, the run failed with "Not a
+    directory (FILE/presplit)", naming neither the option nor what it must be, and pretraining only after it had
+    trained its tokenizer. Given as nothing (an unset shell variable) it was read as "not given". None: the
+    default, nothing to check."""
+    if value is None:
+        return
+    if not str(value).strip():
+        raise InputError(f"{key}={str(value)!r} is empty (an unset shell variable?): give a folder, or leave {key} out "
+                         "for $KOELECTRA_CACHE or ~/.cache/koelectra-kit")
+    path = probe = Path(value)
+    try:
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        is_file = probe.exists() and not probe.is_dir()
+    except OSError:  # a folder above it this user may not enter: said where the cache is written
+        return
+    if is_file:
+        what = f"{key}={value} is a file" if probe == path else f"{key}={value}: {probe} is a file"
+        raise InputError(f"{what}, and {key} must be a folder (the caches are written in it, made when missing): "
+                         f"give a folder, or leave {key} out for $KOELECTRA_CACHE or ~/.cache/koelectra-kit")
 
 
 def check_input_file(path: str | Path) -> Path:

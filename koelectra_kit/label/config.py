@@ -31,7 +31,8 @@ class LabelConfig:
     # instead of output: write INPUT_STEM + this beside each input (.labelled.csv, or .labelled.xlsx)
     output_suffix: str | None = None
     # "K/N": label only the K-th of N equal row ranges (1-based) into OUTPUT.shard-K-of-N.EXT, so a scheduler can
-    # fan one file out; `koelectra-kit label-merge OUTPUT` joins the N shards into the unsharded output
+    # fan one file out; `koelectra-kit label-merge OUTPUT` joins the N shards into the unsharded output (N at most
+    # 10,000)
     shard: str | None = None
     text_column: str = "review"
     format: str | None = None  # input format; None = from the extension
@@ -42,7 +43,7 @@ class LabelConfig:
     encoding_errors: Literal["strict", "replace"] = "strict"
     output_encoding: str | None = None  # None = utf-8-sig for .csv (Excel reads Korean), utf-8 otherwise
     # texts per model call: fewer, fuller calls amortize the per-call overhead of small models. None: the
-    # classifier's default (128 on a CPU, 256 on a GPU)
+    # classifier's default (128 on a CPU, 256 on a GPU); at most 4096
     batch_size: int | None = None
     chunk_rows: int = 20000  # rows read, labelled and written at a time (memory stays flat)
     device: str = "auto"

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from ..config import check_cores
 from ..errors import ConfigError
-from ..io.fileio import check_distinct_inputs
+from ..io.fileio import check_cache_dir, check_distinct_inputs
 from ..io.trackers import report_to_names
 from ..tokenizer.config import check_text_column, check_vocab_size
 
@@ -26,7 +26,7 @@ class ModelConfig:
     """The discriminator: the encoder that gets fine-tuned. Defaults are ELECTRA-Small (paper, Table 6)."""
 
     hidden_size: int = 256
-    num_layers: int = 12
+    num_layers: int = 12  # at most 1,000
     num_heads: int = 4
     intermediate_size: int = 1024  # feed-forward inner size
     # Width of the token/position tables, shared with the generator; each model projects E -> its hidden size.
@@ -55,7 +55,7 @@ class GeneratorConfig:
     hidden_size: int | None = None
     intermediate_size: int | None = None
     num_heads: int | None = None
-    num_layers: int | None = None
+    num_layers: int | None = None  # at most 1,000
 
 
 @dataclass
@@ -72,7 +72,8 @@ class PretrainConfig:
     # machine; the run needs neither the corpus nor Kiwi, and takes the folder's seq_len
     prepared: str | None = None
     text_column: str | None = None  # csv/tsv column with the text (None: the tokenizer's guess)
-    out: str = ""  # run directory: metrics.jsonl, checkpoints/, discriminator/, generator/, curves.png
+    # run directory: metrics.jsonl, checkpoints/, discriminator/, generator/, curves.png (no corpus file among them)
+    out: str = ""
     tokenizer: str | None = None  # a trained tokenizer dir; None: train one on the corpus into out/tokenizer
     vocab_size: int = 32000  # only when training the tokenizer here
     tokenizer_model: str = "wordpiece"  # only when training it here: wordpiece | characters (see TokenizerConfig)
@@ -89,7 +90,7 @@ class PretrainConfig:
     # apart (monologg/koelectra-small-v3-generator beside ...-discriminator). Its vocabulary and embedding size must
     # be init's (the two share one embedding table). None: the one beside init, else a fresh one of generator.size.
     init_generator: str | None = None
-    cache_dir: str | None = None  # packed-data cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    cache_dir: str | None = None  # packed-data cache folder (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
     num_workers: int | None = None  # tokenization processes (None: all cores)
 
     # --- objective
@@ -152,7 +153,7 @@ class PretrainConfig:
     save_every_minutes: float = 0.0  # ... or minutes between checkpoints (0: off)
     keep_checkpoints: int = 2  # newest checkpoints kept in out/checkpoints (at least 1)
     resume: bool | str = False  # true: continue from out's latest checkpoint; or a checkpoint dir
-    overwrite: bool = False  # start over in an out dir that has a previous run's checkpoints
+    overwrite: bool = False  # start over in an out dir that has a previous run's checkpoints (not with resume)
     progress: bool = True  # progress bar (stderr)
     plots: bool = True  # write out/curves.png at the end
     # Trackers that get every metrics row as it is logged, spelled as transformers' Trainer spells report_to: none,
@@ -164,9 +165,10 @@ class PretrainConfig:
     # plateau_gen_margin of the unigram baseline (always predicting the most frequent target) or the
     # discriminator's AUC on replaced tokens is below plateau_auc (0 tokens: off).
     plateau_check_tokens: int = 5000000
-    plateau_gen_margin: float = 0.02
-    plateau_auc: float = 0.6
-    ddp_timeout_minutes: float = 60.0  # how long ranks wait for each other (rank 0 builds the data cache)
+    plateau_gen_margin: float = 0.02  # in [0, 1]
+    plateau_auc: float = 0.6  # in [0, 1]
+    # how long ranks wait for each other (rank 0 builds the data cache): positive, at most 1,000,000
+    ddp_timeout_minutes: float = 60.0
 
     # --- sharing: a model card (README.md) is always written; the hub only when asked
     push_to_hub: str | None = None  # owner/name: upload out/discriminator after it is saved (needs a hub token)
@@ -226,6 +228,7 @@ class PretrainConfig:
                 raise ConfigError(f"{name} {v:,} is more than the {MAX_LAYERS:,} layers an encoder may have here "
                                   "(ELECTRA-Small and -Base have 12, -Large 24)")
         check_vocab_size(self.vocab_size)  # the tokenizer trained here: before any Kiwi work, not in tokenizers' Rust
+        check_cache_dir(self.cache_dir)  # a file there failed as "Not a directory" after the tokenizer was trained
         if m.initializer_range <= 0:
             raise ConfigError(f"model.initializer_range must be positive (the std of the initial weights), got "
                               f"{m.initializer_range}")

@@ -28,7 +28,9 @@ class SuggestConfig:
 
     model: str = ""  # classifier folder: fine-tuned (finetune), TF-IDF (baseline out=) or ensemble, or a hub id
     pool: str = ""  # unlabelled table (.csv .tsv .jsonl .parquet .xlsx) or dataset (hf:..., a folder), as label reads
-    out: str = ""  # the suggestions: .csv (UTF-8 with a BOM, for Excel), .tsv or .jsonl; written whole or not at all
+    # the suggestions: .csv (UTF-8 with a BOM, for Excel), .tsv or .jsonl, in a folder that exists; written whole or
+    # not at all
+    out: str = ""
     n: int = 100  # rows to suggest (fewer when the pool runs out of distinct, unlabelled texts)
     strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
@@ -43,7 +45,7 @@ class SuggestConfig:
     seed: int = 0  # strategy=random's order
     format: str | None = None  # the pool's format: csv|tsv|jsonl|parquet; None = from the extension
     encoding: str | None = None  # the pool's encoding; None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR, UTF-16)
-    batch_size: int = 128  # texts per model call
+    batch_size: int = 128  # texts per model call: 1 to 4096
     device: str = "auto"  # auto | cpu | cuda | cuda:1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     # false: an existing out is refused (you may have typed labels into it); true: replaced whole
@@ -149,7 +151,10 @@ def _check_out(cfg: SuggestConfig) -> Path:
             raise InputError(f"out={out} is also the {name} file: it would be overwritten; name another file")
     if out.exists() and not cfg.overwrite:
         raise InputError(f"{out} exists; pass overwrite=true to replace it (labels typed into it would be lost)")
-    return check_output_parent(out)
+    check_output_parent(out)
+    if not out.parent.is_dir():  # as label's --output: a mistyped folder is not made silently
+        raise InputError(f"out={out}: folder {out.parent} does not exist; create it first")
+    return out
 
 
 # -- reading tables: label's formats, encodings and column rules ---------------------------------------------------

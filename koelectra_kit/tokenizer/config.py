@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from ..config import check_cores
 from ..errors import ConfigError
-from ..io.fileio import check_distinct_inputs, distinct_inputs
+from ..io.fileio import check_cache_dir, check_distinct_inputs, distinct_inputs
 from .normalize import NormalizeConfig
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
@@ -70,7 +70,7 @@ class TokenizerConfig:
     fallback: Literal["jamo_bytes", "none"] = "jamo_bytes"
     max_lines: int = 0  # train on the first N texts of the corpus only (0: all)
     num_workers: int | None = None  # Kiwi threads, and processes of the corpus pre-split (None: all cores)
-    cache_dir: str | None = None  # pre-split cache (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
+    cache_dir: str | None = None  # pre-split cache folder (default $KOELECTRA_CACHE or ~/.cache/koelectra-kit)
     # kiwi_word: words whose pieces each process of the corpus pre-split keeps (LRU, ~175 MB a million; 0: no cache)
     word_cache: int = CORPUS_WORD_CACHE
     progress: bool = True
@@ -82,6 +82,7 @@ class TokenizerConfig:
             raise ConfigError("out is not set: pass out=DIR")
         check_distinct_inputs(self.input, "input")
         check_text_column(self.text_column)
+        check_cache_dir(self.cache_dir)  # before any Kiwi work: a file there failed as "Not a directory"
         if self.vocab_size < len(SPECIAL_TOKENS) + 50:
             raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
         check_vocab_size(self.vocab_size)
@@ -111,7 +112,7 @@ class WordsConfig:
     input: list[str] = field(default_factory=list)  # the files to be fine-tuned on or labelled there: as `input=`
     text_column: str | None = None  # table column with the text (None: the first of tables.TEXT_COLUMNS)
     num_workers: int | None = None  # Kiwi threads (None: all cores)
-    cache_dir: str | None = None  # where a dataset input (hf:..., a folder) is written as text first
+    cache_dir: str | None = None  # the folder a dataset input (hf:..., a folder) is written to as text first
     progress: bool = True
 
     def validate(self) -> None:
@@ -121,6 +122,7 @@ class WordsConfig:
             raise ConfigError("input is empty: pass input=FILE (or a list: input=[train.tsv,dev.tsv])")
         self.input = distinct_inputs(self.input)  # a word list is a set: a file named twice adds nothing twice
         check_text_column(self.text_column)
+        check_cache_dir(self.cache_dir)
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be at least 1 (or null: all cores), got {self.num_workers}")
         check_cores(self.num_workers, "num_workers")

@@ -118,9 +118,30 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     merged = sum(len(t.removeprefix("##")) > 1 and t not in BYTE_TOKENS for t in vocab)
     if not chars and merged < 0.1 * len(vocab):
         # a Python warning (not a log line): it is about the object returned, and callers may filter it
-        warnings.warn(f"the {len(vocab) + len(SPECIAL_TOKENS)}-token vocabulary is nearly all single characters "
-                      f"({merged} longer pieces): raise vocab_size or lower limit_alphabet", stacklevel=3)
+        warnings.warn(few_merges_warning(len(vocab) + len(SPECIAL_TOKENS), merged, alphabet, cfg.vocab_size,
+                                         _with_fallback(cfg)), stacklevel=3)
     return backend
+
+
+def few_merges_warning(size: int, merged: int, alphabet: int, asked: int, fallback: bool) -> str:
+    """What to do about a WordPiece vocabulary of ``size`` tokens with only ``merged`` longer pieces. The alphabet,
+    the "##" form of each character that continues a word, the fallback's tokens and the special tokens come first;
+    merges get only what vocab_size leaves above them (none when it is below: the vocabulary is then bigger than
+    asked). "Raise vocab_size or lower limit_alphabet" said neither by how much, nor that lowering limit_alphabet does
+    nothing above the alphabet it kept, nor that a corpus with no more pairs to merge is the limit, not vocab_size."""
+    base = size - merged  # everything but the longer pieces
+    head = f"the {size}-token vocabulary is nearly all single characters ({merged} longer pieces)"
+    if size < asked:  # the trainer ran out of pairs before vocab_size: a bigger size changes nothing
+        return (f"{head}: the corpus has too few repeated character pairs for more (vocab_size={asked} is not what "
+                "limits it); train on a bigger corpus")
+    suggest = -(-2 * base // 1000) * 1000  # about half of it then longer pieces, rounded up to a thousand
+    taken = "the ## forms, the fallback's tokens" if fallback else "the ## forms"
+    advice = f"give vocab_size={suggest} or more (published Korean encoders use 30,000 or more)"
+    if 4 * alphabet >= base:  # the alphabet and its ## forms are half of it or more: a smaller one leaves room too
+        rest = "jamo or byte tokens" if fallback else "[UNK]"
+        advice += f", or limit_alphabet below {alphabet} (the rarer characters then become {rest})"
+    return (f"{head}: its {alphabet}-character alphabet, {taken} and the special tokens take {base}, and only "
+            f"what vocab_size leaves above that becomes longer pieces; {advice}")
 
 
 def _only_specials(backend):
