@@ -172,3 +172,29 @@ def test_label_on_two_ranks_writes_one_processs_bytes_and_a_refusal_is_one_line(
     assert [ln for ln in again.stderr.splitlines() if ln.strip()] == [
         "error: two.csv exists; pass --overwrite to label it again"], again.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv", "reviews.csv", "two.csv"]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case, needle", [
+    ("exists", "exists; pass --overwrite to label it again"),
+    ("missing input", "nope.csv: file not found"),
+    ("xlsx", "a workbook can't be"),
+    ("shard", "leave --shard out"),
+    ("no model", "model"),
+])
+def test_label_refusals_are_one_line_before_any_rank_starts(tmp_path, capsys, monkeypatch, tiny_classifier_dir,
+                                                             case, needle):
+    """Said by the command itself, no rank started (a started one would import torch in a process of its own: a
+    launch here fails the test), and nothing written."""
+    from tests.test_label_scale import _write
+
+    monkeypatch.setattr(launch, "launch", lambda *a, **k: pytest.fail("a rank was started"))
+    src = _write(tmp_path / "reviews.csv")
+    (tmp_path / "out.csv").write_text("x\n") if case == "exists" else None
+    argv = ["label", "--nproc", "2", "--model", str(tmp_path / "none" if case == "no model" else tiny_classifier_dir),
+            "--input", str(tmp_path / "nope.csv" if case == "missing input" else src), "--text-column", "review",
+            "--device", "cpu", "--output", str(tmp_path / ("out.xlsx" if case == "xlsx" else "out.csv")),
+            *(["--shard", "1/2"] if case == "shard" else [])]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    one_error(main(argv), capsys.readouterr().err, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -146,6 +146,9 @@ def run(args) -> int:
 
         nproc = resolve_nproc(args.nproc, cfg.device)
         if nproc > 1:
+            from ..label.torchrun import check_job
+
+            check_job(cfg, nproc)  # what the ranks would refuse, said before any of them loads the model
             return launch_ranks(["label", *(["--verbose"] if args.verbose else [])], nproc, config=cfg)
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:

@@ -59,21 +59,7 @@ class Launch:
     def rank_config(self, cfg: LabelConfig) -> LabelConfig:
         """``cfg`` as this rank runs it: its shard, its GPU or its share of the cores, progress on rank 0 only, the
         plot left to the end. Refuses what a torchrun job can't be, before any rank labels a row."""
-        from .files import plan_jobs
-
-        if cfg.shard is not None:
-            raise ConfigError(f"shard={cfg.shard!r} under torchrun: each of its {self.world} processes labels its own "
-                              "shard of the file and rank 0 joins them; leave --shard out (or start the shards "
-                              "yourself without torchrun)")
-        if cfg.writes_workbook:
-            raise ConfigError(f"{cfg.output}: under torchrun the ranks' shards are joined by their bytes, which a "
-                              "workbook can't be; label into .csv under torchrun (or into .xlsx in one process)")
-        jobs, _ = plan_jobs(cfg)
-        self.outputs = tuple(Path(job.output) for job in jobs)
-        for out in self.outputs:  # before any labelling: the join at the end would refuse it after hours of work
-            if out.exists() and not cfg.overwrite:
-                state = "is complete" if cfg.resume else "exists"
-                raise InputError(f"{out} {state}; pass --overwrite to label it again")
+        self.outputs = refuse_for_ranks(cfg, self.world)
         self.plot, device, threads = cfg.plot, cfg.device, cfg.threads
         gpus = _gpus() if device in ("auto", "cuda") else 0
         if gpus:
@@ -116,6 +102,40 @@ class Launch:
             return joined
         finally:
             dist.destroy_process_group()
+
+
+def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:
+    """What a job of ``world`` ranks can't be, refused before any rank labels a row; the job's unsharded outputs."""
+    from .files import plan_jobs
+
+    if cfg.shard is not None:
+        raise ConfigError(f"shard={cfg.shard!r} under torchrun: each of its {world} processes labels its own shard of "
+                          "the file and rank 0 joins them; leave --shard out (or start the shards yourself without "
+                          "torchrun)")
+    if cfg.writes_workbook:
+        raise ConfigError(f"{cfg.output}: under torchrun the ranks' shards are joined by their bytes, which a "
+                          "workbook can't be; label into .csv under torchrun (or into .xlsx in one process)")
+    jobs, _ = plan_jobs(cfg)
+    outputs = tuple(Path(job.output) for job in jobs)
+    for out in outputs:  # before any labelling: the join at the end would refuse it after hours of work
+        if out.exists() and not cfg.overwrite:
+            state = "is complete" if cfg.resume else "exists"
+            raise InputError(f"{out} {state}; pass --overwrite to label it again")
+    return outputs
+
+
+def check_job(cfg: LabelConfig, world: int) -> None:
+    """Everything a job of ``world`` ranks would refuse before labelling, checked once in the process that starts
+    them (``label --nproc``) before any rank loads the model: ``refuse_for_ranks``, the model folder, and each input
+    and shard output as rank 1's shard sees them (the other ranks' differ only in the shard's number)."""
+    from ..hub.modelio import check_model_source
+    from .files import FilesLabeller
+    from .run import FileLabeller
+
+    refuse_for_ranks(cfg, world)
+    for job in FilesLabeller(replace(cfg, shard=f"1/{world}", plot=None)).jobs:
+        FileLabeller(job).check_paths()
+    check_model_source(cfg.model)
 
 
 def combine(records: list[dict], output: str) -> LabelSummary:
