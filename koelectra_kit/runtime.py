@@ -155,7 +155,10 @@ def autocast_dtype(device, precision: str = "auto"):
     if precision == "fp16":
         return torch.float16
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # bf16 in hardware (Ampere and later), read from the device's properties: the default check also counts
+        # emulated bf16 (slow; V100, T4 "support" it) and finds that by making a tensor on the GPU, which in the
+        # process that starts --nproc's ranks would hold a CUDA context on GPU 0 for the whole run
+        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
     return torch.bfloat16 if cpu_has_bf16() else None
 
 

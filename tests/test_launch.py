@@ -53,7 +53,7 @@ def test_more_cpu_ranks_than_cores_auto_without_gpus_and_nproc_under_torchrun_ar
 @pytest.mark.parametrize("extra, needle", [
     (["batch_size=15"], "multiple of ranks x grad_accum (2 x 1)"),  # fine in one process, not on two ranks
     (["corpus=missing.txt"], "missing.txt: file not found"),
-    (["precision=fp16"], "fp16 needs a CUDA GPU"),
+    (["prepared=missing-folder"], "missing-folder"),  # found where a rank opens it, not by the config's checks
 ])
 def test_a_bad_option_is_one_line_before_any_rank_starts(tmp_path, capsys, sample_dir, extra, needle):
     out = tmp_path / "run"
@@ -81,37 +81,52 @@ def test_plot_takes_no_nproc(tmp_path, capsys):
 
 
 def failed(tmp_path, *failures):
-    """A ChildFailedError for (rank, exitcode, stderr text or None) each, with the ranks' logs where the
-    launcher keeps them."""
+    """A ChildFailedError for (rank, exitcode, the error: line it left or None) each, with the lines where the
+    launcher's ranks leave them (``note_error``) and each rank's log."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
     found = {}
-    for rank, code, text in failures:
-        if text is not None:
-            log = tmp_path / "run_x" / "attempt_0" / str(rank) / "stderr.log"
-            log.parent.mkdir(parents=True)
-            log.write_text(text)
+    for rank, code, said in failures:
+        log = tmp_path / "run_x" / "attempt_0" / str(rank) / "stderr.log"
+        log.parent.mkdir(parents=True)
+        log.write_text(f"step 40\n{said or ''}\n")
+        if said is not None:
+            (tmp_path / f"rank-{rank}.error").write_text(said + "\n")
         found[rank] = ProcessFailure(local_rank=rank, pid=100 + rank, exitcode=code, error_file="")
     return ChildFailedError("koelectra_kit", found)
 
 
 @pytest.mark.fast
 def test_rank_0s_own_error_line_is_the_only_one(tmp_path, capsys):
-    code, keep = launch._one_line_for(failed(tmp_path, (0, 2, None), (1, 2, "note\nerror: the same\n")), 2, tmp_path)
+    code, keep = launch._one_line_for(failed(tmp_path, (0, 2, "error: the same"), (1, 2, "error: the same")), 2,
+                                      tmp_path)
     assert (code, keep) == (2, False) and capsys.readouterr().err == ""
 
 
 @pytest.mark.fast
-def test_another_ranks_error_line_is_copied_from_its_log(tmp_path, capsys):
-    code, keep = launch._one_line_for(failed(tmp_path, (1, 2, "loading\nerror: GPU 1 has 2 GiB free\n")), 2,
-                                      tmp_path)
-    assert (code, keep) == (2, False)
-    assert capsys.readouterr().err == "error: GPU 1 has 2 GiB free\n"
+def test_rank_0_stopped_after_its_line_still_says_it_once(tmp_path, capsys):
+    """Rank 1 fails first and torch stops rank 0 (SIGTERM, -15) after rank 0 printed the same line: one line."""
+    code, _ = launch._one_line_for(failed(tmp_path, (1, 2, "error: the same"), (0, -15, "error: the same")), 2,
+                                   tmp_path)
+    assert code == 2 and capsys.readouterr().err == ""
 
 
 @pytest.mark.fast
-def test_a_killed_rank_is_named_with_its_kept_log(tmp_path, capsys):
-    code, keep = launch._one_line_for(failed(tmp_path, (1, -9, "step 40\n")), 4, tmp_path)
+def test_another_ranks_error_line_is_said_once_whatever_rank_0_did(tmp_path, capsys):
+    """Rank 1's own error, and rank 0 crashing in a collective whose peer is gone (exit 1, its traceback on the
+    terminal) or stopped (-15): rank 1's line is the job's."""
+    for rank0 in (1, -15):
+        sub = tmp_path / str(rank0)
+        sub.mkdir()
+        code, keep = launch._one_line_for(failed(sub, (0, rank0, None), (1, 2, "error: GPU 1 has 2 GiB free")), 2,
+                                          sub)
+        assert (code, keep) == (2, False)
+        assert capsys.readouterr().err == "error: GPU 1 has 2 GiB free\n"
+
+
+@pytest.mark.fast
+def test_a_killed_rank_is_named_and_the_logs_kept(tmp_path, capsys):
+    code, keep = launch._one_line_for(failed(tmp_path, (1, -9, None)), 4, tmp_path)
     err = capsys.readouterr().err
     assert (code, keep) == (1, True)
     assert err.startswith("error: rank 1 of 4 was killed by SIGKILL (out of memory?)") and err.count("\n") == 1
@@ -120,10 +135,57 @@ def test_a_killed_rank_is_named_with_its_kept_log(tmp_path, capsys):
 
 @pytest.mark.fast
 def test_rank_0_ending_without_an_error_line_points_above(tmp_path, capsys):
-    code, keep = launch._one_line_for(failed(tmp_path, (0, 1, None)), 2, tmp_path)
-    assert (code, keep) == (1, False)
+    code, _ = launch._one_line_for(failed(tmp_path, (0, 1, None)), 2, tmp_path)
+    assert code == 1
     assert capsys.readouterr().err == ("error: rank 0 of 2 ended with exit code 1; the other ranks were stopped; its "
                                        "output is above\n")
+
+
+@pytest.mark.fast
+def test_a_ranks_error_line_is_left_for_the_launcher_only_under_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "1")
+    assert main(["pretrain", "--config", str(TINY_PRESET), "corpus=a.txt", "out=o", "lr=-1"]) == 2
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv(launch.ERRORS_ENV, str(tmp_path))
+    assert main(["pretrain", "--config", str(TINY_PRESET), "corpus=a.txt", "out=o", "lr=-1"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: lr") and (tmp_path / "rank-1.error").read_text() == line
+
+
+@pytest.mark.fast
+def test_gpu_ranks_each_take_a_gpu_for_pretrain_and_may_share_for_label(monkeypatch):
+    import os
+
+    import torch
+
+    import koelectra_kit.runtime as runtime
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(runtime, "resolve_device", lambda name: torch.device(name if name != "auto" else "cuda"))
+    assert launch.resolve_nproc("auto", "auto") == 2
+    with pytest.raises(ConfigError, match="shows 2 GPU"):
+        launch.resolve_nproc(3, "cuda")
+    with pytest.raises(ConfigError, match="puts all 2 ranks on one GPU"):
+        launch.resolve_nproc(2, "cuda:1")
+    assert launch.resolve_nproc(3, "cuda", gpu_each=False) == 3
+    assert launch.resolve_nproc(2, "cuda:1", gpu_each=False) == 2
+
+
+@pytest.mark.fast
+def test_the_callers_signal_handlers_and_environment_come_back(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = signal.getsignal(signal.SIGTERM)
+    with launch._rank_env(2, tmp_path), launch._own_signals():
+        signal.signal(signal.SIGTERM, lambda *a: None)  # as torch's launcher does
+        os.environ[launch.SIGNALS_ENV] = "SIGTERM"
+        assert os.environ["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "OMP_NUM_THREADS" not in os.environ and launch.ERRORS_ENV not in os.environ
+    assert launch.SIGNALS_ENV not in os.environ
 
 
 def test_two_cpu_ranks_train_in_sync_and_a_failing_job_says_one_line(tmp_path, sample_dir, pretrain_tokenizer,
@@ -172,6 +234,18 @@ def test_label_on_two_ranks_writes_one_processs_bytes_and_a_refusal_is_one_line(
     assert [ln for ln in again.stderr.splitlines() if ln.strip()] == [
         "error: two.csv exists; pass --overwrite to label it again"], again.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv", "reviews.csv", "two.csv"]
+
+
+@pytest.mark.fast
+def test_label_on_ranks_takes_a_tfidf_folder_as_one_process_does(tmp_path, monkeypatch, tfidf_dir):
+    from tests.test_label_scale import _write
+
+    started = []
+    monkeypatch.setattr(launch, "launch", lambda argv, n, **k: started.append((argv, n)) or 0)
+    src = _write(tmp_path / "reviews.csv")
+    assert main(["label", "--nproc", "2", "--model", str(tfidf_dir), "--input", str(src), "--text-column",
+                 "review", "--device", "cpu", "--output", str(tmp_path / "out.csv")]) == 0
+    assert [n for _, n in started] == [2]
 
 
 @pytest.mark.fast

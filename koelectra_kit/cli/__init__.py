@@ -153,6 +153,15 @@ def _permission_hint(e: OSError) -> str:
     return hint
 
 
+def _error(line: str) -> int:
+    """Print the one ``error:`` line (also kept for ``--nproc``'s launcher when this is one of its ranks); exit 2."""
+    from .launch import note_error
+
+    print(line, file=sys.stderr)
+    note_error(line)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
 
@@ -171,14 +180,12 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except KitError as e:
-        print(f"error: {one_line(str(e))}", file=sys.stderr)
-        return 2
+        return _error(f"error: {one_line(str(e))}")
     except OSError as e:  # the machine said no (disk full, permission, a path that vanished): the user's to fix
         if os.environ.get("KOELECTRA_DEBUG"):
             raise
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        print(one_line(f"error: {e.strerror or e}{where}{_permission_hint(e)}"), file=sys.stderr)
-        return 2
+        return _error(one_line(f"error: {e.strerror or e}{where}{_permission_hint(e)}"))
     except KeyboardInterrupt:
         print("interrupted: outputs already written are complete; rerun with the same command "
               "(and resume where the command supports it) to continue", file=sys.stderr)

@@ -144,12 +144,13 @@ def run(args) -> int:
     if args.nproc is not None:
         from .launch import launch as launch_ranks, resolve_nproc
 
-        nproc = resolve_nproc(args.nproc, cfg.device)
+        nproc = resolve_nproc(args.nproc, cfg.device, gpu_each=False)  # label's ranks may share a GPU
         if nproc > 1:
             from ..label.torchrun import check_job
 
             check_job(cfg, nproc)  # what the ranks would refuse, said before any of them loads the model
-            return launch_ranks(["label", *(["--verbose"] if args.verbose else [])], nproc, config=cfg)
+            return launch_ranks(["label", *(["--verbose"] if args.verbose else [])], nproc, config=cfg,
+                                resume="rerun the same command with --resume to continue from the finished chunks")
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:
         plot, cfg = cfg.plot, launch.rank_config(cfg)

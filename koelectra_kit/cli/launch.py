@@ -4,8 +4,8 @@
 Under plain torchrun every rank prints the same ``error:`` line, then torchrun adds a traceback of its own (its
 ``ChildFailedError`` report) and exits 1. Here the command checks what it can before any rank starts (a bad option:
 one line, exit 2, nothing started), rank 0 writes to the terminal and the other ranks to log files, and a failed job
-ends in one line: rank 0's own ``error:`` line, or the failing rank's copied from its log (exit 2), or which rank
-ended how and where its output was kept (exit 1). Ctrl-C ends every rank, as under torchrun, and exits 130.
+ends in one line: rank 0's own ``error:`` line, or the line of the rank that failed first (exit 2), or which rank
+ended how and where the logs were kept (exit 1). Ctrl-C ends every rank, as under torchrun, and exits 130.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from pathlib import Path
 from ..errors import ConfigError
 
 ALL_STREAMS = 3  # torch's Std.ALL: a rank's stdout and stderr to its log file
+ERRORS_ENV = "KOELECTRA_RANK_ERRORS"  # the folder where each rank started here leaves its error: line
+SIGNALS_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
 
 
 def nproc_arg(text: str) -> str | int:
@@ -36,10 +38,11 @@ def nproc_arg(text: str) -> str | int:
     return n
 
 
-def resolve_nproc(value: str | int, device_name: str) -> int:
+def resolve_nproc(value: str | int, device_name: str, gpu_each: bool = True) -> int:
     """How many ranks ``--nproc`` asks for on ``device_name`` (a config's ``device``), or one line saying why not:
-    ``auto`` is one per visible GPU; on a GPU each rank takes one of its own (more ranks than GPUs would share one and
-    fail in NCCL), so a pinned ``cuda:K`` or too few GPUs is refused; CPU ranks get a core each at least."""
+    ``auto`` is one per visible GPU; CPU ranks get a core each at least. ``gpu_each``: each rank needs a GPU of its
+    own (pretrain's DDP: two NCCL ranks on one GPU fail), so a pinned ``cuda:K`` or fewer GPUs than ranks is refused;
+    label's ranks share GPUs in turn (rank R takes GPU R mod the count) and only meet on the host."""
     import torch
 
     from ..runtime import resolve_device, world_size
@@ -55,11 +58,11 @@ def resolve_nproc(value: str | int, device_name: str) -> int:
                               f"{device_name}); give a number of CPU ranks (--nproc 2) or leave --nproc out")
         value = gpus
     n = int(value)
-    if n == 1 or device.type != "cuda":
-        cores = os.cpu_count() or 1
-        if n > cores:
-            raise ConfigError(f"--nproc {n}: this machine has {cores} cores and each CPU rank needs one at least; "
-                              f"give at most {cores} (on a CPU one process already uses every core)")
+    cores = os.cpu_count() or 1
+    if n > cores:
+        raise ConfigError(f"--nproc {n}: this machine has {cores} cores and each rank needs one at least; give at most "
+                          f"{cores}" + ("" if gpus else " (on a CPU one process already uses every core)"))
+    if n == 1 or not gpus or not gpu_each:
         return n
     if device.index is not None:
         raise ConfigError(f"device={device_name} puts all {n} ranks on one GPU; use device=cuda (rank R takes GPU R; "
@@ -70,26 +73,27 @@ def resolve_nproc(value: str | int, device_name: str) -> int:
     return n
 
 
-def launch(argv: list[str], nproc: int, config=None) -> int:
+def launch(argv: list[str], nproc: int, config=None, resume: str = "rerun the same command to continue") -> int:
     """``koelectra-kit ARGV`` as ``nproc`` ranks of one job on this machine; the exit status the job earned.
-    ``config``: a resolved config (a dataclass) the ranks read as ``--config`` (the one the command checked)."""
+    ``config``: a resolved config (a dataclass) the ranks read as ``--config`` (the one the command checked).
+    ``resume``: how to go on after the job was stopped (said when a signal ended it)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
     logs = Path(tempfile.mkdtemp(prefix="koelectra-ranks-"))
     keep = False
-    if config is not None:
-        from ..config import dump_yaml
-
-        (logs / "config.yaml").write_text(dump_yaml(config), encoding="utf-8")
-        argv = [*argv, "--config", str(logs / "config.yaml")]
-    redirects = ",".join(f"{k}:{ALL_STREAMS}" for k in range(1, nproc))
-    args = get_args_parser().parse_args(
-        ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--log-dir={logs}",
-         *([f"--redirects={redirects}"] if redirects else []), "--module", "koelectra_kit", *argv])
     try:
-        with _threads_per_rank(nproc), _quiet_launcher():
+        if config is not None:
+            from ..config import dump_yaml
+
+            (logs / "config.yaml").write_text(dump_yaml(config), encoding="utf-8")
+            argv = [*argv, "--config", str(logs / "config.yaml")]
+        redirects = ",".join(f"{k}:{ALL_STREAMS}" for k in range(1, nproc))
+        args = get_args_parser().parse_args(
+            ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--log-dir={logs}",
+             *([f"--redirects={redirects}"] if redirects else []), "--module", "koelectra_kit", *argv])
+        with _rank_env(nproc, logs), _quiet_launcher(), _own_signals():
             run(args)
         return 0
     except ChildFailedError as e:
@@ -97,55 +101,85 @@ def launch(argv: list[str], nproc: int, config=None) -> int:
         return code
     except SignalException as e:
         if e.sigval != signal.SIGINT:  # Ctrl-C reached the ranks too, and rank 0 said so; SIGTERM stops them quietly
-            print(f"interrupted ({e.sigval.name}): every rank was stopped; outputs already written are complete "
-                  "(pretrain: rerun with resume=true to continue from the last checkpoint)", file=sys.stderr)
+            print(f"interrupted ({e.sigval.name}): every rank was stopped; outputs already written are complete; "
+                  f"{resume}", file=sys.stderr)
         return 130
     finally:
         if not keep:
             shutil.rmtree(logs, ignore_errors=True)
 
 
+def note_error(line: str) -> None:
+    """In a rank ``launch`` started: keep the ``error:`` line this rank prints where the launching process finds it
+    (``KOELECTRA_RANK_ERRORS``), so that the job ends in one line whichever rank failed first. Elsewhere: nothing."""
+    folder = os.environ.get(ERRORS_ENV)
+    if folder:
+        try:
+            (Path(folder) / f"rank-{int(os.environ.get('RANK', '0'))}.error").write_text(line, encoding="utf-8")
+        except (OSError, ValueError):
+            pass  # the launcher then names the rank and its log instead
+
+
 def _one_line_for(e, nproc: int, logs: Path) -> tuple[int, bool]:
-    """(exit status, keep the logs) for a failed job, the one line said. Rank 0's ``error:`` line is on the terminal
-    already; another rank's comes from its log; a rank that ended without one is named with its log, kept."""
+    """(exit status, keep the logs) for a failed job, the one line said. The ranks that printed an ``error:`` line
+    left it in ``logs`` (``note_error``): rank 0's is on the terminal already, another rank's is copied (the one that
+    failed first), since when one rank fails the others are stopped or fail in turn (a collective whose peer is gone)
+    and rank 0's own exit can be either. A job where no rank said why is named by its first failure, its log kept."""
     failures = e.failures  # global rank -> ProcessFailure (exitcode, or minus the signal's number)
-    if failures.get(0) is not None and failures[0].exitcode in (2, 130):
-        return failures[0].exitcode, False  # rank 0 said why (an error: line, or interrupted)
+    said = {}
+    for path in logs.glob("rank-*.error"):
+        try:
+            said[int(path.stem.split("-")[1])] = path.read_text(encoding="utf-8").strip()
+        except (OSError, ValueError):
+            continue
+    if 0 in said:
+        return 2, False  # rank 0 said why, on the terminal
+    if failures.get(0) is not None and failures[0].exitcode == 130:
+        return 130, False  # rank 0 was interrupted and said so
+    if said:
+        first = min(said, key=lambda r: failures[r].timestamp if r in failures else float("inf"))
+        print(said[first], file=sys.stderr)
+        return 2, False
     rank, failure = e.get_first_failure()
     log = next(iter(sorted(logs.glob(f"*/attempt_*/{failure.local_rank}/stderr.log"))), None)
-    said = _error_line(log) if rank != 0 and log is not None else None
-    if said is not None and failure.exitcode == 2:
-        print(said, file=sys.stderr)
-        return 2, False
     if failure.exitcode < 0:
         how = f"was killed by {failure.signal_name()}" + (" (out of memory?)" if failure.exitcode == -9 else "")
     else:
         how = f"ended with exit code {failure.exitcode}"
     where = "its output is above" if rank == 0 else (f"its output: {log}" if log is not None else "it left no output")
     print(f"error: rank {rank} of {nproc} {how}; the other ranks were stopped; {where}", file=sys.stderr)
-    return 1, rank != 0 and log is not None
-
-
-def _error_line(log: Path) -> str | None:
-    """The last ``error:`` line a rank wrote to its log, or None."""
-    try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    return next((line for line in reversed(lines) if line.startswith("error: ")), None)
+    return 1, log is not None  # every rank's log stays for a failure nobody explained
 
 
 @contextmanager
-def _threads_per_rank(nproc: int):
-    """OMP_NUM_THREADS for the ranks: the cores shared out (torchrun sets 1 and warns), unless the user set it."""
-    given = os.environ.get("OMP_NUM_THREADS")
-    if given is None:
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc))
+def _rank_env(nproc: int, logs: Path):
+    """The ranks' environment: OMP_NUM_THREADS the cores shared out (torchrun sets 1 and warns) unless the user set
+    it, and where a rank leaves its ``error:`` line (``note_error``); put back afterwards."""
+    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", ERRORS_ENV, SIGNALS_ENV)}
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    os.environ[ERRORS_ENV] = str(logs)
     try:
         yield
     finally:
-        if given is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
+        for key, value in saved.items():  # (torch's launcher sets SIGNALS_ENV for its own use, and leaves it)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def _own_signals():
+    """torch's launcher installs its own handlers for the signals it forwards to the ranks and leaves them: put the
+    caller's back (in-process callers would get torch's SignalException instead of KeyboardInterrupt afterwards)."""
+    names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+    saved = {sig: signal.getsignal(sig) for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 @contextmanager

@@ -56,7 +56,8 @@ def run(args) -> int:
             raise ConfigError("give the run folder once: pretrain plot RUN_DIR, or pretrain --plot RUN_DIR")
         plot_dir, overrides = overrides[1], []
     if plot_dir:
-        # a redraw reads RUN_DIR/metrics.jsonl only: a key=value, --config or --print-config given with it was ignored
+        # a redraw reads RUN_DIR/metrics.jsonl only: a key=value, --config, --print-config or --nproc given with it
+        # was ignored
         ignored = [*overrides, *(["--config"] if args.config else []),
                    *(["--print-config"] if args.print_config else []), *(["--nproc"] if args.nproc else [])]
         if ignored:
@@ -82,7 +83,8 @@ def run(args) -> int:
             from ..pretrain.preflight import check_run
 
             check_run(cfg, nproc)
-            return launch(["pretrain", *(["--verbose"] if args.verbose else [])], nproc, config=cfg)
+            return launch(["pretrain", *(["--verbose"] if args.verbose else [])], nproc, config=cfg,
+                          resume="rerun the same command with resume=true to continue from the last checkpoint")
     if pretrain(cfg).get("stopped") == "interrupted":
         # the checkpoint and the encoder at that step are written, but the budget is not used up: as finetune,
         # a script must be able to tell

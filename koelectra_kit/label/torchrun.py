@@ -128,6 +128,7 @@ def check_job(cfg: LabelConfig, world: int) -> None:
     """Everything a job of ``world`` ranks would refuse before labelling, checked once in the process that starts
     them (``label --nproc``) before any rank loads the model: ``refuse_for_ranks``, the model folder, and each input
     and shard output as rank 1's shard sees them (the other ranks' differ only in the shard's number)."""
+    from ..classify.registry import toolkit_kind
     from ..hub.modelio import check_model_source
     from .files import FilesLabeller
     from .run import FileLabeller
@@ -135,7 +136,8 @@ def check_job(cfg: LabelConfig, world: int) -> None:
     refuse_for_ranks(cfg, world)
     for job in FilesLabeller(replace(cfg, shard=f"1/{world}", plot=None)).jobs:
         FileLabeller(job).check_paths()
-    check_model_source(cfg.model)
+    if toolkit_kind(cfg.model) is None:  # a TF-IDF or ensemble folder has classifier.json, no config.json
+        check_model_source(cfg.model)
 
 
 def combine(records: list[dict], output: str) -> LabelSummary:
