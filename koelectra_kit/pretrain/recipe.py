@@ -25,8 +25,9 @@ from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, nonfinite_weights,
                        refuse_unless_batch_fits, refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
-from .checkpoint import (LoopState, check_corpus_outside_run, check_resume_request, check_run_dir, latest_checkpoint,
-                         read_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state, start_over)
+from .checkpoint import (LoopState, check_corpus_outside_run, check_resume_request, check_run_dir, check_start_over,
+                         latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state,
+                         start_over)
 from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
@@ -65,10 +66,7 @@ class PretrainRecipe:
         self.device, self.rank, self.world, self.main = dist_ctx.device, dist_ctx.rank, dist_ctx.world, dist_ctx.is_main
 
     def setup(self) -> None:
-        self.setup_engine()
-        self.setup_init()
-        self.setup_inputs()
-        self.check_batch_fits()
+        self.check_settings()
         self.setup_out_dir()
         self.setup_data()
         self.setup_model()
@@ -77,6 +75,15 @@ class PretrainRecipe:
         self.setup_resume()
         self.setup_parallel()
         self.setup_trackers()
+
+    def check_settings(self) -> None:
+        """Every check before out/ is touched (``pretrain --nproc`` also runs them once, before any rank starts:
+        preflight.py), ending with what to resume from (``self.ckpt``)."""
+        self.setup_engine()
+        self.setup_init()
+        self.setup_inputs()
+        self.check_batch_fits()
+        self.ckpt = self.check_out_dir()
 
     def setup_engine(self) -> None:
         """Threads, precision, and the micro-batch size every rank and accumulation step gets."""
@@ -140,14 +147,22 @@ class PretrainRecipe:
                                  f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a "
                                  "micro-batch)", "lower batch_size or raise grad_accum")
 
-    def setup_out_dir(self) -> None:
-        """Resume or fresh start, decided before anything in out/ is touched; then the resolved config."""
+    def check_out_dir(self):
+        """The checkpoint to resume from, or None for a fresh start, which out= must allow (``start_over``'s
+        refusal); nothing in out/ touched."""
         cfg, out = self.cfg, self.out
         check_run_dir(out)
+        ckpt = resolve_resume(cfg, out)
+        if ckpt is not None:
+            check_resume_request(ckpt, cfg, out)
+        elif out.exists():
+            check_start_over(out, cfg.overwrite)
+        return ckpt
+
+    def setup_out_dir(self) -> None:
+        """Resume or fresh start (decided by ``check_out_dir``); then out/ made and the resolved config written."""
+        cfg, out = self.cfg, self.out
         self.created_out = self.main and not out.exists()
-        self.ckpt = resolve_resume(cfg, out)
-        if self.ckpt is not None:
-            check_resume_request(self.ckpt, cfg, out)
         if self.ckpt is None and self.main:
             start_over(out, cfg.overwrite, keep_tokenizer=(out / TOKENIZER_REQUEST).exists() or bool(cfg.tokenizer))
         self.dist.barrier()
