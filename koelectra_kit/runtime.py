@@ -9,6 +9,7 @@ import os
 import random
 import re
 import sys
+import time
 
 LOGGER_NAME = "koelectra_kit"
 
@@ -265,31 +266,39 @@ def refuse_unless_batch_fits(per_row: int, rows: int, device, what: str, fix: st
 
 
 class StopRequest:
-    """Ctrl-C or SIGTERM (a scheduler's, a lease's end) as a request to stop at the next step boundary, so the loop
-    can save and export what it has instead of dying between two optimizer updates; a second signal stops at once
-    (KeyboardInterrupt). Installed only in the main thread of a single-process run (``enabled``): DDP ranks would
-    have to agree on the step, and there a signal keeps its usual meaning."""
+    """Ctrl-C or SIGTERM (a scheduler's, a lease's end) as a request to stop at a step boundary, so the loop can save
+    and export what it has instead of dying between two optimizer updates; a second signal stops at once
+    (KeyboardInterrupt). Installed only in the main thread, for ``signals`` (DDP ranks: SIGINT alone, since torch's
+    agent ends the ranks of a failed job with SIGTERM, which must stay immediate). ``after``: when the loop stops (DDP
+    ranks agree on a step first: ``pretrain.distributed.SharedStop``). ``same_within_s``: a second signal this soon
+    after the first is the same request passed on twice (a cluster scheduler signals every process of a job and
+    torchrun's agent signals its ranks again), not a second Ctrl-C."""
 
-    def __init__(self, enabled: bool = True, what: str = "the run"):
+    def __init__(self, enabled: bool = True, what: str = "the run", after: str = "this step",
+                 signals: tuple[str, ...] = ("SIGINT", "SIGTERM"), same_within_s: float = 0.0):
         import threading
 
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.requested, self.what, self.saved = False, what, {}
+        self.requested, self.what, self.after, self.saved = False, what, after, {}
+        self.signals, self.same_within_s, self.at = signals, same_within_s, 0.0
 
     def _handle(self, signum, frame) -> None:
         import signal
 
+        now = time.monotonic()
         if self.requested:
+            if now - self.at < self.same_within_s:
+                return
             raise KeyboardInterrupt
-        self.requested = True
-        warn(f"{signal.Signals(signum).name}: {self.what} stops after this step and writes what it has "
+        self.requested, self.at = True, now
+        warn(f"{signal.Signals(signum).name}: {self.what} stops after {self.after} and writes what it has "
              "(Ctrl-C again to stop at once)")
 
     def __enter__(self) -> StopRequest:
         import signal
 
         if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (getattr(signal, name) for name in self.signals):
                 if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, a background job): stays so
                     self.saved[sig] = signal.signal(sig, self._handle)
         return self

@@ -29,9 +29,23 @@ def run_python(code: str, cwd=ROOT, env: dict | None = None) -> subprocess.Compl
     return _run([sys.executable, "-c", code], cwd, env or {})
 
 
+def start_koelectra(*args, cwd=ROOT, env: dict | None = None) -> subprocess.Popen:
+    """``koelectra`` left running, to be signalled: Ctrl-C's default meaning restored in it (a pytest started as a
+    background job passes SIGINT on ignored, and the command keeps an ignored signal ignored)."""
+    import signal
+
+    cmd = [sys.executable, "-m", "koelectra_kit", *map(str, args)]
+    return subprocess.Popen(cmd, env=_env(env or {}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def _run(cmd: list[str], cwd, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=_env(env), capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def _env(env: dict) -> dict:
     full = {**os.environ, **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         full.pop(key, None)
-    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300, cwd=cwd)
+    return full

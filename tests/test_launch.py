@@ -179,7 +179,7 @@ def test_the_callers_signal_handlers_and_environment_come_back(tmp_path, monkeyp
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     before = signal.getsignal(signal.SIGTERM)
-    with launch._rank_env(2, tmp_path), launch._own_signals():
+    with launch._rank_env(2, tmp_path), launch._own_signals(launch._Stops()):
         signal.signal(signal.SIGTERM, lambda *a: None)  # as torch's launcher does
         os.environ[launch.SIGNALS_ENV] = "SIGTERM"
         assert os.environ["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))

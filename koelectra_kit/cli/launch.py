@@ -5,7 +5,8 @@ Under plain torchrun every rank prints the same ``error:`` line, then torchrun a
 ``ChildFailedError`` report) and exits 1. Here the command checks what it can before any rank starts (a bad option:
 one line, exit 2, nothing started), rank 0 writes to the terminal and the other ranks to log files, and a failed job
 ends in one line: rank 0's own ``error:`` line, or the line of the rank that failed first (exit 2), or which rank
-ended how and where the logs were kept (exit 1). Ctrl-C ends every rank, as under torchrun, and exits 130.
+ended how and where the logs were kept (exit 1). Ctrl-C or SIGTERM reaches every rank, as under torchrun (pretrain's
+ranks then end a step together, checkpoint and export), and exits 130; the second one stops them at once.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from ..errors import ConfigError
 ALL_STREAMS = 3  # torch's Std.ALL: a rank's stdout and stderr to its log file
 ERRORS_ENV = "KOELECTRA_RANK_ERRORS"  # the folder where each rank started here leaves its error: line
 SIGNALS_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+AGENT_SIGNALS = "SIGHUP,SIGQUIT"  # the signals torch's agent handles (and passes on); SIGINT/SIGTERM: _Stops
+STOP_GRACE_S = 300  # a stopped rank's time to end its step, checkpoint and export before torch's agent kills it
 
 
 def nproc_arg(text: str) -> str | int:
@@ -82,7 +85,7 @@ def launch(argv: list[str], nproc: int, config=None, resume: str = "rerun the sa
     from torch.distributed.run import get_args_parser, run
 
     logs = Path(tempfile.mkdtemp(prefix="koelectra-ranks-"))
-    keep = False
+    keep, stops = False, _Stops()
     try:
         if config is not None:
             from ..config import dump_yaml
@@ -90,19 +93,27 @@ def launch(argv: list[str], nproc: int, config=None, resume: str = "rerun the sa
             (logs / "config.yaml").write_text(dump_yaml(config), encoding="utf-8")
             argv = [*argv, "--config", str(logs / "config.yaml")]
         redirects = ",".join(f"{k}:{ALL_STREAMS}" for k in range(1, nproc))
-        args = get_args_parser().parse_args(
+        parser = get_args_parser()
+        args = parser.parse_args(
             ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--log-dir={logs}",
-             *([f"--redirects={redirects}"] if redirects else []), "--module", "koelectra_kit", *argv])
-        with _rank_env(nproc, logs), _quiet_launcher(), _own_signals():
+             *([f"--redirects={redirects}"] if redirects else []), *_signal_options(parser), "--module", "koelectra_kit",
+             *argv])
+        with _rank_env(nproc, logs), _quiet_launcher(), _own_signals(stops):
             run(args)
         return 0
     except ChildFailedError as e:
         code, keep = _one_line_for(e, nproc, logs)
         return code
     except SignalException as e:
-        if e.sigval != signal.SIGINT:  # Ctrl-C reached the ranks too, and rank 0 said so; SIGTERM stops them quietly
-            print(f"interrupted ({e.sigval.name}): every rank was stopped; outputs already written are complete; "
-                  f"{resume}", file=sys.stderr)
+        got = stops.got or [e.sigval.name]
+        if len(got) > 1:
+            print(f"interrupted again ({got[-1]}): every rank was stopped at once; outputs already written are "
+                  f"complete; {resume}", file=sys.stderr)
+        elif e.sigval != signal.SIGINT or not any(logs.glob("*/attempt_*")):
+            # (Ctrl-C, or a SIGTERM passed on as one, reached the ranks once they started, and rank 0 said what it
+            # did)
+            print(f"interrupted ({got[0]}): every rank was stopped; outputs already written are complete; {resume}",
+                  file=sys.stderr)
         return 130
     finally:
         if not keep:
@@ -118,6 +129,18 @@ def note_error(line: str) -> None:
             (Path(folder) / f"rank-{int(os.environ.get('RANK', '0'))}.error").write_text(line, encoding="utf-8")
         except (OSError, ValueError):
             pass  # the launcher then names the rank and its log instead
+
+
+def _signal_options(parser) -> list[str]:
+    """torchrun's options for signals, where this torch has them (else torch's own rules stand): the signals its
+    agent handles (Ctrl-C and SIGTERM are ``_Stops``'), and ``--shutdown-timeout``, how long the
+    ranks get between the signal the agent passes on and its SIGKILL (its default, 30 s, can be less than a rank
+    needs to end its step, checkpoint and export), unless the user set ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
+    known = parser._option_string_actions
+    options = [f"--signals-to-handle={AGENT_SIGNALS}"] if "--signals-to-handle" in known else []
+    if "--shutdown-timeout" in known and "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in os.environ:
+        options.append(f"--shutdown-timeout={STOP_GRACE_S}")
+    return options
 
 
 def _one_line_for(e, nproc: int, logs: Path) -> tuple[int, bool]:
@@ -168,13 +191,36 @@ def _rank_env(nproc: int, logs: Path):
                 os.environ[key] = value
 
 
+class _Stops:
+    """This process's handler for Ctrl-C and SIGTERM while the ranks run: torch's agent passes a SIGINT on to them
+    (``SignalException``), and the names of the signals received are kept (a second one stopped the ranks at once).
+
+    torch's agent also ends the surviving ranks of a failed job with SIGTERM, so pretrain's DDP ranks take only
+    SIGINT as a request to end a step together and save: SIGTERM must end a rank at once (one blocked on a dead peer
+    could not act on it before the agent's SIGKILL). A scheduler's SIGTERM sent here therefore reaches the ranks as
+    SIGINT; after the first, the agent ends them with SIGTERM."""
+
+    def __init__(self):
+        self.got: list[str] = []
+
+    def __call__(self, signum, frame):
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+
+        self.got.append(signal.Signals(signum).name)
+        raise SignalException(f"process {os.getpid()} got {self.got[-1]}", sigval=signal.SIGINT)
+
+
 @contextmanager
-def _own_signals():
-    """torch's launcher installs its own handlers for the signals it forwards to the ranks and leaves them: put the
-    caller's back (in-process callers would get torch's SignalException instead of KeyboardInterrupt afterwards)."""
+def _own_signals(stops: _Stops):
+    """``stops`` handles Ctrl-C and SIGTERM (unless ignored: nohup, a background job), torch's agent the others it
+    is given (``AGENT_SIGNALS``); the caller's handlers come back after (torch's launcher leaves its own installed,
+    and in-process callers would get torch's SignalException instead of KeyboardInterrupt)."""
     names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
     saved = {sig: signal.getsignal(sig) for sig in (getattr(signal, n) for n in names if hasattr(signal, n))}
     try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if saved[sig] is not signal.SIG_IGN:
+                signal.signal(sig, stops)
         yield
     finally:
         for sig, handler in saved.items():

@@ -131,6 +131,47 @@ class SharedClock:
         return self.at[1] + (step - self.at[0]) * self.rate, self.rate
 
 
+class SharedStop:
+    """A stop request (``runtime.StopRequest``: Ctrl-C, a scheduler's SIGTERM) that every rank acts on after the same
+    step, so they can checkpoint and export together. torchrun's agent passes its signal on to each rank, and each
+    takes it in a different step; once a step every rank adds whether it has one to an all-reduce (MAX) of one
+    integer on a gloo group of its own, started before the step and read before the next. The host never waits for
+    it (it had a step to arrive) and no device queue is touched (a NCCL read-back would stall it), and the ranks stop
+    together one step after the first of them was asked. A single process stops at the step boundary it was asked
+    at."""
+
+    def __init__(self, dist_ctx: DistContext, request):
+        self.request, self.enabled = request, dist_ctx.enabled
+        self.pending = None  # (work, flag) of the all-reduce in flight
+        if self.enabled:
+            import torch.distributed as dist
+
+            self.group = dist.new_group(backend="gloo")  # collective: every rank makes it at the same point
+
+    def now(self) -> bool:
+        """Whether to stop before the next step; called once between two steps, on every rank."""
+        if not self.enabled:
+            return self.request.requested
+        import torch
+        import torch.distributed as dist
+
+        if self.pending is not None:
+            work, flag = self.pending
+            work.wait()
+            self.pending = None
+            if flag.item():
+                return True
+        flag = torch.tensor([int(self.request.requested)], dtype=torch.int32)
+        self.pending = (dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True), flag)
+        return False
+
+    def settle(self) -> None:
+        """Wait for the all-reduce in flight: the loop ended on its budget, at the same step on every rank."""
+        if self.pending is not None:
+            self.pending[0].wait()
+            self.pending = None
+
+
 def param_digest(model) -> str:
     """sha256 of every parameter's bytes: equal across DDP ranks iff their weights are bit-identical."""
     h = hashlib.sha256()

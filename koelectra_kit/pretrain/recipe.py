@@ -32,7 +32,7 @@ from .config import PretrainConfig
 from .curves import below_unigram, plot_curves, read_metrics
 from .data import (TOKENIZER_REQUEST, BatchSource, check_corpus, check_tokenizer_dir, checked_rows, data_fingerprint,
                    open_packed_data, prepare_tokenizer)
-from .distributed import DistContext, SharedClock, param_digest
+from .distributed import DistContext, SharedClock, SharedStop, param_digest
 from .export import export_models, push_discriminator
 from .report import SlowSteps, log_line, metrics_row, plateau_warning, postfix
 from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
@@ -310,14 +310,22 @@ class PretrainRecipe:
         self.slow = SlowSteps()
         saved_at = s.step if self.ckpt is not None else -1
         last_row = self.resumed_row  # as the uninterrupted run's: a resume that logs no row kept its final and warning
-        stop = StopRequest(enabled=self.world == 1, what="pretraining")
+        # Ctrl-C (or SIGTERM in a single process): the step ends, then the run checkpoints and exports; DDP ranks
+        # agree on the step first (SharedStop)
+        stop = StopRequest(what="pretraining", **({} if self.world == 1 else {
+            "after": "the next step (every rank stops at the same one)", "signals": ("SIGINT",),
+            "same_within_s": 1.0}))
+        agreed, interrupted = SharedStop(dist, stop), False
         batch_what = f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a micro-batch)"
         with stop, self.progress() as (bar, metrics_f):
-            while not stop.requested:
+            while True:
                 # Every rank must stop at the same step and use the same lr: a time budget runs on rank 0's clock.
                 elapsed, ahead = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 progress = budget_progress(cfg, s.step, elapsed)
                 if progress >= 1.0:
+                    break
+                if agreed.now():
+                    interrupted = True
                     break
                 next_progress = budget_progress(cfg, s.step + 1, elapsed + ahead)
                 if s.warm_end is None and warmup_done(cfg, s.step, progress):
@@ -364,9 +372,10 @@ class PretrainRecipe:
                     last_save, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 if self.on_step is not None:
                     self.on_step(s.step, row)
+        agreed.settle()
         if saved_at != s.step:
             self.save_checkpoint()
-        return self.finish(last_row, "interrupted" if stop.requested else "completed")
+        return self.finish(last_row, "interrupted" if interrupted else "completed")
 
     @contextlib.contextmanager
     def progress(self):
