@@ -133,9 +133,9 @@ def note_error(line: str) -> None:
 
 def _signal_options(parser) -> list[str]:
     """torchrun's options for signals, where this torch has them (else torch's own rules stand): the signals its
-    agent handles (Ctrl-C and SIGTERM are ``_Stops``'), and ``--shutdown-timeout``, how long the
-    ranks get between the signal the agent passes on and its SIGKILL (its default, 30 s, can be less than a rank
-    needs to end its step, checkpoint and export), unless the user set ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
+    agent handles (Ctrl-C and SIGTERM are ``_Stops``'), and ``--shutdown-timeout``, how long the ranks get between
+    the signal the agent passes on and its SIGKILL (its default, 30 s, can be less than a rank needs to end its
+    step, checkpoint and export), unless the user set ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
     known = parser._option_string_actions
     options = [f"--signals-to-handle={AGENT_SIGNALS}"] if "--signals-to-handle" in known else []
     if "--shutdown-timeout" in known and "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in os.environ:
