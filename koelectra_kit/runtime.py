@@ -33,6 +33,26 @@ def world_size() -> int:
 
 # The commands that run as several processes under torchrun: pretrain (DDP), label (a shard a rank, joined).
 TORCHRUN_COMMANDS = ("pretrain", "label")
+_WAITS = [0]  # how many times this process waited for its job's ranks (every rank waits in the same order)
+
+
+def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
+    """A barrier for the ``world`` ranks of this process's job (its process group is up): each counts its arrival
+    on the job's rendezvous store and polls it from Python, so Ctrl-C reaches a rank waiting here, and nothing is
+    left in flight when it goes (a gloo barrier still pending holds the process at exit, until torch's agent kills
+    it). ``what``: what to raise to when the others have not come after ``timeout_s`` seconds."""
+    import torch.distributed as dist
+
+    from .errors import KitError
+
+    _WAITS[0] += 1
+    key, store = f"koelectra_kit/arrived/{_WAITS[0]}", dist.distributed_c10d._get_default_store()
+    store.add(key, 1)
+    deadline = time.monotonic() + timeout_s
+    while store.add(key, 0) < world:
+        if time.monotonic() > deadline:
+            raise KitError(f"the other ranks did not come in {timeout_s / 60:,.0f} minutes: {what}")
+        time.sleep(0.02)
 
 
 def setup_logging(verbose: bool = False, rank: int | None = None) -> None:

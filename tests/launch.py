@@ -29,14 +29,16 @@ def run_python(code: str, cwd=ROOT, env: dict | None = None) -> subprocess.Compl
     return _run([sys.executable, "-c", code], cwd, env or {})
 
 
-def start_koelectra(*args, cwd=ROOT, env: dict | None = None) -> subprocess.Popen:
-    """``koelectra`` left running, to be signalled: Ctrl-C's default meaning restored in it (a pytest started as a
-    background job passes SIGINT on ignored, and the command keeps an ignored signal ignored)."""
+def start_koelectra(*args, cwd=ROOT, env: dict | None = None, sigint=None) -> subprocess.Popen:
+    """``koelectra`` left running, to be signalled, with SIGINT's disposition ``sigint`` (default: Ctrl-C's default
+    meaning, whatever this pytest inherited: one started as a background job passes SIGINT on ignored, and the
+    command keeps an ignored signal ignored; ``signal.SIG_IGN``: started as a background job is)."""
     import signal
 
     cmd = [sys.executable, "-m", "koelectra_kit", *map(str, args)]
+    disposition = signal.SIG_DFL if sigint is None else sigint
     return subprocess.Popen(cmd, env=_env(env or {}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=cwd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            cwd=cwd, preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
 
 
 def _run(cmd: list[str], cwd, env: dict) -> subprocess.CompletedProcess:

@@ -37,25 +37,34 @@ def test_a_signal_passed_on_twice_is_one_request_and_a_later_one_stops_at_once(t
 
 
 @pytest.mark.fast
-def test_the_launcher_asks_torch_for_time_to_save_unless_the_user_set_it(monkeypatch):
+def test_the_launcher_asks_torch_for_pretrains_time_to_save_and_keeps_ignored_signals_ignored(monkeypatch):
     from torch.distributed.run import get_args_parser
 
+    parser = get_args_parser()
+    if not {"--signals-to-handle", "--shutdown-timeout"} <= set(parser._option_string_actions):
+        pytest.skip("this torch's torchrun has no --signals-to-handle or --shutdown-timeout (its own rules stand)")
     monkeypatch.delenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", raising=False)
-    options = launch._signal_options(get_args_parser())
-    assert options == ["--signals-to-handle=SIGHUP,SIGQUIT", f"--shutdown-timeout={launch.STOP_GRACE_S}"]
+    assert launch._signal_options(parser, 300) == ["--signals-to-handle=SIGHUP,SIGQUIT", "--shutdown-timeout=300"]
+    assert launch._signal_options(parser, None) == ["--signals-to-handle=SIGHUP,SIGQUIT"]  # label: torch's 30 s
     monkeypatch.setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "45")
-    assert launch._signal_options(get_args_parser()) == ["--signals-to-handle=SIGHUP,SIGQUIT"]
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup: a hangup must not stop the job
+    try:
+        assert launch._signal_options(parser, 300) == ["--signals-to-handle=SIGQUIT"]
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
-def fake_agent(*signals):
-    """torch's ``run`` as the launcher sees it: the ranks start (their log folder appears), then the signals come
-    in; the agent catches the first one's SignalException while it stops the ranks, and the second ends it."""
+def fake_agent(*signals, rank_0_said=False):
+    """torch's ``run`` as the launcher sees it: the ranks start, rank 0 says it was interrupted (or not), and the
+    signals come in; the agent catches the first one's SignalException while it stops the ranks, and the second ends
+    it."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
     def run(args):
         from pathlib import Path
 
-        (Path(args.log_dir) / "job" / "attempt_0").mkdir(parents=True)
+        if rank_0_said:
+            (Path(args.log_dir) / "rank-0.interrupted").write_text("")
         try:
             os.kill(os.getpid(), signals[0])
             time.sleep(5)
@@ -69,22 +78,73 @@ def fake_agent(*signals):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("signals, said", [
-    ((signal.SIGTERM,), ""),  # passed on as Ctrl-C: rank 0 says what it saved
-    ((signal.SIGINT,), ""),
-    ((signal.SIGTERM, signal.SIGINT), "interrupted again (SIGINT): every rank was stopped at once"),
+@pytest.mark.parametrize("signals, rank_0_said, said", [
+    ((signal.SIGTERM,), True, ""),  # passed on as Ctrl-C: rank 0 said what it saved
+    ((signal.SIGINT,), True, ""),
+    ((signal.SIGTERM,), False, "interrupted (SIGTERM): every rank was stopped"),  # e.g. as the ranks started
+    ((signal.SIGTERM, signal.SIGINT), True, "interrupted again (SIGINT): every rank was stopped at once"),
 ])
-def test_a_scheduler_sigterm_reaches_the_ranks_as_ctrl_c_and_a_second_signal_is_said(
-        monkeypatch, tmp_path, capsys, terminal_sigint, signals, said):
+def test_a_scheduler_sigterm_reaches_the_ranks_as_ctrl_c_and_the_launcher_speaks_when_rank_0_did_not(
+        monkeypatch, tmp_path, capsys, terminal_sigint, signals, rank_0_said, said):
     import torch.distributed.run
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(torch.distributed.run, "run", fake_agent(*signals))
+    monkeypatch.setattr(torch.distributed.run, "run", fake_agent(*signals, rank_0_said=rank_0_said))
     before = signal.getsignal(signal.SIGTERM)
     assert launch.launch(["pretrain"], 2, resume="rerun it") == 130
     err = capsys.readouterr().err.strip()
     assert err == (f"{said}; outputs already written are complete; rerun it" if said else ""), err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.fast
+def test_a_signal_once_the_job_ended_is_counted_not_raised():
+    """A third Ctrl-C while the launcher says how the job ended: exit 130 still, not a signal's exit or a trace."""
+    stops = launch._Stops()
+    stops.closing = True
+    stops(signal.SIGTERM, None)
+    assert stops.got == ["SIGTERM"]
+
+
+RANK = """
+import os, signal, sys, time
+from koelectra_kit.cli.launch import as_launched_rank
+as_launched_rank()
+print(os.getpid(), signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_rank_takes_ctrl_c_whatever_it_inherited_and_ends_when_its_launcher_goes(tmp_path):
+    """A launcher started in the background hands its ranks SIGINT ignored (the SIGTERM it passes on as SIGINT was
+    lost: the ranks trained on until the agent's SIGKILL); a launcher gone leaves no rank training alone."""
+    import subprocess
+    import sys
+
+    launcher = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                f"p = subprocess.Popen([sys.executable, '-c', {RANK!r}], stdout=subprocess.PIPE, text=True); "
+                "print(p.stdout.readline(), end='')")  # and exit, leaving the rank behind
+    proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, launch.ERRORS_ENV: str(tmp_path)})
+    pid, takes_ctrl_c = proc.stdout.split()
+    assert takes_ctrl_c == "True", proc.stderr
+    deadline = time.monotonic() + 20
+    while _alive(int(pid)):
+        if time.monotonic() > deadline:
+            os.kill(int(pid), signal.SIGKILL)
+            pytest.fail("the rank outlived its launcher")
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, its new parent not done reaping it) is gone too
+        return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
+    except OSError:
+        return True
 
 
 WORKER = """
@@ -106,25 +166,72 @@ ctx.close()
 """
 
 
-def test_ranks_stop_after_the_same_step_whichever_of_them_was_asked(tmp_path):
-    """Only rank 1 is asked, in its step 3: both end step 4 (the request goes round during the next step)."""
+BARRIER = """
+import os, sys, time
+from koelectra_kit.label.torchrun import Launch
+from koelectra_kit.pretrain.distributed import DistContext
+
+if sys.argv[1] == "pretrain":
+    ctx = DistContext("cpu", 1)
+    wait, done = ctx.barrier, ctx.close
+else:  # label's ranks, at the end of their shards
+    job = Launch.from_env()
+    job.meet()
+    wait, done = (lambda: job.join([])), job.leave
+if int(os.environ["RANK"]) == 1:
+    time.sleep(60)  # rank 0 builds the data cache, or rank 1's shard is the longer one
+print("waiting", flush=True)
+try:
+    wait()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    done()  # and the process can end: nothing of the wait is left in flight
+"""
+
+
+def _two_ranks(tmp_path, script: str, *args):
     import socket
+    import subprocess
     import sys
 
-    (tmp_path / "worker.py").write_text(WORKER, encoding="utf-8")
+    (tmp_path / "worker.py").write_text(script, encoding="utf-8")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "OMP_NUM_THREADS": "1"}
-    import subprocess
+    return [subprocess.Popen([sys.executable, str(tmp_path / "worker.py"), *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                             cwd=os.getcwd()) for r in range(2)]
 
-    procs = [subprocess.Popen([sys.executable, str(tmp_path / "worker.py"), "3"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              cwd=os.getcwd()) for r in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
+
+def test_ranks_stop_after_the_same_step_whichever_of_them_was_asked(tmp_path):
+    """Only rank 1 is asked, in its step 3: both end step 4 (the request goes round during the next step)."""
+    procs = _two_ranks(tmp_path, WORKER, "3")
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     assert [o[0].strip() for o in outs] == ["rank 0 stopped after step 4", "rank 1 stopped after step 4"]
+
+
+@pytest.mark.parametrize("command", ["pretrain", "label"])
+def test_ctrl_c_reaches_a_rank_waiting_for_another(tmp_path, command):
+    """Rank 0 waits while rank 1 is busy: Ctrl-C stops it now, not when torch's agent kills it (its wait was inside
+    the collective, where a signal's handler does not run)."""
+    procs = _two_ranks(tmp_path, BARRIER, command)
+    try:
+        assert procs[0].stdout.readline().strip() == "waiting"
+        time.sleep(0.5)
+        procs[0].send_signal(signal.SIGINT)
+        out, err = procs[0].communicate(timeout=10)
+        assert out.strip() == "interrupted" and procs[0].returncode == 0, err[-2000:]
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()
 
 
 def _args(tmp_path, sample_dir, pretrain_tokenizer, pretrain_cache, *extra):
@@ -133,21 +240,18 @@ def _args(tmp_path, sample_dir, pretrain_tokenizer, pretrain_cache, *extra):
             "plots=false", "log_every=1", "save_every=100", "save_every_minutes=0", *extra]
 
 
-def _signal_when_it_trains(proc, metrics, *signals, gap=0.3):
+def _signal_when_it_trains(proc, metrics, sig):
     deadline = time.monotonic() + 240
     while not (metrics.is_file() and metrics.stat().st_size) and proc.poll() is None:
         assert time.monotonic() < deadline, "no metrics row in 240 s"
         time.sleep(0.05)
-    for k, sig in enumerate(signals):
-        if k:
-            time.sleep(gap)
-        proc.send_signal(sig)
-    return proc.communicate(timeout=300)
+    proc.send_signal(sig)
 
 
 def test_sigterm_on_two_ranks_stops_them_at_one_step_and_a_resume_continues_exactly(
         tmp_path, sample_dir, pretrain_tokenizer, pretrain_cache):
-    """The real launch, signalled as a scheduler does once the run trains: every rank ends the same step, the
+    """The real launch, started in the background and signalled as a scheduler does once the run trains (a SIGTERM
+    to the launcher alone): every rank ends the same step, the
     checkpoint and the encoder at that step are written (exit 130, rank 0's lines said once, no launcher line and no
     traceback), and resume=true ends on the uninterrupted two-rank run's exact weights."""
     common = _args(tmp_path, sample_dir, pretrain_tokenizer, pretrain_cache, "max_steps=40",
@@ -156,8 +260,10 @@ def test_sigterm_on_two_ranks_stops_them_at_one_step_and_a_resume_continues_exac
     full = koelectra(*common, f"out={tmp_path / 'full'}", env=env)
     assert full.returncode == 0, full.stderr[-3000:]
     cut = tmp_path / "cut"
-    proc = start_koelectra(*common, f"out={cut}", env=env)
-    _, err = _signal_when_it_trains(proc, cut / "metrics.jsonl", signal.SIGTERM)
+    # started in the background, as a scheduler's job often is: SIGINT ignored, which the ranks must not inherit
+    proc = start_koelectra(*common, f"out={cut}", env=env, sigint=signal.SIG_IGN)
+    _signal_when_it_trains(proc, cut / "metrics.jsonl", signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
     summary = json.loads((cut / "summary.json").read_text())
     assert summary["stopped"] == "interrupted" and summary["steps"] < 40 and summary["ranks_in_sync"], summary
@@ -178,13 +284,21 @@ def test_sigterm_on_two_ranks_stops_them_at_one_step_and_a_resume_continues_exac
 
 def test_a_second_ctrl_c_stops_every_rank_at_once_in_one_line(tmp_path, sample_dir, pretrain_tokenizer,
                                                               pretrain_cache):
-    """Steps long enough for the second Ctrl-C to land before the first one's step ends: the ranks end at once
+    """The second Ctrl-C as soon as rank 0 took the first, while it ends its step: the ranks end at once
     (the agent's SIGTERM), the run says so in one line after rank 0's notice, and no rank is left running."""
     out = tmp_path / "run"
     proc = start_koelectra(*_args(tmp_path, sample_dir, pretrain_tokenizer, pretrain_cache, "max_steps=200",
                                   "model.hidden_size=256", "model.intermediate_size=1024", "model.num_layers=4",
                                   "batch_size=128", f"out={out}"), env={"TMPDIR": str(tmp_path)})
-    _, err = _signal_when_it_trains(proc, out / "metrics.jsonl", signal.SIGINT, signal.SIGINT)
+    _signal_when_it_trains(proc, out / "metrics.jsonl", signal.SIGINT)
+    said = []
+    for line in proc.stderr:  # the second Ctrl-C once rank 0 took the first (and is ending its step)
+        said.append(line)
+        if "SIGINT: pretraining stops after the next step" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    _, rest = proc.communicate(timeout=300)
+    err = "".join(said) + rest
     assert proc.returncode == 130, err[-3000:]
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines[-1].startswith("interrupted again (SIGINT): every rank was stopped at once; outputs already "

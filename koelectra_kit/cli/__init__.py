@@ -175,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
+        from .launch import as_launched_rank
+
+        as_launched_rank()  # (a rank of --nproc: Ctrl-C's meaning, and an end if its launcher goes)
         _one_process_unless_it_scales(args.command)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -187,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         return _error(one_line(f"error: {e.strerror or e}{where}{_permission_hint(e)}"))
     except KeyboardInterrupt:
+        from .launch import note_interrupted
+
         print("interrupted: outputs already written are complete; rerun with the same command "
               "(and resume where the command supports it) to continue", file=sys.stderr)
+        note_interrupted()
         return 130
 
 

@@ -154,22 +154,33 @@ def run(args) -> int:
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:
         plot, cfg = cfg.plot, launch.rank_config(cfg)
-    labeller = FilesLabeller(cfg, keep_complete=launch is not None)
+        launch.meet()
+    labeller, labelled = FilesLabeller(cfg, keep_complete=launch is not None), False
     try:
         summaries = labeller.run()
+        labelled = True
         if launch is not None:
             summaries = launch.join(summaries)
             if not launch.is_main:
                 return 0
             cfg = replace(cfg, plot=plot)
     except KeyboardInterrupt:
+        from .launch import note_interrupted
+
         current = labeller.current
         partial = getattr(current, "partial", None)  # beside the output's target when --output is a symlink
-        if current is not None and current.state_path_exists():
+        if labelled:
+            print("\ninterrupted while this process waited for the others: its shard is complete; rerun with "
+                  "--resume to continue")
+        elif current is not None and current.state_path_exists():
             print(f"\ninterrupted: finished chunks are kept in {partial}; rerun with --resume to continue")
         else:
             print("\ninterrupted before the first chunk was written: nothing to keep; rerun to start again")
+        note_interrupted()  # (a rank of --nproc: it said how to go on)
         return 130
+    finally:
+        if launch is not None:
+            launch.leave()
     for summary in summaries:
         print(format_summary(summary))
     if len(summaries) > 1:

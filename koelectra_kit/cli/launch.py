@@ -24,7 +24,7 @@ from ..errors import ConfigError
 ALL_STREAMS = 3  # torch's Std.ALL: a rank's stdout and stderr to its log file
 ERRORS_ENV = "KOELECTRA_RANK_ERRORS"  # the folder where each rank started here leaves its error: line
 SIGNALS_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
-AGENT_SIGNALS = "SIGHUP,SIGQUIT"  # the signals torch's agent handles (and passes on); SIGINT/SIGTERM: _Stops
+AGENT_SIGNALS = ("SIGHUP", "SIGQUIT")  # the signals torch's agent handles (and passes on); SIGINT/SIGTERM: _Stops
 STOP_GRACE_S = 300  # a stopped rank's time to end its step, checkpoint and export before torch's agent kills it
 
 
@@ -76,70 +76,111 @@ def resolve_nproc(value: str | int, device_name: str, gpu_each: bool = True) -> 
     return n
 
 
-def launch(argv: list[str], nproc: int, config=None, resume: str = "rerun the same command to continue") -> int:
+def launch(argv: list[str], nproc: int, config=None, resume: str = "rerun the same command to continue",
+           grace_s: int | None = None) -> int:
     """``koelectra-kit ARGV`` as ``nproc`` ranks of one job on this machine; the exit status the job earned.
     ``config``: a resolved config (a dataclass) the ranks read as ``--config`` (the one the command checked).
-    ``resume``: how to go on after the job was stopped (said when a signal ended it)."""
+    ``resume``: how to go on after the job was stopped (said when a signal ended it). ``grace_s``: how long the
+    ranks get after Ctrl-C before torch's agent kills them (pretrain's end a step, checkpoint and export; torch's
+    default, 30 s, otherwise)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
     logs = Path(tempfile.mkdtemp(prefix="koelectra-ranks-"))
     keep, stops = False, _Stops()
-    try:
-        if config is not None:
-            from ..config import dump_yaml
+    with _own_signals(stops):
+        try:
+            if config is not None:
+                from ..config import dump_yaml
 
-            (logs / "config.yaml").write_text(dump_yaml(config), encoding="utf-8")
-            argv = [*argv, "--config", str(logs / "config.yaml")]
-        redirects = ",".join(f"{k}:{ALL_STREAMS}" for k in range(1, nproc))
-        parser = get_args_parser()
-        args = parser.parse_args(
-            ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--log-dir={logs}",
-             *([f"--redirects={redirects}"] if redirects else []), *_signal_options(parser), "--module", "koelectra_kit",
-             *argv])
-        with _rank_env(nproc, logs), _quiet_launcher(), _own_signals(stops):
-            run(args)
-        return 0
-    except ChildFailedError as e:
-        code, keep = _one_line_for(e, nproc, logs)
-        return code
-    except SignalException as e:
-        got = stops.got or [e.sigval.name]
-        if len(got) > 1:
-            print(f"interrupted again ({got[-1]}): every rank was stopped at once; outputs already written are "
-                  f"complete; {resume}", file=sys.stderr)
-        elif e.sigval != signal.SIGINT or not any(logs.glob("*/attempt_*")):
-            # (Ctrl-C, or a SIGTERM passed on as one, reached the ranks once they started, and rank 0 said what it
-            # did)
-            print(f"interrupted ({got[0]}): every rank was stopped; outputs already written are complete; {resume}",
-                  file=sys.stderr)
-        return 130
-    finally:
-        if not keep:
-            shutil.rmtree(logs, ignore_errors=True)
+                (logs / "config.yaml").write_text(dump_yaml(config), encoding="utf-8")
+                argv = [*argv, "--config", str(logs / "config.yaml")]
+            redirects = ",".join(f"{k}:{ALL_STREAMS}" for k in range(1, nproc))
+            parser = get_args_parser()
+            args = parser.parse_args(
+                ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", f"--log-dir={logs}",
+                 *([f"--redirects={redirects}"] if redirects else []), *_signal_options(parser, grace_s),
+                 "--module", "koelectra_kit", *argv])
+            try:
+                with _rank_env(nproc, logs), _quiet_launcher():
+                    run(args)
+            finally:
+                stops.closing = True  # a signal while this says how the job ended is counted, not raised
+            return 0
+        except ChildFailedError as e:
+            code, keep = _one_line_for(e, nproc, logs)
+            return code
+        except SignalException as e:
+            got = stops.got or [e.sigval.name]
+            if len(got) > 1:
+                print(f"interrupted again ({got[1]}): every rank was stopped at once; outputs already written are "
+                      f"complete; {resume}", file=sys.stderr)
+            elif not (logs / "rank-0.interrupted").exists():  # else rank 0 said what it did and how to go on
+                print(f"interrupted ({got[0]}): every rank was stopped; outputs already written are complete; "
+                      f"{resume}", file=sys.stderr)
+            return 130
+        finally:
+            if not keep:
+                shutil.rmtree(logs, ignore_errors=True)
+
+
+def as_launched_rank() -> None:
+    """In a rank ``launch`` started, before its command runs (elsewhere: nothing). Ctrl-C gets its default meaning:
+    the launcher passes a stop on as SIGINT, and a launcher started in the background (SIGINT ignored there, and
+    still ignored by it) hands its ranks SIGINT ignored too. And the rank ends if its launcher goes (a signal caught
+    torch's agent while it started the ranks, before it could stop them, or the launcher was killed outright): a
+    rank without it would train on alone, holding its GPU."""
+    if not os.environ.get(ERRORS_ENV):
+        return
+    import threading
+    import time
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    launcher = os.getppid()
+
+    def watch():
+        while os.getppid() == launcher:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # a DDP rank's SIGTERM is immediate (runtime.StopRequest)
+
+    threading.Thread(target=watch, name="koelectra-launcher-watch", daemon=True).start()
 
 
 def note_error(line: str) -> None:
     """In a rank ``launch`` started: keep the ``error:`` line this rank prints where the launching process finds it
     (``KOELECTRA_RANK_ERRORS``), so that the job ends in one line whichever rank failed first. Elsewhere: nothing."""
+    _note("error", line)
+
+
+def note_interrupted() -> None:
+    """In a rank ``launch`` started: this rank was stopped by a signal and said so (what it kept, how to go on), so
+    the launcher adds no line of its own. Elsewhere: nothing."""
+    _note("interrupted", "")
+
+
+def _note(kind: str, text: str) -> None:
     folder = os.environ.get(ERRORS_ENV)
     if folder:
         try:
-            (Path(folder) / f"rank-{int(os.environ.get('RANK', '0'))}.error").write_text(line, encoding="utf-8")
+            (Path(folder) / f"rank-{int(os.environ.get('RANK', '0'))}.{kind}").write_text(text, encoding="utf-8")
         except (OSError, ValueError):
-            pass  # the launcher then names the rank and its log instead
+            pass  # the launcher then says it in its own words
 
 
-def _signal_options(parser) -> list[str]:
-    """torchrun's options for signals, where this torch has them (else torch's own rules stand): the signals its
-    agent handles (Ctrl-C and SIGTERM are ``_Stops``'), and ``--shutdown-timeout``, how long the ranks get between
-    the signal the agent passes on and its SIGKILL (its default, 30 s, can be less than a rank needs to end its
-    step, checkpoint and export), unless the user set ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
+def _signal_options(parser, grace_s: int | None) -> list[str]:
+    """torchrun's options for signals, where this torch has them (older ones keep their own rules: SIGTERM passed on
+    as SIGTERM, 30 s before SIGKILL). The signals its agent handles: SIGHUP and SIGQUIT unless ignored (``nohup``),
+    since Ctrl-C and SIGTERM are ``_Stops``'. ``--shutdown-timeout``: ``grace_s``, how long the ranks get between
+    the signal the agent passes on and its SIGKILL, unless the user set ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
     known = parser._option_string_actions
-    options = [f"--signals-to-handle={AGENT_SIGNALS}"] if "--signals-to-handle" in known else []
-    if "--shutdown-timeout" in known and "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in os.environ:
-        options.append(f"--shutdown-timeout={STOP_GRACE_S}")
+    options = []
+    if "--signals-to-handle" in known:
+        handled = [n for n in AGENT_SIGNALS if hasattr(signal, n) and signal.getsignal(getattr(signal, n)) is not
+                   signal.SIG_IGN]
+        options.append(f"--signals-to-handle={','.join(handled)}")  # (none: torch logs a warning, muted here)
+    if grace_s is not None and "--shutdown-timeout" in known and "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in os.environ:
+        options.append(f"--shutdown-timeout={grace_s}")
     return options
 
 
@@ -194,6 +235,7 @@ def _rank_env(nproc: int, logs: Path):
 class _Stops:
     """This process's handler for Ctrl-C and SIGTERM while the ranks run: torch's agent passes a SIGINT on to them
     (``SignalException``), and the names of the signals received are kept (a second one stopped the ranks at once).
+    Once the job has ended (``closing``), a signal is only counted: the launcher says how the job ended and exits 130.
 
     torch's agent also ends the surviving ranks of a failed job with SIGTERM, so pretrain's DDP ranks take only
     SIGINT as a request to end a step together and save: SIGTERM must end a rank at once (one blocked on a dead peer
@@ -202,12 +244,14 @@ class _Stops:
 
     def __init__(self):
         self.got: list[str] = []
+        self.closing = False
 
     def __call__(self, signum, frame):
         from torch.distributed.elastic.multiprocessing.api import SignalException
 
         self.got.append(signal.Signals(signum).name)
-        raise SignalException(f"process {os.getpid()} got {self.got[-1]}", sigval=signal.SIGINT)
+        if not self.closing:
+            raise SignalException(f"process {os.getpid()} got {self.got[-1]}", sigval=signal.SIGINT)
 
 
 @contextmanager

@@ -83,10 +83,16 @@ def run(args) -> int:
             from ..pretrain.preflight import check_run
 
             check_run(cfg, nproc)
+            from .launch import STOP_GRACE_S
+
             return launch(["pretrain", *(["--verbose"] if args.verbose else [])], nproc, config=cfg,
-                          resume="rerun the same command with resume=true to continue from the last checkpoint")
+                          resume="rerun the same command with resume=true to continue from the last checkpoint",
+                          grace_s=STOP_GRACE_S)
     if pretrain(cfg).get("stopped") == "interrupted":
         # the checkpoint and the encoder at that step are written, but the budget is not used up: as finetune,
         # a script must be able to tell
+        from .launch import note_interrupted
+
+        note_interrupted()  # (a rank of --nproc: it said how to go on)
         return 130
     return 0

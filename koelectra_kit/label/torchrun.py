@@ -70,15 +70,33 @@ class Launch:
         return replace(cfg, shard=f"{self.rank + 1}/{self.world}", device=device, threads=threads, plot=None,
                        progress=cfg.progress and self.is_main)
 
+    def meet(self) -> None:
+        """Join the job's process group (gloo: on the host, no GPU memory) as the ranks start, so that at the end
+        they wait for each other in ``join``, where Ctrl-C reaches a rank (``runtime.wait_for_ranks``; inside the
+        group's rendezvous its handler would wait as long as the rank). ``leave`` when done."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", timeout=MEET_TIMEOUT)
+
+    def leave(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
     def join(self, summaries: list[LabelSummary]) -> list[LabelSummary]:
         """Wait for every rank; on rank 0, each output joined from its shards (which are then removed) and its
         summary: the counts from the shards' job records (a rank that skipped its complete shard counts too), the
         rows this run labelled and the slowest rank's time from every rank. Other ranks get []."""
         import torch.distributed as dist
 
-        if not dist.is_initialized():
-            dist.init_process_group("gloo", timeout=MEET_TIMEOUT)
+        from ..runtime import wait_for_ranks
+
+        self.meet()
         try:
+            wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(), "rerun with --resume to go on from the "
+                                                                                  "finished chunks")
             ran = {s.output: (s.new_rows, s.seconds) for s in summaries}  # keyed by the shard file written
             gathered = [None] * self.world if self.is_main else None
             dist.gather_object(ran, gathered, dst=0)  # plain numbers, between this job's own processes
@@ -101,7 +119,7 @@ class Launch:
                 plot_distribution(joined[0], self.plot)
             return joined
         finally:
-            dist.destroy_process_group()
+            self.leave()
 
 
 def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:

@@ -30,9 +30,10 @@ class DistContext:
             torch.cuda.set_device(device)
         self.device = device
         self.enabled = self.world > 1
+        self.timeout = datetime.timedelta(minutes=timeout_minutes)
         if self.enabled and not dist.is_initialized():
             backend = "nccl" if device.type == "cuda" else "gloo"
-            dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
+            dist.init_process_group(backend, timeout=self.timeout)
 
     @classmethod
     def planned(cls, device_name: str, world: int) -> "DistContext":
@@ -58,11 +59,14 @@ class DistContext:
         return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     def barrier(self):
-        """Wait for every rank (a no-op in a single process)."""
+        """Wait for every rank (a no-op in a single process), on the host: Ctrl-C reaches a rank waiting here while
+        rank 0 builds the data cache or writes a checkpoint (``runtime.wait_for_ranks``; inside a collective the
+        signal's handler would wait as long as the rank)."""
         if self.enabled:
-            import torch.distributed as dist
+            from ..runtime import wait_for_ranks
 
-            dist.barrier()
+            wait_for_ranks(self.world, self.timeout.total_seconds(),
+                           "raise ddp_timeout_minutes if rank 0 needs longer to build the data cache")
 
     def all_reduce_sum(self, t):
         """``t`` summed over ranks, in place."""
@@ -146,7 +150,9 @@ class SharedStop:
         if self.enabled:
             import torch.distributed as dist
 
-            self.group = dist.new_group(backend="gloo")  # collective: every rank makes it at the same point
+            # collective: every rank makes it at the same point; a job across machines needs gloo to reach them
+            # too (GLOO_SOCKET_IFNAME, as NCCL_SOCKET_IFNAME)
+            self.group = dist.new_group(backend="gloo", timeout=dist_ctx.timeout)
 
     def now(self) -> bool:
         """Whether to stop before the next step; called once between two steps, on every rank."""
