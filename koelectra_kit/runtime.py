@@ -51,7 +51,8 @@ def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while store.add(key, 0) < world:
         if time.monotonic() > deadline:
-            raise KitError(f"the other ranks did not come in {timeout_s / 60:,.0f} minutes: {what}")
+            waited = f"{timeout_s / 60:,.0f} minutes" if timeout_s >= 60 else f"{timeout_s:.1f} s"
+            raise KitError(f"the other ranks did not come in {waited}: {what}")
         time.sleep(0.02)
 
 

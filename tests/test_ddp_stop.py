@@ -106,6 +106,30 @@ def test_a_signal_once_the_job_ended_is_counted_not_raised():
     assert stops.got == ["SIGTERM"]
 
 
+def test_a_rank_that_never_comes_is_one_line_after_the_timeout():
+    """The wait on the rendezvous store keeps the process group's promise: after its timeout, one line saying what
+    to do (here a job of two whose second rank never starts)."""
+    import socket
+
+    import torch.distributed as dist
+
+    from koelectra_kit.errors import KitError
+    from koelectra_kit.runtime import wait_for_ranks
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        wait_for_ranks(1, 5.0, "unused")  # all here: at once
+        t0 = time.monotonic()
+        with pytest.raises(KitError, match="the other ranks did not come in 0.3 s: raise the timeout"):
+            wait_for_ranks(2, 0.3, "raise the timeout")
+        assert time.monotonic() - t0 < 5
+    finally:
+        dist.destroy_process_group()
+
+
 RANK = """
 import os, signal, sys, time
 from koelectra_kit.cli.launch import as_launched_rank
