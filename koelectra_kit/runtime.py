@@ -46,12 +46,14 @@ def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
     from .errors import KitError
 
     _WAITS[0] += 1
-    key, store = f"koelectra_kit/arrived/{_WAITS[0]}", dist.distributed_c10d._get_default_store()
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # (torch's agent keeps its store over restarts)
+    key, store = f"koelectra_kit/arrived/{attempt}/{_WAITS[0]}", dist.distributed_c10d._get_default_store()
     store.add(key, 1)
     deadline = time.monotonic() + timeout_s
     while store.add(key, 0) < world:
         if time.monotonic() > deadline:
-            waited = f"{timeout_s / 60:,.0f} minutes" if timeout_s >= 60 else f"{timeout_s:.1f} s"
+            waited = (f"{timeout_s / 86400:,.0f} days" if timeout_s >= 86400 else
+                      f"{timeout_s / 60:,.0f} minutes" if timeout_s >= 60 else f"{timeout_s:.1f} s")
             raise KitError(f"the other ranks did not come in {waited}: {what}")
         time.sleep(0.02)
 

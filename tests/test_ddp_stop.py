@@ -132,32 +132,42 @@ def test_a_rank_that_never_comes_is_one_line_after_the_timeout():
 
 RANK = """
 import os, signal, sys, time
+time.sleep(float(sys.argv[2]))  # 1: its launcher is gone before this rank gets going
 from koelectra_kit.cli.launch import as_launched_rank
 as_launched_rank()
-print(os.getpid(), signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+with open(sys.argv[1], "w") as f:
+    f.write(str(signal.getsignal(signal.SIGINT) is signal.default_int_handler and
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL))
 time.sleep(60)
 """
 
 
-def test_a_rank_takes_ctrl_c_whatever_it_inherited_and_ends_when_its_launcher_goes(tmp_path):
+@pytest.mark.parametrize("early", [False, True])
+def test_a_rank_takes_its_signals_whatever_it_inherited_and_ends_when_its_launcher_goes(tmp_path, early):
     """A launcher started in the background hands its ranks SIGINT ignored (the SIGTERM it passes on as SIGINT was
-    lost: the ranks trained on until the agent's SIGKILL); a launcher gone leaves no rank training alone."""
+    lost: the ranks trained on until the agent's SIGKILL), and an ignored SIGTERM (the agent's end for a failed
+    job's ranks); a launcher gone, even before its rank started (``early``), leaves no rank training alone."""
     import subprocess
     import sys
 
-    launcher = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                f"p = subprocess.Popen([sys.executable, '-c', {RANK!r}], stdout=subprocess.PIPE, text=True); "
-                "print(p.stdout.readline(), end='')")  # and exit, leaving the rank behind
+    said = tmp_path / "said"
+    wait = "" if early else (f"import pathlib, time; [time.sleep(0.1) for _ in "
+                             f"iter(lambda: pathlib.Path({str(said)!r}).exists(), True)]")
+    launcher = ("import os, signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"os.environ[{launch.LAUNCHER_ENV!r}] = str(os.getpid()); "
+                f"p = subprocess.Popen([sys.executable, '-c', {RANK!r}, {str(said)!r}, {'1' if early else '0'!r}], "
+                "start_new_session=True); print(p.pid, flush=True); " + wait)  # then exit, leaving the rank behind
     proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=120,
                           env={**os.environ, launch.ERRORS_ENV: str(tmp_path)})
-    pid, takes_ctrl_c = proc.stdout.split()
-    assert takes_ctrl_c == "True", proc.stderr
-    deadline = time.monotonic() + 20
-    while _alive(int(pid)):
+    pid = int(proc.stdout)
+    deadline = time.monotonic() + 30
+    while _alive(pid):
         if time.monotonic() > deadline:
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
             pytest.fail("the rank outlived its launcher")
         time.sleep(0.2)
+    assert early or said.read_text() == "True", proc.stderr
 
 
 def _alive(pid: int) -> bool:

@@ -164,6 +164,9 @@ def _error(line: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from ..runtime import setup_logging
+    from .launch import as_launched_rank
+
+    as_launched_rank()  # (a rank of --nproc: Ctrl-C's meaning, and an end if its launcher goes), before the imports
 
     parser = build_parser()
     try:
@@ -175,9 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
-        from .launch import as_launched_rank
-
-        as_launched_rank()  # (a rank of --nproc: Ctrl-C's meaning, and an end if its launcher goes)
         _one_process_unless_it_scales(args.command)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

@@ -154,9 +154,10 @@ def run(args) -> int:
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:
         plot, cfg = cfg.plot, launch.rank_config(cfg)
-        launch.meet()
     labeller, labelled = FilesLabeller(cfg, keep_complete=launch is not None), False
     try:
+        if launch is not None:
+            launch.meet()
         summaries = labeller.run()
         labelled = True
         if launch is not None:
@@ -169,7 +170,10 @@ def run(args) -> int:
 
         current = labeller.current
         partial = getattr(current, "partial", None)  # beside the output's target when --output is a symlink
-        if labelled:
+        if launch is not None and launch.joining:
+            print("\ninterrupted while joining the shards: each output is either joined whole or still in its "
+                  "complete shards; rerun with --resume for the inputs not joined yet")
+        elif labelled:
             print("\ninterrupted while this process waited for the others: its shard is complete; rerun with "
                   "--resume to continue")
         elif current is not None and current.state_path_exists():

@@ -23,6 +23,7 @@ from ..errors import ConfigError
 
 ALL_STREAMS = 3  # torch's Std.ALL: a rank's stdout and stderr to its log file
 ERRORS_ENV = "KOELECTRA_RANK_ERRORS"  # the folder where each rank started here leaves its error: line
+LAUNCHER_ENV = "KOELECTRA_LAUNCHER_PID"  # the process that started the ranks (they end if it goes)
 SIGNALS_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
 AGENT_SIGNALS = ("SIGHUP", "SIGQUIT")  # the signals torch's agent handles (and passes on); SIGINT/SIGTERM: _Stops
 STOP_GRACE_S = 300  # a stopped rank's time to end its step, checkpoint and export before torch's agent kills it
@@ -137,12 +138,16 @@ def as_launched_rank() -> None:
     import time
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    launcher = os.getppid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torch's agent ends a failed job's ranks with it: at once
+    try:
+        launcher = int(os.environ.get(LAUNCHER_ENV, ""))
+    except ValueError:
+        launcher = os.getppid()
 
-    def watch():
+    def watch():  # (a rank that started after its launcher had gone has another parent already)
         while os.getppid() == launcher:
             time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)  # a DDP rank's SIGTERM is immediate (runtime.StopRequest)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="koelectra-launcher-watch", daemon=True).start()
 
@@ -219,9 +224,10 @@ def _one_line_for(e, nproc: int, logs: Path) -> tuple[int, bool]:
 def _rank_env(nproc: int, logs: Path):
     """The ranks' environment: OMP_NUM_THREADS the cores shared out (torchrun sets 1 and warns) unless the user set
     it, and where a rank leaves its ``error:`` line (``note_error``); put back afterwards."""
-    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", ERRORS_ENV, SIGNALS_ENV)}
+    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", ERRORS_ENV, LAUNCHER_ENV, SIGNALS_ENV)}
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     os.environ[ERRORS_ENV] = str(logs)
+    os.environ[LAUNCHER_ENV] = str(os.getpid())
     try:
         yield
     finally:

@@ -41,6 +41,7 @@ class Launch:
     local_world: int
     outputs: tuple[Path, ...] = ()
     plot: str | None = None
+    joining: bool = False  # rank 0, past the wait for the others: joining the shards into the outputs
 
     @classmethod
     def from_env(cls) -> "Launch | None":
@@ -97,6 +98,7 @@ class Launch:
         try:
             wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(), "rerun with --resume to go on from the "
                                                                                   "finished chunks")
+            self.joining = self.is_main  # (rank 0 joins the shards from here)
             ran = {s.output: (s.new_rows, s.seconds) for s in summaries}  # keyed by the shard file written
             gathered = [None] * self.world if self.is_main else None
             dist.gather_object(ran, gathered, dst=0)  # plain numbers, between this job's own processes

@@ -66,7 +66,8 @@ class DistContext:
             from ..runtime import wait_for_ranks
 
             wait_for_ranks(self.world, self.timeout.total_seconds(),
-                           "raise ddp_timeout_minutes if rank 0 needs longer to build the data cache")
+                           "a rank stopped, or needs longer than ddp_timeout_minutes (rank 0 builds the "
+                           "data cache while the others wait: raise it for a big corpus)")
 
     def all_reduce_sum(self, t):
         """``t`` summed over ranks, in place."""
