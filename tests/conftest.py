@@ -55,6 +55,7 @@ EXTENDED_TESTS = {
     "tests/test_launch.py::test_two_cpu_ranks_train_in_sync_and_a_failing_job_says_one_line",
     "tests/test_ddp_stop.py::test_sigterm_on_two_ranks_stops_them_at_one_step_and_a_resume_continues_exactly",
     "tests/test_ddp_stop.py::test_a_second_ctrl_c_stops_every_rank_at_once_in_one_line",
+    "tests/test_ddp_stop.py::test_label_on_two_ranks_stopped_by_sigterm_resumes_to_one_processs_bytes",
     "tests/test_launch.py::test_label_on_two_ranks_writes_one_processs_bytes_and_a_refusal_is_one_line",
     "tests/test_label_torchrun.py::test_two_processes_write_the_unsharded_runs_bytes_report_the_whole_file_and_resume",
     "tests/test_label_torchrun.py::test_the_ranks_benchmark_times_both_commands_and_compares_their_labels",

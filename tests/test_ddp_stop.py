@@ -356,3 +356,35 @@ def _processes_naming(folder) -> list[str]:
         if str(folder) in text and cmdline.parent.name != str(os.getpid()):
             found.append(text)
     return found
+
+
+def test_label_on_two_ranks_stopped_by_sigterm_resumes_to_one_processs_bytes(tmp_path, tiny_classifier_dir):
+    """`label --nproc 2` SIGTERMed once a rank is writing (a scheduler's end): the ranks get it as Ctrl-C, keep their
+    finished chunks and exit 130 with rank 0's own line (the launcher adds none); `--resume` then writes the bytes
+    one process writes."""
+    from tests.test_label_scale import TEXTS
+
+    src = tmp_path / "reviews.csv"
+    src.write_text("id,review\n" + "".join(f'{i},"{TEXTS[i % len(TEXTS)]} {i}"\n' for i in range(6000)),
+                   encoding="utf-8")
+    common = ["--model", tiny_classifier_dir, "--text-column", "review", "--precision", "fp32", "--no-progress",
+              "--device", "cpu", "--input", src.name]
+    env = {"TMPDIR": str(tmp_path)}
+    one = koelectra("label", *common, "--output", "one.csv", cwd=tmp_path, env=env)
+    assert one.returncode == 0, one.stderr[-3000:]
+    proc = start_koelectra("label", "--nproc", "2", *common, "--output", "two.csv", cwd=tmp_path, env=env,
+                           sigint=signal.SIG_IGN)
+    deadline = time.monotonic() + 240
+    while not list(tmp_path.glob("two.shard-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no shard in 240 s"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    if proc.returncode == 0:
+        pytest.skip("the job ended before the signal landed (a fast machine)")
+    assert proc.returncode == 130, err[-3000:]
+    assert out.count("\ninterrupted") == 1 and "Traceback" not in err and "interrupted (" not in err, (out, err)
+    assert not (tmp_path / "two.csv").exists()
+    resumed = koelectra("label", "--nproc", "2", *common, "--output", "two.csv", "--resume", cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (tmp_path / "two.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
