@@ -139,13 +139,25 @@ def as_launched_rank() -> None:
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torch's agent ends a failed job's ranks with it: at once
+    parent = os.getppid()
     try:
         launcher = int(os.environ.get(LAUNCHER_ENV, ""))
     except ValueError:
-        launcher = os.getppid()
+        launcher = parent
 
-    def watch():  # (a rank that started after its launcher had gone has another parent already)
-        while os.getppid() == launcher:
+    def gone() -> bool:  # the parent changed, or the launcher is no more (also when it went before this rank began)
+        if os.getppid() != parent:
+            return True
+        try:
+            os.kill(launcher, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # a process of another user's: there, so not gone
+        return False
+
+    def watch():
+        while not gone():
             time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGTERM)
 
