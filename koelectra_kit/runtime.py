@@ -4,6 +4,7 @@ command exists to print (reports, tables) go to stdout; everything else goes thr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import random
@@ -33,7 +34,7 @@ def world_size() -> int:
 
 # The commands that run as several processes under torchrun: pretrain (DDP), label (a shard a rank, joined).
 TORCHRUN_COMMANDS = ("pretrain", "label")
-_WAITS = [0]  # how many times this process waited for its job's ranks (every rank waits in the same order)
+_WAITS = itertools.count(1)  # this process's waits for its job's ranks, numbered (every rank waits in the same order)
 
 
 def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
@@ -45,9 +46,8 @@ def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
 
     from .errors import KitError
 
-    _WAITS[0] += 1
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # (torch's agent keeps its store over restarts)
-    key, store = f"koelectra_kit/arrived/{attempt}/{_WAITS[0]}", dist.distributed_c10d._get_default_store()
+    key, store = f"koelectra_kit/arrived/{attempt}/{next(_WAITS)}", dist.distributed_c10d._get_default_store()
     store.add(key, 1)
     deadline = time.monotonic() + timeout_s
     while store.add(key, 0) < world:

@@ -112,6 +112,18 @@ def test_rank_0_stopped_after_its_line_still_says_it_once(tmp_path, capsys):
 
 
 @pytest.mark.fast
+def test_rank_0_interrupted_and_saying_so_ends_the_job_in_its_words(tmp_path, capsys):
+    """Rank 0 took a Ctrl-C and said what it kept (``note_interrupted``) while rank 1 ended otherwise: exit 130 and
+    no launcher line; without rank 0's word the job is named by its first failure."""
+    error = failed(tmp_path, (0, 130, None), (1, -15, None))
+    (tmp_path / "rank-0.interrupted").write_text("")
+    assert launch._one_line_for(error, 2, tmp_path) == (130, False) and capsys.readouterr().err == ""
+    (tmp_path / "rank-0.interrupted").unlink()
+    code, _ = launch._one_line_for(error, 2, tmp_path)
+    assert code == 1 and capsys.readouterr().err.startswith("error: rank ")
+
+
+@pytest.mark.fast
 def test_another_ranks_error_line_is_said_once_whatever_rank_0_did(tmp_path, capsys):
     """Rank 1's own error, and rank 0 crashing in a collective whose peer is gone (exit 1, its traceback on the
     terminal) or stopped (-15): rank 1's line is the job's."""

@@ -215,8 +215,8 @@ def _one_line_for(e, nproc: int, logs: Path) -> tuple[int, bool]:
             continue
     if 0 in said:
         return 2, False  # rank 0 said why, on the terminal
-    if failures.get(0) is not None and failures[0].exitcode == 130:
-        return 130, False  # rank 0 was interrupted and said so
+    if (logs / "rank-0.interrupted").exists():
+        return 130, False  # rank 0 was interrupted and said so (note_interrupted)
     if said:
         first = min(said, key=lambda r: failures[r].timestamp if r in failures else float("inf"))
         print(said[first], file=sys.stderr)
