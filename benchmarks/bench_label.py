@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import random
 import resource
 import subprocess
@@ -155,14 +156,33 @@ def side_by_side(dev, models: list[str], tmp: Path) -> None:
 def hf_pipeline(model_dir: str, device=-1, dtype=None):
     """(a): transformers' pipeline on tokenizer.json alone (fed pre-split text): the plain fast tokenizer, no
     koelectra class. ``device``: where it runs (-1: the CPU); ``dtype``: the weights' dtype (None: fp32, as they
-    load)."""
+    load). A function that calls the pipeline in its own process's environment (``in_pipeline_env``)."""
     from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, pipeline
 
     hf_tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(model_dir) / "tokenizer.json"), unk_token="[UNK]",
                                      pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, **({"dtype": dtype} if dtype else {}))
-    return pipeline("text-classification", model=model, tokenizer=hf_tok, device=device, truncation=True,
+    pipe = pipeline("text-classification", model=model, tokenizer=hf_tok, device=device, truncation=True,
                     max_length=128)
+    return lambda *args, **kwargs: in_pipeline_env(pipe, *args, **kwargs)
+
+
+def in_pipeline_env(pipe, *args, **kwargs):
+    """``pipe(*args, **kwargs)`` with TOKENIZERS_PARALLELISM as a pipeline's process has it, then put back. The first
+    call of a pipeline sets it to "false" for the whole process when it is unset (its DataLoader and tokenizers'
+    threads would share the cores), and tokenizers reads it on every call: left set, every `label` run after the
+    first pipeline call encoded on one core, which a `label` process (no pipeline in it) never does. On 4,000
+    rows of the tiny shape on 2 cores that cost 0.83x label's rows/s (docs/benchmarks.md); with more cores there
+    is more to lose."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # what the pipeline would set (a user's value is kept)
+    try:
+        return pipe(*args, **kwargs)
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 def bench_tokenizer(texts: list[str], out: Path) -> str:

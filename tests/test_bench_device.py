@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -170,3 +171,36 @@ def test_label_bench_sweeps_a_sample_says_labels_precision_and_times_labels_part
     assert parts["tokenize"] + parts["model"] + parts["rest"] == pytest.approx(parts["total"])
     assert parts["timed_median"] == pytest.approx(figures["methods"]["(b) koelectra-kit label, model loaded once"][
         "seconds"][0])
+
+
+@pytest.mark.parametrize("started_with", [None, "true"])
+def test_label_bench_runs_label_with_tokenizers_parallelism_as_its_own_process_has_it(
+        started_with, tmp_path, monkeypatch, capsys, sample_as_nsmc_dev, no_kiwi):
+    """transformers' pipeline sets TOKENIZERS_PARALLELISM=false for the whole process on its first call, and
+    tokenizers reads it on every call: every timed `label` run after it encoded on one core, as no `label` process
+    does. Each of label's runs sees the variable as the bench started with it, each pipeline call what a pipeline's
+    process has (its "false" where unset, a user's value kept)."""
+    import koelectra_kit.label
+    from transformers.pipelines import base
+
+    if started_with is None:
+        monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)  # (conftest sets it for the test run)
+    else:
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", started_with)
+    seen = {"label": [], "pipeline": []}
+    label_file, run_pipeline = koelectra_kit.label.label_file, base.Pipeline.__call__
+
+    def spy(kind, fn):
+        def call(*args, **kwargs):
+            seen[kind].append(os.environ.get("TOKENIZERS_PARALLELISM"))
+            return fn(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(koelectra_kit.label, "label_file", spy("label", label_file))
+    monkeypatch.setattr(base.Pipeline, "__call__", spy("pipeline", run_pipeline))
+    bench_label.main(["--device", "cpu", "--shape", "tiny", "--rows", "40", "--sweep-rows", "16", "--rounds", "1",
+                      "--pipeline-batches", "16"])
+    assert "acceptance: label " in capsys.readouterr().out
+    assert len(seen["label"]) >= 4 and set(seen["label"]) == {started_with}  # warm-up, three kinds, the parts
+    assert len(seen["pipeline"]) >= 4 and set(seen["pipeline"]) == {started_with or "false"}
+    assert os.environ.get("TOKENIZERS_PARALLELISM") == started_with
