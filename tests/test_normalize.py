@@ -51,7 +51,9 @@ def test_emoji_keep_or_remove():
 
 @pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(urls="placeholder", emoji="remove", repeat_limit=1)])
 def test_map_agrees_with_fast_path_and_points_into_input(cfg):
-    texts = [t for t, _ in CASES] + ["보세요 https://x.com ㅋㅋㅋㅋ 😀😀 끝", "", "   "]
+    spaces = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())  # NBSP, NEL, U+2028, ideographic space...
+    texts = [t for t, _ in CASES] + ["보세요 https://x.com ㅋㅋㅋㅋ 😀😀 끝", "", "   ", spaces,
+                                     f"{spaces}좋{spaces[::2]}아요\u00a0 {spaces[1::2]}ㅋ ㅋ{spaces}"]
     norm = Normalizer(cfg)
     for text in texts:
         out, starts, ends = norm.with_map(text)

@@ -156,3 +156,31 @@ def test_a_bad_byte_after_a_utf8_bom_is_said_on_its_own_line(tmp_path, given):
     path.write_bytes("\ufeffreview\n좋아요\n".encode() + "별로\n".encode("cp949"))
     with pytest.raises(InputError, match="line 3 is not"):
         detect_encoding(path, given)
+
+
+@pytest.mark.parametrize("sep", [",", "\t", ";", "|"])
+def test_records_read_as_the_csv_module_reads_them(sep):
+    """The reader splits a line without a quote or a line break at the separator itself (no csv reader per line):
+    random lines of separators, spaces, control characters (NUL, vertical tab, file separators, NEL, U+2028),
+    quotes and line breaks read into the fields, or the error, the csv module gives each record."""
+    import csv
+    import random
+
+    from koelectra_kit.io.records import _csv_records
+
+    alphabet = ["a", "가", ",", "\t", ";", "|", " ", "\x00", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\\",
+                "'", '"', "\r"]
+    rng = random.Random(0)
+    for _ in range(3000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))
+        if line.count('"') % 2 or line.endswith("\r"):  # a record of one line (its quotes balance)
+            continue
+        try:
+            want, error = next(csv.reader([line], delimiter=sep, strict=True), []), None
+        except csv.Error:
+            want, error = None, True
+        (rec,) = list(_csv_records(iter([line + "\n"]), sep, header_len=len(want) if want else 1, start_line=2))
+        if error:
+            assert rec.error and rec.raw == line, repr(line)
+        else:
+            assert rec.error is None and rec.fields == want, repr(line)
