@@ -75,7 +75,9 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
     ``labels`` when there is no ``model_dir``. ``presplit``: the tokenizer's pre-split mode rewritten (kiwi |
     kiwi_word | none; the same vocabulary, so only the pre-split differs: a model's ids from the other mode are
     meaningless, which random weights do not mind; rewritten before the tokenizer is loaded, so a ``none`` needs no
-    Kiwi). ``max_length``: recorded as the classifier's (`label` truncates there; default its 512 positions)."""
+    Kiwi, and with ``none`` the unknown-character fallback off: a subword preset's vocabulary, whose fallback
+    rewrites Kiwi's pieces, refused to load). ``max_length``: recorded as the classifier's (`label` truncates there;
+    default its 512 positions)."""
     import shutil
 
     from transformers import AutoConfig, ElectraConfig, ElectraForSequenceClassification
@@ -99,6 +101,8 @@ def random_model_like(model_dir: str | None, shape: str, out: Path, tokenizer: s
         settings = out / "koelectra_tokenizer.json"
         s = json.loads(settings.read_text(encoding="utf-8"))
         s["presplit"] = presplit
+        if presplit == "none":  # the unknown-character fallback rewrites Kiwi's pieces: there are none to rewrite
+            s["fallback"] = "none"
         settings.write_text(json.dumps(s, ensure_ascii=False, indent=2), encoding="utf-8")
     cfg = ElectraConfig(vocab_size=KoTokenizer.from_pretrained(out).vocab_size, hidden_size=m["hidden_size"],
                         num_hidden_layers=m["num_layers"], num_attention_heads=m["num_heads"],

@@ -53,7 +53,12 @@ def require(path: Path) -> Path:
 
 
 def nsmc_texts(path: Path = NSMC_DEV, limit: int | None = None) -> list[str]:
-    """The review texts of an nsmc3 split (TSV, unquoted: a quote is text)."""
+    """The review texts of an nsmc3 split (TSV, unquoted: a quote is text; or a GPU bundle's Parquet of it)."""
+    if Path(path).suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        texts = pq.read_table(require(path), columns=["document"]).column("document").to_pylist()
+        return [t or "" for t in texts[:limit]]
     texts = []
     with open(require(path), encoding="utf-8") as f:
         next(f)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_finetune  # noqa: E402
 import bench_label  # noqa: E402
+import bench_label_ranks  # noqa: E402
 from tests.test_bad_input import assert_one_line_error  # noqa: E402
 
 # the bench vocabularies are trained on a few hundred sample rows: fewer tokens than the 8,000 asked for
@@ -75,6 +76,10 @@ def test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps(tmp_path, mon
     (bench_label, ["--device", "cpu", "--shape", "tiny", "--sweep-rows", "0"], "a whole number of rows >= 1"),
     (bench_label, ["--device", "cpu", "--shape", "tiny", "--sweep-rows", "x"], "a whole number of rows >= 1"),
     (bench_label, ["--shape", "tiny", "--model", "m", "--sweep-rows", "16"], "--sweep-rows goes with --device"),
+    (bench_label_ranks, ["--shape", "tiny"], "give --model, or --shape with --tokenizer"),
+    (bench_label_ranks, ["--tokenizer", "t"], "give --model, or --shape with --tokenizer"),
+    (bench_label_ranks, ["--model", "m", "--presplit", "none"], "--tokenizer and --presplit go with --shape"),
+    (bench_label_ranks, ["--model", "m", "--ranks", "1"], "--ranks at least 2"),
 ])
 def test_bad_options_are_one_error_line(bench, argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -204,3 +209,39 @@ def test_label_bench_runs_label_with_tokenizers_parallelism_as_its_own_process_h
     assert len(seen["label"]) >= 4 and set(seen["label"]) == {started_with}  # warm-up, three kinds, the parts
     assert len(seen["pipeline"]) >= 4 and set(seen["pipeline"]) == {started_with or "false"}
     assert os.environ.get("TOKENIZERS_PARALLELISM") == started_with
+
+
+def test_nsmc_texts_reads_a_gpu_bundles_parquet_as_the_tsv(tmp_path):
+    """benchmarks/common.nsmc_texts on nsmc3 train as a GPU lease's bundle holds it (Parquet: gpu_bundle.py): the
+    same texts, in order, a missing one empty, --rows' limit kept."""
+    import pandas as pd
+    from common import nsmc_texts
+
+    rows = [("1", "positive", "최고 ㅋㅋ"), ("2", "negative", 'a "quote"\tand tab'), ("3", "neutral", None)]
+    tsv, parquet = tmp_path / "train.tsv", tmp_path / "train.parquet"
+    tsv.write_text("id\tmovie_id\trating\tlabel\tdocument\n" + "".join(
+        f"{i}\t0\t0\t{lab}\t{(doc or '').replace(chr(9), ' ')}\n" for i, lab, doc in rows), encoding="utf-8")
+    pd.DataFrame(rows, columns=["id", "label", "document"]).to_parquet(parquet)
+    assert nsmc_texts(parquet) == ["최고 ㅋㅋ", 'a "quote"\tand tab', ""]
+    assert nsmc_texts(tsv) == ["최고 ㅋㅋ", 'a "quote" and tab', ""]  # (a TSV cell holds no tab)
+    assert nsmc_texts(parquet, 2) == ["최고 ㅋㅋ", 'a "quote"\tand tab'] and len(nsmc_texts(tsv, 2)) == 2
+
+
+def test_a_subword_presets_vocabulary_rewritten_to_presplit_none_loads_without_kiwi(tmp_path, sample_dir, no_kiwi):
+    """--tokenizer TOK --presplit none (bench_label's device mode, bench_label_ranks): a Kiwi pre-split WordPiece
+    vocabulary with the unknown-character fallback (a subword preset's, as the GPU bundle's) made a classifier that
+    refused to load (the fallback rewrites Kiwi's pieces); with presplit none its fallback is off."""
+    import pandas as pd
+
+    from koelectra_kit.classify.classifier import Classifier
+
+    reviews = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].astype(str).tolist()
+    tok = Path(bench_label.bench_tokenizer(reviews, tmp_path / "tok"))
+    settings = json.loads((tok / "koelectra_tokenizer.json").read_text(encoding="utf-8"))
+    settings.update(presplit="kiwi_word", fallback="jamo_bytes")  # as a subword preset's folder says
+    (tok / "koelectra_tokenizer.json").write_text(json.dumps(settings), encoding="utf-8")
+    model = bench_label.random_model_like(None, "tiny", tmp_path / "model", tokenizer=str(tok), presplit="none",
+                                          labels=["negative", "neutral", "positive"])
+    clf = Classifier.load(model, device="cpu")
+    assert clf.tok.presplit == "none" and clf.tok.fallback is None
+    assert len(clf.predict(["정말 재밌어요 ㅋㅋ", "별로"]).labels) == 2

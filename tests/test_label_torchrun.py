@@ -139,3 +139,26 @@ def test_the_ranks_benchmark_times_both_commands_and_compares_their_labels(tiny_
     out = capsys.readouterr().out
     assert "one process, every core" in out and "torchrun, 2 processes" in out
     assert "labels: 40 of 40 rows the same in both outputs" in out
+
+
+@pytest.mark.extended
+@pytest.mark.filterwarnings("ignore:vocab_size=8000:UserWarning")  # (a vocabulary trained on 40 reviews)
+def test_the_ranks_benchmark_runs_without_a_model_or_the_tsv(tmp_path, sample_dir, monkeypatch, capsys):
+    """As on a GPU lease: no fine-tuned model (a random-init classifier of --shape on --tokenizer's vocabulary,
+    pre-split none, so no Kiwi) and nsmc3 train as the bundle's Parquet (gpu_bundle.py), on --device cpu here."""
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # (it imports bench_label as it runs)
+    import bench_label
+    import bench_label_ranks
+
+    reviews = pd.read_csv(sample_dir / "reviews_labelled.csv")["review"].astype(str).tolist()[:40]
+    tokenizer = bench_label.bench_tokenizer(reviews, tmp_path / "tok")  # WordPiece, presplit=none
+    train = tmp_path / "train.parquet"
+    pd.DataFrame({"id": [str(i) for i in range(40)], "label": "neutral", "document": reviews}).to_parquet(train)
+    monkeypatch.setattr(bench_label_ranks, "NSMC_TRAIN", train)
+    bench_label_ranks.main(["--shape", "tiny", "--tokenizer", tokenizer, "--presplit", "none", "--device", "cpu",
+                            "--rows", "40", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "40 nsmc3 train reviews" in out and "device cpu" in out and "model tiny" in out
+    assert "labels: 40 of 40 rows the same in both outputs" in out
