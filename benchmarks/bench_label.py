@@ -60,7 +60,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
+from common import (NSMC_DEV, ROOT, SHARED, Parser, check_model_options, interleaved, median,  # noqa: E402,F401
                     shape_file, shape_names)  # (benchmarks/common.py)
 DEV = NSMC_DEV
 
@@ -176,8 +176,8 @@ def in_pipeline_env(pipe, *args, **kwargs):
     call of a pipeline sets it to "false" for the whole process when it is unset (its DataLoader and tokenizers'
     threads would share the cores), and tokenizers reads it on every call: left set, every `label` run after the
     first pipeline call encoded on one core, which a `label` process (no pipeline in it) never does. On 4,000
-    rows of the tiny shape on 2 cores that cost 0.83x label's rows/s (docs/benchmarks.md); with more cores there
-    is more to lose."""
+    rows of the tiny shape on 2 cores, label ran at 0.83x its rows/s with the variable put back (two runs minutes
+    apart; docs/benchmarks.md)."""
     before = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # what the pipeline would set (a user's value is kept)
     try:
@@ -671,11 +671,7 @@ def main(argv: list[str] | None = None) -> None:
     if (args.tokenizer or args.presplit) and not args.shape:
         ap.error("--tokenizer and --presplit apply to the random-init model of --shape: add --shape (e.g. "
                  "cpu-30min-subword)")
-    if args.shape and shape_file(args.shape) is None:
-        ap.error(f"--shape {args.shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
-    for d in [args.model, args.tokenizer, *(args.models or [])]:
-        if d and not Path(d, "koelectra_tokenizer.json").exists() and not Path(d, "tokenizer.json").exists():
-            ap.error(f"{d}: not a model or tokenizer folder (no tokenizer.json)")
+    check_model_options(ap, args.shape, args.tokenizer, args.presplit, [args.model, *(args.models or [])])
     if not DEV.exists():
         sys.exit(f"needs {DEV}")
     import pandas as pd

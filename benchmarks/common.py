@@ -38,6 +38,22 @@ def shape_file(shape: str) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
+def check_model_options(ap, shape: str | None, tokenizer: str | None = None, presplit: str | None = None,
+                        folders=()) -> None:
+    """--shape, --tokenizer, --presplit and the model folders a benchmark was given, checked before anything is
+    built: one ``error:`` line (``ap.error``) for a shape that is none, a folder without a tokenizer, or a
+    --presplit whose tokenizer has no koelectra_tokenizer.json to rewrite (``bench_label.random_model_like``)."""
+    if shape and shape_file(shape) is None:
+        ap.error(f"--shape {shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
+    for d in [tokenizer, *folders]:
+        if d and not Path(d, "koelectra_tokenizer.json").exists() and not Path(d, "tokenizer.json").exists():
+            ap.error(f"{d}: not a model or tokenizer folder (no tokenizer.json)")
+    source = tokenizer or next((d for d in folders if d), None)
+    if presplit and source and not Path(source, "koelectra_tokenizer.json").exists():
+        ap.error(f"--presplit rewrites a koelectra-kit tokenizer's pre-split mode, and {source} has no "
+                 "koelectra_tokenizer.json")
+
+
 def shape_names() -> list[str]:
     """What ``--shape`` takes by name: the pretraining presets and the benchmark-only shapes."""
     return sorted(p.stem for folder in (ROOT / "configs" / "pretrain", ROOT / "benchmarks" / "shapes")

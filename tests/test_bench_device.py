@@ -80,8 +80,18 @@ def test_finetune_bench_cuda_graphs_variants_run_the_recipes_steps(tmp_path, mon
     (bench_label_ranks, ["--tokenizer", "t"], "give --model, or --shape with --tokenizer"),
     (bench_label_ranks, ["--model", "m", "--presplit", "none"], "--tokenizer and --presplit go with --shape"),
     (bench_label_ranks, ["--model", "m", "--ranks", "1"], "--ranks at least 2"),
+    (bench_label_ranks, ["--shape", "nosuch", "--tokenizer", "."], "--shape nosuch: no such YAML, preset or "),
+    (bench_label_ranks, ["--shape", "tiny", "--tokenizer", "/nonexistent"], "/nonexistent: not a model or tokenizer"),
+    (bench_label_ranks, ["--model", "/nonexistent"], "/nonexistent: not a model or tokenizer folder"),
+    (bench_label_ranks, ["--shape", "tiny", "--tokenizer", "TOKJSON", "--presplit", "none"],
+     "has no koelectra_tokenizer.json"),
+    (bench_label_ranks, ["--shape", "tiny", "--tokenizer", "TOKJSON", "--device", "gpu"], "device='gpu'"),
+    (bench_label, ["--device", "cpu", "--shape", "tiny", "--tokenizer", "TOKJSON", "--presplit", "none"],
+     "has no koelectra_tokenizer.json"),
 ])
-def test_bad_options_are_one_error_line(bench, argv, message, capsys):
+def test_bad_options_are_one_error_line(bench, argv, message, capsys, tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{}")  # TOKJSON: a plain tokenizers folder (no koelectra settings)
+    argv = [str(tmp_path) if a == "TOKJSON" else a for a in argv]
     with pytest.raises(SystemExit) as e:
         bench.main(argv)
     assert_one_line_error(e.value.code, capsys.readouterr().err, message)

@@ -49,7 +49,8 @@ def test_emoji_keep_or_remove():
     assert Normalizer(NormalizeConfig(emoji="remove"))(text) == "최고예요 굿"
 
 
-@pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(urls="placeholder", emoji="remove", repeat_limit=1)])
+@pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(urls="placeholder", emoji="remove", repeat_limit=1),
+                                 NormalizeConfig(remove_control=False), NormalizeConfig(collapse_whitespace=False)])
 def test_map_agrees_with_fast_path_and_points_into_input(cfg):
     spaces = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())  # NBSP, NEL, U+2028, ideographic space...
     texts = [t for t, _ in CASES] + ["보세요 https://x.com ㅋㅋㅋㅋ 😀😀 끝", "", "   ", spaces,

@@ -158,7 +158,7 @@ def test_a_bad_byte_after_a_utf8_bom_is_said_on_its_own_line(tmp_path, given):
         detect_encoding(path, given)
 
 
-@pytest.mark.parametrize("sep", [",", "\t", ";", "|"])
+@pytest.mark.parametrize("sep", [",", "\t", ";", "|", " ", "\x1f"])
 def test_records_read_as_the_csv_module_reads_them(sep):
     """The reader splits a line without a quote or a line break at the separator itself (no csv reader per line):
     random lines of separators, spaces, control characters (NUL, vertical tab, file separators, NEL, U+2028),
@@ -168,8 +168,8 @@ def test_records_read_as_the_csv_module_reads_them(sep):
 
     from koelectra_kit.io.records import _csv_records
 
-    alphabet = ["a", "가", ",", "\t", ";", "|", " ", "\x00", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\\",
-                "'", '"', "\r"]
+    alphabet = ["a", "가", ",", "\t", ";", "|", " ", "\x00", "\x0b", "\x0c", "\x1c", "\x1e", "\x1f", "\x85", "\u2028",
+                "\ufeff", "\\", "'", '"', "\r"]
     rng = random.Random(0)
     for _ in range(3000):
         line = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))
