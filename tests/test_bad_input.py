@@ -188,6 +188,8 @@ def test_existing_output_needs_overwrite(label, good_csv, tmp_path):
     (["--encoding", "klingon"], "not an encoding"),
     (["--output-encoding", "klingon"], "not an encoding"),
     (["--sep", ";;"], "one character"),
+    (["--sep", '"'], "a quote or a line break cannot separate columns"),
+    (["--sep", "\n"], "a quote or a line break cannot separate columns"),
     (["--format", "xlsx"], "invalid choice"),
     (["--precision", "fp8"], "invalid choice"),
     (["--resume", "--overwrite"], "contradict"),

@@ -121,6 +121,8 @@ class LabelConfig:
             self.sep = "\t"
         if self.sep is not None and len(self.sep) != 1:
             raise ConfigError(f"sep={self.sep!r} must be one character (a tab is '\\t')")
+        if self.sep in ('"', "\r", "\n"):  # CSV's quote and record ends: Python 3.13's csv refuses them outright
+            raise ConfigError(f"sep={self.sep!r}: a quote or a line break cannot separate columns (a tab is '\\t')")
         positive = {"batch_size": self.batch_size, "chunk_rows": self.chunk_rows}
         for key, value in positive.items():
             if value is not None and value < 1:
