@@ -60,8 +60,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, SHARED, Parser, check_model_options, interleaved, median,  # noqa: E402,F401
-                    shape_file, shape_names)  # (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, Parser, check_model_options, interleaved, median,  # noqa: E402
+                    shape_file)  # (benchmarks/common.py)
 DEV = NSMC_DEV
 
 

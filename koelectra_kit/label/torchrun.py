@@ -96,8 +96,8 @@ class Launch:
 
         self.meet()
         try:
-            wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(), "rerun with --resume to go on from the "
-                                                                                  "finished chunks")
+            wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(),
+                           "rerun with --resume to go on from the finished chunks")
             self.joining = self.is_main  # (rank 0 joins the shards from here)
             ran = {s.output: (s.new_rows, s.seconds) for s in summaries}  # keyed by the shard file written
             gathered = [None] * self.world if self.is_main else None

@@ -141,10 +141,9 @@ class SharedStop:
     that every rank acts on after the same step, so they can checkpoint and export together. torchrun's agent passes
     its signal on to each rank, and each takes it in a different step; once a step every rank adds whether it has one
     to an all-reduce (MAX) of one integer on a gloo group of its own, started before the step and read before the
-    next. The host never waits for
-    it (it had a step to arrive) and no device queue is touched (a NCCL read-back would stall it), and the ranks stop
-    together one step after the first of them was asked. A single process stops at the step boundary it was asked
-    at."""
+    next. The host never waits for it (it had a step to arrive) and no device queue is touched (a NCCL read-back
+    would stall it), and the ranks stop together one step after the first of them was asked. A single process stops
+    at the step boundary it was asked at."""
 
     def __init__(self, dist_ctx: DistContext, request):
         self.request, self.enabled = request, dist_ctx.enabled
