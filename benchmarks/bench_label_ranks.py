@@ -37,6 +37,14 @@ def label_command(model: str, src: Path, out: Path, ranks: int, precision: str, 
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *label]
 
 
+def said(stderr: str, head: int = 3000, tail: int = 2000) -> str:
+    """A failed command's stderr, shortened: its beginning (what the ranks said, torchrun's launcher writes last)
+    and its end (the launcher's summary: which rank failed and how)."""
+    if len(stderr) <= head + tail:
+        return stderr
+    return f"{stderr[:head]}\n[... {len(stderr) - head - tail:,} characters ...]\n{stderr[-tail:]}"
+
+
 def labels_of(path: Path) -> list[str]:
     import pandas as pd
 
@@ -88,13 +96,14 @@ def main(argv: list[str] | None = None) -> None:
         outs = {1: tmp / "one.csv", args.ranks: tmp / "ranks.csv"}
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         env.pop("OMP_NUM_THREADS", None)  # each command picks its threads: all cores, or the cores split by rank
+        env.setdefault("PYTHONFAULTHANDLER", "1")  # a rank killed by a signal (SIGABRT, SIGSEGV) says where it was
 
         def run(ranks):
             def go():
                 command = label_command(model, src, outs[ranks], ranks, args.precision, args.device)
                 proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp)
                 if proc.returncode:
-                    raise SystemExit(f"error: {' '.join(proc.args[:8])} ... failed:\n{proc.stderr[-2000:]}")
+                    raise SystemExit(f"error: {' '.join(proc.args[:8])} ... failed:\n{said(proc.stderr)}")
             return go
 
         names = {"one process, every core": 1, f"torchrun, {args.ranks} processes": args.ranks}

@@ -162,3 +162,19 @@ def test_the_ranks_benchmark_runs_without_a_model_or_the_tsv(tmp_path, sample_di
     out = capsys.readouterr().out
     assert "40 nsmc3 train reviews" in out and "device cpu" in out and "model tiny" in out
     assert "labels: 40 of 40 rows the same in both outputs" in out
+
+
+def test_a_failed_ranks_command_shows_what_the_ranks_said_and_the_launchers_summary():
+    """torchrun's launcher writes its traceback last: the ranks' own lines (a faulthandler dump, an error) are at
+    the beginning of a failed command's stderr, and must not be cut off by the launcher's ~2,500 characters."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_label_ranks
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ranks = "Fatal Python error: Aborted\n" + "rank line\n" * 200
+    launcher = "Traceback (most recent call last):\n" + "  launcher frame\n" * 300 + "ChildFailedError: rank 1\n"
+    shown = bench_label_ranks.said(ranks + launcher)
+    assert shown.startswith("Fatal Python error: Aborted") and shown.endswith("ChildFailedError: rank 1\n")
+    assert "characters ...]" in shown and len(shown) < len(ranks + launcher)
+    assert bench_label_ranks.said("short") == "short"
