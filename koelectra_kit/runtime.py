@@ -37,17 +37,28 @@ TORCHRUN_COMMANDS = ("pretrain", "label")
 _WAITS = itertools.count(1)  # this process's waits for its job's ranks, numbered (every rank waits in the same order)
 
 
-def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
+def wait_for_ranks(world: int, timeout_s: float, what: str, share=None) -> list | None:
     """A barrier for the ``world`` ranks of this process's job (its process group is up): each counts its arrival
     on the job's rendezvous store and polls it from Python, so Ctrl-C reaches a rank waiting here, and nothing is
     left in flight when it goes (a gloo barrier still pending holds the process at exit, until torch's agent kills
-    it). ``what``: what to raise to when the others have not come after ``timeout_s`` seconds."""
+    it). ``what``: what to raise to when the others have not come after ``timeout_s`` seconds.
+
+    ``share``: this rank's value (JSON), left on the store before it counts itself in; then every rank's, in rank
+    order, is returned. The store, not a gloo collective (``gather_object``): gloo's worker thread drops its last
+    reference to a finished collective's tensors after the caller has gone on, and a rank that then exits at once
+    (label's ranks but rank 0) has that thread wait for the GIL in an interpreter that is shutting down, which
+    ends the process in SIGABRT ("terminate called without an active exception"; 2 runs in 113 of two CPU ranks
+    under load). None without ``share``."""
+    import json
+
     import torch.distributed as dist
 
     from .errors import KitError
 
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # (torch's agent keeps its store over restarts)
     key, store = f"koelectra_kit/arrived/{attempt}/{next(_WAITS)}", dist.distributed_c10d._get_default_store()
+    if share is not None:
+        store.set(f"{key}/{dist.get_rank()}", json.dumps(share))
     store.add(key, 1)
     deadline = time.monotonic() + timeout_s
     while store.add(key, 0) < world:
@@ -56,6 +67,9 @@ def wait_for_ranks(world: int, timeout_s: float, what: str) -> None:
                       f"{timeout_s / 60:,.0f} minutes" if timeout_s >= 60 else f"{timeout_s:.1f} s")
             raise KitError(f"the other ranks did not come in {waited}: {what}")
         time.sleep(0.02)
+    if share is None:
+        return None
+    return [json.loads(store.get(f"{key}/{rank}")) for rank in range(world)]
 
 
 def setup_logging(verbose: bool = False, rank: int | None = None) -> None:

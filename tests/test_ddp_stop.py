@@ -126,6 +126,8 @@ def test_a_rank_that_never_comes_is_one_line_after_the_timeout():
         with pytest.raises(KitError, match="the other ranks did not come in 0.3 s: raise the timeout"):
             wait_for_ranks(2, 0.3, "raise the timeout")
         assert time.monotonic() - t0 < 5
+        assert wait_for_ranks(1, 5.0, "unused", share={"out.shard-1-of-2.csv": [40, 0.5]}) == [
+            {"out.shard-1-of-2.csv": [40, 0.5]}]  # every rank's value, in rank order, over the store
     finally:
         dist.destroy_process_group()
 

@@ -89,21 +89,18 @@ class Launch:
     def join(self, summaries: list[LabelSummary]) -> list[LabelSummary]:
         """Wait for every rank; on rank 0, each output joined from its shards (which are then removed) and its
         summary: the counts from the shards' job records (a rank that skipped its complete shard counts too), the
-        rows this run labelled and the slowest rank's time from every rank. Other ranks get []."""
-        import torch.distributed as dist
-
+        rows this run labelled and the slowest rank's time from every rank (over the rendezvous store:
+        ``wait_for_ranks`` says why not a gloo collective). Other ranks get []."""
         from ..runtime import wait_for_ranks
 
         self.meet()
         try:
-            wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(),
-                           "rerun with --resume to go on from the finished chunks")
-            self.joining = self.is_main  # (rank 0 joins the shards from here)
             ran = {s.output: (s.new_rows, s.seconds) for s in summaries}  # keyed by the shard file written
-            gathered = [None] * self.world if self.is_main else None
-            dist.gather_object(ran, gathered, dst=0)  # plain numbers, between this job's own processes
+            gathered = wait_for_ranks(self.world, MEET_TIMEOUT.total_seconds(),
+                                      "rerun with --resume to go on from the finished chunks", share=ran)
             if not self.is_main:
                 return []
+            self.joining = True  # (rank 0 joins the shards from here)
             joined = []
             for out in self.outputs:
                 shards = [shard_path(out, k, self.world) for k in range(1, self.world + 1)]

@@ -62,12 +62,19 @@ class DistContext:
         """Wait for every rank (a no-op in a single process), on the host: Ctrl-C reaches a rank waiting here while
         rank 0 builds the data cache or writes a checkpoint (``runtime.wait_for_ranks``; inside a collective the
         signal's handler would wait as long as the rank)."""
-        if self.enabled:
-            from ..runtime import wait_for_ranks
+        self.share(None)
 
-            wait_for_ranks(self.world, self.timeout.total_seconds(),
-                           "a rank stopped, or needs longer than ddp_timeout_minutes (rank 0 builds the "
-                           "data cache while the others wait: raise it for a big corpus)")
+    def share(self, value) -> list:
+        """Every rank's ``value`` (JSON), in rank order, at a barrier on the host (``barrier``). For what the ranks
+        say last before they exit: a collective's tensors are freed by gloo's worker thread after the caller has
+        gone on, which in a process already shutting down ends it in SIGABRT (``runtime.wait_for_ranks``)."""
+        if not self.enabled:
+            return [value]
+        from ..runtime import wait_for_ranks
+
+        return wait_for_ranks(self.world, self.timeout.total_seconds(),
+                              "a rank stopped, or needs longer than ddp_timeout_minutes (rank 0 builds the "
+                              "data cache while the others wait: raise it for a big corpus)", share=value)
 
     def all_reduce_sum(self, t):
         """``t`` summed over ranks, in place."""
@@ -89,7 +96,7 @@ class DistContext:
         return float(t.item())
 
     def gather(self, obj) -> list:
-        """Every rank's ``obj`` (picklable), in rank order."""
+        """Every rank's ``obj`` (picklable: tensors too), in rank order; mid-run (``share`` for the last word)."""
         if not self.enabled:
             return [obj]
         import torch.distributed as dist

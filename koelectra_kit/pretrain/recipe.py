@@ -446,7 +446,7 @@ class PretrainRecipe:
     def finish(self, last_row: dict | None, stopped: str = "completed") -> dict:
         """Rank agreement, export, plot and summary (rank 0 writes; every rank returns the summary)."""
         cfg, s, out = self.cfg, self.state, self.out
-        digests = self.dist.gather(param_digest(self.model))
+        digests = self.dist.share(param_digest(self.model))  # (on the store: the ranks' last meeting)
         summary = {"steps": s.step, "tokens": s.tokens, "elapsed_s": round(s.elapsed, 1),
                    "tokens_per_s": round(s.tokens / max(s.elapsed, 1e-9), 1), "world_size": self.world,
                    "rank_param_digests": digests, "ranks_in_sync": len(set(digests)) == 1, "final": last_row,
