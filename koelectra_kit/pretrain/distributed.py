@@ -62,19 +62,22 @@ class DistContext:
         """Wait for every rank (a no-op in a single process), on the host: Ctrl-C reaches a rank waiting here while
         rank 0 builds the data cache or writes a checkpoint (``runtime.wait_for_ranks``; inside a collective the
         signal's handler would wait as long as the rank)."""
-        self.share(None)
+        if self.enabled:
+            self._wait(None)
 
     def share(self, value) -> list:
-        """Every rank's ``value`` (JSON), in rank order, at a barrier on the host (``barrier``). For what the ranks
-        say last before they exit: a collective's tensors are freed by gloo's worker thread after the caller has
-        gone on, which in a process already shutting down ends it in SIGABRT (``runtime.wait_for_ranks``)."""
-        if not self.enabled:
-            return [value]
+        """Every rank's ``value`` (JSON, not None), in rank order, at a barrier on the host (``barrier``). For what
+        the ranks say last before they exit: a collective's tensors are freed by gloo's worker thread after the
+        caller has gone on, which in a process already shutting down ends it in SIGABRT
+        (``runtime.wait_for_ranks``)."""
+        return self._wait(value) if self.enabled else [value]
+
+    def _wait(self, share):
         from ..runtime import wait_for_ranks
 
         return wait_for_ranks(self.world, self.timeout.total_seconds(),
                               "a rank stopped, or needs longer than ddp_timeout_minutes (rank 0 builds the "
-                              "data cache while the others wait: raise it for a big corpus)", share=value)
+                              "data cache while the others wait: raise it for a big corpus)", share=share)
 
     def all_reduce_sum(self, t):
         """``t`` summed over ranks, in place."""
