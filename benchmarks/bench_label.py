@@ -176,8 +176,8 @@ def in_pipeline_env(pipe, *args, **kwargs):
     call of a pipeline sets it to "false" for the whole process when it is unset (its DataLoader and tokenizers'
     threads would share the cores), and tokenizers reads it on every call: left set, every `label` run after the
     first pipeline call encoded on one core, which a `label` process (no pipeline in it) never does. On 4,000
-    rows of the tiny shape on 2 cores, label ran at 0.83x its rows/s with the variable put back (two runs minutes
-    apart; docs/benchmarks.md)."""
+    rows of the tiny shape on 2 cores, label with the leak ran at 0.83x the rows/s it has with the variable put
+    back (two runs minutes apart; docs/benchmarks.md)."""
     before = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # what the pipeline would set (a user's value is kept)
     try:

@@ -164,14 +164,11 @@ def test_the_ranks_benchmark_runs_without_a_model_or_the_tsv(tmp_path, sample_di
     assert "labels: 40 of 40 rows the same in both outputs" in out
 
 
-def test_a_failed_ranks_command_shows_what_the_ranks_said_and_the_launchers_summary():
+def test_a_failed_ranks_command_shows_what_the_ranks_said_and_the_launchers_summary(monkeypatch):
     """torchrun's launcher writes its traceback last: the ranks' own lines (a faulthandler dump, an error) are at
     the beginning of a failed command's stderr, and must not be cut off by the launcher's ~2,500 characters."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_label_ranks
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import bench_label_ranks
     ranks = "Fatal Python error: Aborted\n" + "rank line\n" * 200
     launcher = "Traceback (most recent call last):\n" + "  launcher frame\n" * 300 + "ChildFailedError: rank 1\n"
     shown = bench_label_ranks.said(ranks + launcher)
