@@ -364,7 +364,7 @@ def test_resume_with_another_model_is_refused(label, capsys, tmp_path, good_csv,
     capsys.readouterr()
     before = json.loads((tmp_path / "out.csv.partial.json").read_text())
     rc, _, err = label(good_csv, "--resume", model=other)
-    assert_one_line_error(rc, err, "another model digest")
+    assert_one_line_error(rc, err, "another model")
     assert json.loads((tmp_path / "out.csv.partial.json").read_text()) == before  # the record is not overwritten
 
 

@@ -80,6 +80,25 @@ def test_evaluate_label_map_with_an_empty_side_is_refused(capsys, pair, side):
     assert_one_line_error(rc, err, f"--label-map {pair!r}", side, "is empty")
 
 
+def test_evaluate_label_map_giving_one_value_two_labels_is_refused(capsys):
+    """--label-map 0=negative --label-map 0=positive scored with the last one, exit 0: a typo in either unseen."""
+    rc, _, err = run_cli(capsys, "evaluate", "--model", "m", "--data", "d.csv", "--label-map", "0=negative",
+                         "--label-map", "1=positive", "--label-map", " 0 =positive")
+    assert_one_line_error(rc, err, "--label-map", "'0' is given twice", "'negative'", "'positive'")
+
+
+def test_a_label_map_target_may_be_spelled_as_a_files_labels_are():
+    """A file's NEGATIVE or 부정 cells are read as negative; the same word after '=' was refused."""
+    from koelectra_kit.errors import ConfigError
+    from koelectra_kit.io.labelled import checked_label_map
+
+    labels = ["negative", "neutral", "positive"]
+    assert checked_label_map({0: "NEGATIVE", 1: "중립", "2": " Positive "}, labels) == \
+        {"0": "negative", "1": "neutral", "2": "positive"}
+    with pytest.raises(ConfigError, match="'posi' is not one of the labels"):
+        checked_label_map({"2": "posi"}, labels)
+
+
 # ---------------------------------------------------------------------------------------------
 # cache_dir=: a file there was "Not a directory (FILE/presplit)", naming neither the option nor what it must be
 # ---------------------------------------------------------------------------------------------

@@ -232,6 +232,25 @@ def test_cli_with_an_encoder_and_a_labelled_file(capsys, tmp_path, tiny_classifi
     assert f"only {len(pool_texts) - 20} distinct unlabelled texts left" in stdout
 
 
+@pytest.mark.parametrize("ext", [".csv", ".parquet"])
+def test_cli_a_labelled_table_row_with_an_empty_label_is_not_labelled(capsys, tmp_path, tfidf_dir, pool_texts, ext):
+    """A sheet labelled half-way: its blank rows have no answer (as `label --human-labels` and `finetune` read
+    them) and are suggested again; a table with no label column counts every row."""
+    pool = _pool_csv(tmp_path / "pool.csv", pool_texts[:12])
+    sheet = pd.DataFrame({"text": pool_texts[:6], "label": ["positive", "", "  ", None, "negative", "neutral"]})
+    labels = tmp_path / f"labels{ext}"
+    sheet.to_csv(labels, index=False) if ext == ".csv" else sheet.to_parquet(labels)
+    sent = tmp_path / "sent.csv"
+    pd.DataFrame({"text": pool_texts[6:8]}).to_csv(sent, index=False)
+    out = tmp_path / "next.csv"
+    rc, stdout, err = run_cli(capsys, "suggest", f"model={tfidf_dir}", f"pool={pool}", f"out={out}", "n=100",
+                              f"labelled=[{labels},{sent}]", "dedupe_threshold=1.0")
+    assert rc == 0, err
+    picked = set(pd.read_csv(out, dtype=str, keep_default_na=False).review)
+    assert picked == set(pool_texts[:12]) - {pool_texts[i] for i in (0, 4, 5, 6, 7)}
+    assert "already labelled 5" in stdout
+
+
 def test_cli_labelled_app_log_is_read_for_its_meaning_an_undone_answer_is_asked_again(capsys, tmp_path, tfidf_dir,
                                                                                       pool_texts):
     from koelectra_kit.io.labellog import COLUMNS

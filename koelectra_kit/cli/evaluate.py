@@ -66,7 +66,11 @@ def _label_map(items: list[str]) -> dict[str, str]:
             # "=negative" mapped every row with an empty label cell to negative, exit 0 ("$VALUE=negative" unset)
             raise ConfigError(f"--label-map {item!r}: the {'file value before' if not k.strip() else 'label after'} "
                               "'=' is empty; expected VALUE=LABEL, e.g. 0=negative")
-        label_map[k.strip()] = v.strip()
+        k, v = k.strip(), v.strip()
+        if label_map.get(k, v) != v:  # the last one silently won: a typo in one of them went unseen
+            raise ConfigError(f"--label-map: {k!r} is given twice, as {label_map[k]!r} and as {v!r}; map each file "
+                              "value once")
+        label_map[k] = v
     return label_map
 
 

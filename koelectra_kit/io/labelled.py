@@ -127,15 +127,17 @@ def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, st
     """``label_map`` as file value -> label, both strings, each label one of ``labels``. YAML reads
     ``label_map={pos: 1}`` with an int 1, which ``labels=[0,1]`` (strings) did not hold: the error said "'1' is not
     one of the labels ['0', '1']"; and ``{0:negative}`` (no space after the colon) is one key '0:negative' with no
-    label, which the error showed as 'None'."""
-    checked = {}
+    label, which the error showed as 'None'. A label may be spelled as a file's cells may (``NEGATIVE``, ``부정``:
+    ``label_resolver``'s case and aliases)."""
+    checked, spelled = {}, label_resolver(labels)
     for src, dst in (label_map or {}).items():
         if dst is None:
             fix = (f" (YAML reads '{src}' as one value: write a space after the colon, "
                    f"label_map={{{str(src).replace(':', ': ', 1)}}})") if ":" in str(src) else ""
             raise ConfigError(f"label_map: '{src}' maps to no label{fix}")
-        if str(dst) not in labels:
+        if spelled(str(dst)) is None:
             raise ConfigError(f"label_map: '{src}' -> '{dst}', but '{dst}' is not one of the labels {labels}")
+        dst = spelled(str(dst))  # a label as a file may spell it (NEGATIVE, 부정), as the file's own cells are read
         if isinstance(src, bool):
             # YAML reads label_map={yes: positive, no: negative} as the keys true and false, which a file's yes/no
             # never matched ("map them with label_map=", which the user had): each spelling YAML reads as it

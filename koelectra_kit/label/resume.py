@@ -42,9 +42,9 @@ def same_content(path: Path, recorded: str) -> bool:
 
 
 def input_fingerprint(path: Path, mtime: bool = True) -> str:
-    """Size + mtime + hash of the first and last MiB: cheap, and changes when the input does (an edit moves the
-    mtime), for ``--resume`` on this machine. ``mtime=False``: what job records of earlier versions kept (now
-    ``content_fingerprint``)."""
+    """Size + mtime + hash of the first and last MiB: what resume records of earlier versions kept (a resume
+    compares the whole content now, ``content_fingerprint``: a ``touch`` or a copy of the same bytes made them
+    refuse). ``mtime=False``: what job records of earlier versions kept."""
     st = path.stat()
     h = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode() if mtime else f"{st.st_size}".encode())
     with open(path, "rb") as f:
@@ -85,19 +85,14 @@ class LabelState:
     def check_same_job(self, saved: dict, partial: Path) -> None:
         if saved.get("version") != STATE_VERSION:
             raise InputError(f"can't resume {partial}: it was written by another version of koelectra-kit; "
-                             "drop --resume (and pass --overwrite) to start over")
+                             "drop --resume to start over")
         for key in IDENTITY:
             if key in KEPT_LATER and key not in saved:
                 continue  # a record from before it was kept: as those resumed
-            if saved.get(key) != getattr(self, key) and key == "human_labels":
-                raise InputError(f"can't resume {partial}: it was labelled with other human labels (the labels file "
-                                 "changed since, or another was given); drop --resume (and pass --overwrite) to "
-                                 "start over")
             if saved.get(key) != getattr(self, key):
-                what = key.replace("_", " ")
-                raise InputError(f"can't resume {partial}: it was made with another {what} "
-                                 f"({_short(saved.get(key))} vs {_short(getattr(self, key))}); drop --resume "
-                                 "(and pass --overwrite) to start over")
+                what = _DIFFERS.get(key) or (f"another {key.replace('_', ' ')} "
+                                             f"({_short(saved.get(key))} vs {_short(getattr(self, key))})")
+                raise InputError(f"can't resume {partial}: it was made with {what}; drop --resume to start over")
 
     def take_progress(self, saved: dict) -> None:
         for key in ("rows_done", "bytes_done", "chunks_done", "per_label", "status", "malformed"):
@@ -126,6 +121,16 @@ class LabelState:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(asdict(self)), encoding="utf-8")
         os.replace(tmp, path)
+
+
+# what a refusal says differs, where the key's name and values say nothing to a user (digests)
+_DIFFERS = {
+    "input_fingerprint": "another input (the file's content differs from the one it was labelled from)",
+    "model_digest": "another model (the weights as loaded differ: another folder or training, or another "
+                    "--precision, --quantize or --backend)",
+    "tokenizer_fingerprint": "another tokenizer (the model folder's tokenizer files differ)",
+    "human_labels": "other human labels (the labels file changed since, or another was given)",
+}
 
 
 def read_state(path: Path) -> dict | None:

@@ -30,6 +30,7 @@ from .dedupe import PredictionCache
 from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written, one_file,
                     output_target)
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
+from .lock import PartialLock
 from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
 from .shard import job_path, row_range, write_job
 from .summary import LabelSummary, plot_distribution
@@ -178,7 +179,7 @@ class FileLabeller:
             self.total_rows = total
         # the resume record's fingerprint, of the file opened: taken later (after the model loads) it was the one of
         # a file renamed over it meanwhile, which a resume then continued with the other's rows
-        self.input_fp = self._input_fingerprint()
+        self.input_fp = self._input_fingerprint(content=True)
         if self.guard is not None and self.guard.change() in ("replaced", "changed"):
             raise InputError(f"{self.src} changed as the run started (while its encoding and columns were read); "
                              "run again once it is complete")
@@ -204,12 +205,20 @@ class FileLabeller:
                                 shard=cfg.shard,
                                 human_labels=self.human.digest() if self.human is not None else None,
                                 output_encoding=self._output_encoding(), reading=self._reading())
-        saved = read_state(self.state_path) if cfg.resume and self.partial.exists() else None
-        if saved is not None:
+        saved = read_state(self.state_path) if self.partial.exists() else None
+        if saved is not None and cfg.resume:
+            if saved.get("input_fingerprint") not in (None, self.input_fp) and \
+                    saved["input_fingerprint"] == self._input_fingerprint(content=False):
+                self.state.input_fingerprint = saved["input_fingerprint"]  # an older record (size, mtime, ends)
             self.state.check_same_job(saved, self.partial)
             self.state.take_progress(saved)
+            size, whole = self.partial.stat().st_size, self.state.bytes_done
+            if size < whole:  # cut after the run stopped (a copy, a full disk): truncate would pad it with NULs
+                raise InputError(f"can't resume {self.partial}: it holds {size:,} bytes, fewer than the {whole:,} its "
+                                 f"record ({self.state_path.name}) says were written whole, so it was cut short after "
+                                 "the run stopped; drop --resume to label from the first row")
             with open(self.partial, "r+b") as f:  # drop whatever a killed chunk had half-written
-                f.truncate(self.state.bytes_done)
+                f.truncate(whole)
             if cfg.progress:
                 log(f"resuming {self.partial}: {self.state.rows_done:,} rows already labelled")
         else:
@@ -218,8 +227,10 @@ class FileLabeller:
                                  "to label it again")
             if cfg.resume and cfg.progress:
                 log("nothing to resume: starting from the first row")
-            self.partial.unlink(missing_ok=True)
-            self.state_path.unlink(missing_ok=True)
+            if saved is not None and saved.get("rows_done"):
+                # kept until this run's first chunk replaces it (write_chunk): a run stopped before then leaves it
+                warn(f"note: {self.partial} holds {saved['rows_done']:,} labelled rows of an earlier run; this run "
+                     "starts over and replaces them (stop now and rerun with --resume to continue them instead)")
         self.out_enc = self._output_encoding()
 
     def _reading(self) -> str:
@@ -237,7 +248,7 @@ class FileLabeller:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows and
         counts."""
         st = self.state
-        return {"input": st.input, "input_content": self._input_fingerprint(content=True), "rows": self.total_rows,
+        return {"input": st.input, "input_content": self.input_fp, "rows": self.total_rows,
                 "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
                 "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
                 "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None,
@@ -271,16 +282,21 @@ class FileLabeller:
     # -- the loop
     def run(self) -> LabelSummary:
         self.check_paths()
-        try:
-            self.open_input()
-            self.load_model()
-            self.prepare_state()
-            with frozen_gc():
-                return self._loop()
-        finally:
-            if self.converted is not None:
-                getattr(getattr(self, "records", None), "close", lambda: None)()  # its file, before the unlink
-                self.converted.unlink(missing_ok=True)
+        with PartialLock(self.partial, self.dst):  # before any file is touched: one run per output (label/lock.py)
+            try:
+                self.open_input()
+                self.load_model()
+                self.prepare_state()
+                with frozen_gc():
+                    return self._loop()
+            except BaseException:
+                if not self.state_path_exists():  # nothing whole in it (the lock made it, or a first chunk died)
+                    self.partial.unlink(missing_ok=True)
+                raise
+            finally:
+                if self.converted is not None:
+                    getattr(getattr(self, "records", None), "close", lambda: None)()  # its file, before the unlink
+                    self.converted.unlink(missing_ok=True)
 
     def _loop(self) -> LabelSummary:
         from tqdm.auto import tqdm
@@ -373,6 +389,8 @@ class FileLabeller:
         # encoded before anything is written, so a character the encoding lacks leaves the partial file whole
         data = encoded(buf.getvalue(), self.out_enc, first,
                         state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
+        if first:  # an earlier run's record (kept until now: prepare_state) no longer describes the partial
+            self.state_path.unlink(missing_ok=True)
         with open(self.partial, "wb" if first else "ab") as f:
             f.write(data)
             f.flush()

@@ -34,10 +34,11 @@ class SuggestConfig:
     n: int = 100  # rows to suggest (fewer when the pool runs out of distinct, unlabelled texts)
     strategy: Literal["margin", "entropy", "random"] = "margin"  # margin: smallest top-1 minus top-2 first (why: above)
     text_column: str | None = None  # the pool's text column; None = first present of review, text, document, ...
-    # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (for
-    # the app's LABELS.csv: a text whose latest answer or skip stands, a row typed by hand with only text and label
-    # included; an undone answer is asked again; a label outside the model's is the file's one error line, as
-    # `label --human-labels` says it; a last line torn mid-write is left out, with a warning)
+    # tables of rows already labelled (one or a list): a pool row whose normalized text is in one is skipped (a row
+    # with an empty label, where the table has a label column, is not labelled; for the app's LABELS.csv: a text
+    # whose latest answer or skip stands, a row typed by hand with only text and label included; an undone answer is
+    # asked again; a label outside the model's is the file's one error line, as `label --human-labels` says it; a
+    # last line torn mid-write is left out, with a warning)
     labelled: list[str] = field(default_factory=list)
     labelled_text_column: str | None = None  # their text column; None = the pool's if present, else detected
     # character 3-gram Jaccard from which a row is a near-duplicate of one already picked (1: the same 3-grams only)
@@ -271,7 +272,8 @@ def labelled_texts(reopen, given: str | None, path: str, labels: list[str], pref
     columns, records = reopen()
     getattr(records, "close", lambda: None)()
     if not (is_label_log(columns) and given in (None, "text")):
-        return read_texts(reopen, given, path, "labelled_text_column", prefer=prefer, fmt=fmt)[2]
+        columns, column, texts, _ = read_texts(reopen, given, path, "labelled_text_column", prefer=prefer, fmt=fmt)
+        return _answered(reopen, columns, column, texts, path)
     # the log read whole, as `label human_labels=` and `finetune train=` read it (read_table, then labellog's
     # table_labels): a row typed by hand with fewer fields than the header (좋아요,positive) is an answer, its other
     # fields empty; row by row it was a malformed line, dropped, and the text suggested again. A row with more fields
@@ -283,6 +285,29 @@ def labelled_texts(reopen, given: str | None, path: str, labels: list[str], pref
     df, records = reopen(whole=True)
     state = table_labels(df, path, labels, fix="fix the file", records=records)
     return [*state.labels, *state.skipped]
+
+
+def _answered(reopen, columns: list[str], column: str, texts: list, path: str) -> list:
+    """``texts`` without the rows whose label is empty, where the table has a label column (``label``,
+    ``sentiment``, ...): a sheet labelled half-way has no answer on those rows, as ``label --human-labels`` and
+    ``finetune`` read it, so they are suggested again. A table without one (texts already sent out) counts every
+    row."""
+    from ..io.labelled import LABEL_COLUMNS
+    from ..io.tables import pick_column
+
+    label_col = pick_column(columns, None, LABEL_COLUMNS, path)
+    if label_col is None or label_col == column:
+        return texts
+    at, (_, records) = columns.index(label_col), reopen()
+    try:
+        answered = [not rec.error and _filled(rec.fields[at]) for rec in records]
+    finally:
+        getattr(records, "close", lambda: None)()
+    return [t for t, a in zip(texts, answered) if a]
+
+
+def _filled(value) -> bool:
+    return value is not None and value == value and str(value).strip() != ""  # NaN != NaN: a Parquet null
 
 
 def _picked_rows(reopen, indices: np.ndarray) -> dict[int, list]:
