@@ -217,6 +217,9 @@ def preset_path(name: str | Path, stage: str | None = None) -> Path:
         shipped = sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
         raise ConfigError(f"config file not found: {name} (not a file, nor a shipped {stages[0]} preset; "
                           f"presets: {', '.join(shipped)})")
+    if len(path.parts) == 1 and folder is not None:  # `label --config cpu-30min`: a pretrain preset's name
+        raise ConfigError(f"config file not found: {name} (not a file; {stages[0]} ships no presets: give a YAML "
+                          "file of its keys)")
     raise ConfigError(f"config file not found: {name}")
 
 

@@ -107,6 +107,16 @@ def test_presets_resolve_from_a_checkout_that_is_not_installed(monkeypatch):
         preset_path("gpu-9min", "pretrain")
 
 
+def test_a_preset_name_given_to_a_command_without_presets_says_so():
+    """`label --config cpu-30min` (a pretrain preset's name) said only "config file not found"."""
+    from koelectra_kit.config import preset_path
+
+    with pytest.raises(ConfigError, match=r"not found: cpu-30min \(not a file; label ships no presets"):
+        preset_path("cpu-30min", "label")
+    with pytest.raises(ConfigError, match=r"^config file not found: /no/such/label.yaml$"):
+        preset_path("/no/such/label.yaml", "label")
+
+
 @pytest.mark.parametrize("command", ["finetune", "baseline", "suggest", "pretrain", "distill"])
 @pytest.mark.parametrize("seed", ["-1", "4294967296"])
 def test_a_seed_numpy_cannot_take_is_one_error_line(capsys, command, seed):

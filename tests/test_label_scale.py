@@ -145,6 +145,20 @@ def test_several_inputs_resume_skips_finished_files(tmp_path, tiny_classifier):
         assert (out / src.name).read_bytes() == ref.read_bytes()
 
 
+def test_a_file_that_fails_after_others_says_theirs_are_complete(tmp_path, tiny_classifier):
+    """The error alone left the first file's output looking half-written beside a refused second one."""
+    from koelectra_kit.errors import InputError
+
+    a = _write(tmp_path / "a.csv", n=20)
+    (tmp_path / "b.csv").write_text("text\n좋아요\n", encoding="utf-8")  # no review column
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(InputError, match=r"no column 'review'.*\(1 file\(s\) labelled before it are complete: "
+                                         r".*a\.csv; after the fix, rerun with --resume to skip them\)"):
+        label_files(None, [a, tmp_path / "b.csv"], out, "review", classifier=tiny_classifier, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["a.csv"]
+
+
 @pytest.mark.parametrize("flags, needle", [
     (["--shard", "0/3"], "1 <= K <= N"),
     (["--shard", "4/3"], "1 <= K <= N"),

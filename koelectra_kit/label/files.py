@@ -144,7 +144,15 @@ class FilesLabeller:
         for job in todo:
             self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache,
                                         human=human)
-            summaries.append(self.current.run())
+            try:
+                summaries.append(self.current.run())
+            except InputError as e:
+                if not summaries:
+                    raise
+                # the files before it are complete: said, so that their outputs are not taken for half-written
+                done = ", ".join(s.output for s in summaries[:3]) + (" ..." if len(summaries) > 3 else "")
+                raise InputError(f"{e} ({len(summaries)} file(s) labelled before it are complete: {done}; after the "
+                                 "fix, rerun with --resume to skip them)") from None
             self.clf, human = self.current.clf, self.current.human  # loaded and read once, by the first file
         return summaries
 
