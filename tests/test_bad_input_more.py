@@ -460,3 +460,29 @@ def test_a_tfidf_folder_given_as_an_encoder_is_named_as_one(capsys, tmp_path, sa
     err = capsys.readouterr().err
     assert rc == 2 and "is a TF-IDF or ensemble classifier folder (classifier.json)" in err, err
     assert not (tmp_path / "ft").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# a model folder whose tokenizer has more tokens than the model's embedding (another tokenizer copied in)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_one_error_line(capsys, tmp_path, tiny_classifier_dir, sample_dir):
+    """finetune model= such a folder was an IndexError traceback at the first step; label, one mid-file."""
+    from transformers import AutoModelForSequenceClassification
+
+    folder = tmp_path / "mixed"
+    shutil.copytree(tiny_classifier_dir, folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder)
+    rows = model.get_input_embeddings().num_embeddings
+    model.resize_token_embeddings(rows - 40)  # as if a larger vocabulary's tokenizer had been copied over
+    model.save_pretrained(folder)
+    needle = f"has {rows - 40:,} rows: not the vocabulary"
+    capsys.readouterr()  # transformers' own progress lines above
+    rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={folder}",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'ft'}", "epochs=1")
+    assert_one_line_error(rc, err, f"model={folder}: its tokenizer has", needle)
+    rc, _, err = run_cli(capsys, "label", "--model", folder, "--input", sample_dir / "reviews_unlabelled.csv",
+                         "--output", tmp_path / "o.csv", "--no-progress")
+    assert_one_line_error(rc, err, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed"]

@@ -279,6 +279,25 @@ def test_an_ensemble_dev_set_without_a_class_is_refused(tiny_classifier_dir, tfi
     assert not (tmp_path / "e").exists()
 
 
+def test_an_ensemble_dev_set_the_members_were_fitted_on_is_refused_or_counted(tiny_classifier_dir, tfidf_dir, split,
+                                                                              tmp_path, capsys):
+    """dev= a member's training file gave all weight to TF-IDF (which memorised those rows) and reported its
+    training score as the dev score, exit 0; part of it is a warning counting the rows."""
+    members = f"members=[{tiny_classifier_dir},{tfidf_dir}]"
+    capsys.readouterr()
+    assert main(["ensemble", members, f"dev={split[0]}", f"out={tmp_path / 'e'}", "precision=fp32"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: dev=") and err.count("\n") == 1, err
+    assert f"every dev text is in the training file of member {tfidf_dir} ({split[0]})" in err
+    assert not (tmp_path / "e").exists()
+    mixed = tmp_path / "mixed.csv"
+    pd.concat([pd.read_csv(split[1]), pd.read_csv(split[0]).iloc[:7]]).to_csv(mixed, index=False)
+    assert main(["ensemble", members, f"dev={mixed}", f"out={tmp_path / 'e'}", "precision=fp32",
+                 "grid_step=0.5"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: 7 of the 37 dev rows are in the training file of member {tfidf_dir}" in err
+
+
 def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir, split, tmp_path, capsys):
     from koelectra_kit.classify.classifier import Classifier
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, cross_entropy, format_report
@@ -116,6 +116,11 @@ class FinetuneRecipe:
         set_seed(cfg.seed)  # the new head's initialization is part of the seeded run
         self.dtype = autocast_dtype(self.device, cfg.precision)
         self.model, self.notes = load_model(cfg, self.labels)
+        rows = self.model.get_input_embeddings().num_embeddings
+        if self.tok.vocab_size > rows:  # another tokenizer copied in: the first id past the table was an IndexError
+            raise InputError(f"model={cfg.model}: its tokenizer has {self.tok.vocab_size:,} tokens but the model's "
+                             f"embedding has {rows:,} rows: not the vocabulary it was trained with; give the "
+                             "folder the tokenizer that came with the model")
         self.model.to(self.device)
         max_pos = getattr(self.model.config, "max_position_embeddings", None)
         if max_pos and cfg.max_length > max_pos:
