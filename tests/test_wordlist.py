@@ -134,6 +134,25 @@ def test_the_list_travels_with_saves_and_leaves_the_fingerprint(tok_dir, sample_
     assert (tok_dir / FILE).is_file()
 
 
+@pytest.mark.parametrize("presplit, kept", [("kiwi_word", True), ("none", False)])
+def test_a_tokenizer_trained_again_into_its_folder_says_so_and_keeps_the_list_it_can_read(tok_dir, sample_dir, capsys,
+                                                                                         presplit, kept):
+    """The retrain replaced the folder silently and its word list with it (what lets a machine without Kiwi encode
+    those files): Kiwi's cuts do not depend on the vocabulary, so a kiwi_word tokenizer keeps it."""
+    main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={sample_dir / 'reviews_unlabelled.csv'}",
+          "progress=false"])
+    words = (tok_dir / FILE).read_bytes()
+    capsys.readouterr()
+    assert main(["tokenizer", "train", "--config", "tiny", f"input={sample_dir / 'comments.txt'}", f"out={tok_dir}",
+                 f"presplit={presplit}", "vocab_size=2100", "progress=false"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: replaced the tokenizer that was in {tok_dir}" in err
+    assert (tok_dir / FILE).is_file() == kept and (not kept or (tok_dir / FILE).read_bytes() == words)
+    assert ("is kept" if kept else "and its word list") in err
+    if kept:  # the new tokenizer reads it
+        assert KoTokenizer.from_pretrained(tok_dir).encode("배송 빨라요")
+
+
 def test_a_list_made_by_another_kiwi_or_damaged_is_one_line(tok_dir, sample_dir):
     main(["tokenizer", "words", f"tokenizer={tok_dir}", f"input={sample_dir / 'reviews_unlabelled.csv'}",
           "progress=false"])

@@ -18,6 +18,7 @@ from ..io.output import check_out_dir
 from .normalize import PLACEHOLDERS
 from .cache import presplit_file
 from .config import KIWI_PRESPLITS, SETTINGS_FILE, SPECIAL_TOKENS, WORD_CACHE, TokenizerConfig
+from . import wordlist
 from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
@@ -48,8 +49,13 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
         # tokenizer, so nothing breaks, but the user asked for another size and should know
         warnings.warn(f"vocab_size={cfg.vocab_size}, but the corpus supports only {tok.vocab_size} tokens: the "
                       f"vocabulary has {tok.vocab_size} (a bigger corpus gives more)", stacklevel=2)
+    replaced, kept = _earlier(Path(cfg.out), cfg.presplit)
     with staged_dir(cfg.out) as staging:  # the folder swapped in whole: a kill mid-save leaves the old one, not a mix
         tok.save(staging)
+        if kept:
+            wordlist.copy_into(cfg.out, staging)
+    if replaced:
+        runtime.warn(replaced)
     if cfg.progress:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
                     f"{time.perf_counter() - t0:.1f}s -> {cfg.out}")
@@ -75,6 +81,23 @@ def _check_out(out: Path, inputs: list[str]) -> None:
     # the folder is replaced whole (staged_dir): a corpus kept in it (input=runs/tok/corpus.txt out=runs/tok) was
     # trained on, then deleted with the old tokenizer, exit 0
     check_not_input(out, {f"input[{i}]" if len(inputs) > 1 else "input": p for i, p in enumerate(inputs)})
+
+
+def _earlier(out: Path, presplit: str) -> tuple[str | None, bool]:
+    """(the note a retrain into ``out`` gives, whether the folder's word list is kept). A tokenizer there is replaced
+    (as a model folder is, with a note); its word list (``tokenizer words``: Kiwi's cuts of a file's words, which
+    depend on Kiwi alone, not on the vocabulary) is kept for a new ``kiwi_word`` tokenizer, which reads it, and goes
+    with the old one otherwise. It went silently, and with it what lets a machine without Kiwi encode those files."""
+    if not any((out / name).is_file() for name in TOKENIZER_FILES):
+        return None, False
+    words = out / wordlist.FILE
+    if not words.is_file():
+        return f"note: replaced the tokenizer that was in {out}", False
+    if presplit == "kiwi_word":
+        return (f"note: replaced the tokenizer that was in {out}; its word list {wordlist.FILE} is kept (Kiwi's cuts "
+                "of words do not depend on the vocabulary)"), True
+    return (f"note: replaced the tokenizer that was in {out}, and its word list {wordlist.FILE} (only a "
+            f"presplit=kiwi_word tokenizer reads one; this one is presplit={presplit})"), False
 
 
 def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
