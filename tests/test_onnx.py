@@ -89,6 +89,26 @@ def test_export_cli_writes_dynamic_axes_and_the_folder_export_is_used(finetuned_
     assert clf.predict(["재밌어요", "별로"]).labels == reference.predict(["재밌어요", "별로"]).labels
 
 
+def test_export_into_a_folder_of_other_files_is_refused_and_a_rerun_says_it_replaced(tiny_classifier_dir, tmp_path,
+                                                                                      capsys):
+    """--out ~/thesis wrote model.onnx among the folder's files, and a second export replaced it without a word."""
+    from koelectra_kit.cli import main
+
+    other = tmp_path / "thesis"
+    other.mkdir()
+    (other / "thesis.txt").write_text("x", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["export", "--model", str(tiny_classifier_dir), "--onnx", "--out", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "holds other files and no earlier export" in err and err.count("\n") == 1
+    assert sorted(p.name for p in other.iterdir()) == ["thesis.txt"]
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(tiny_classifier_dir), "--onnx", "--out", str(out)]) == 0
+    assert "replaced" not in capsys.readouterr().out
+    assert main(["export", "--model", str(tiny_classifier_dir), "--onnx", "--out", str(out)]) == 0
+    assert "(replaced the earlier export)" in capsys.readouterr().out
+
+
 def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, capsys):
     from koelectra_kit.classify.classifier import Classifier
     from koelectra_kit.cli import main

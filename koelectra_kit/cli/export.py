@@ -123,6 +123,10 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
                          "folder written by `koelectra-kit finetune`") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the .onnx files")
+    earlier = [name for name in (FP32_FILE, INT8_FILE) if (out / name).is_file()]
+    if out.is_dir() and not earlier and any(out.iterdir()):  # --out ~/thesis wrote model.onnx among its files
+        raise InputError(f"--out {out} holds other files and no earlier export ({FP32_FILE}); give a new or empty "
+                         "folder for the .onnx files")
     try:  # before the model loads (it failed at the write, "Permission denied (MODEL/onnx)": a read-only model folder)
         check_output_parent(out / FP32_FILE)
     except InputError as e:
@@ -144,7 +148,8 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
         fp32.unlink()
         raise KitError(f"the ONNX export differs from torch by {diff:.2g} in the logits (tolerance "
                        f"{FP32_TOLERANCE:g}); nothing written; use the torch backend")
-    lines = [f"wrote {fp32} ({fp32.stat().st_size / 2**20:.1f} MiB): max |logit - torch| {diff:.2g}"]
+    lines = [f"wrote {fp32} ({fp32.stat().st_size / 2**20:.1f} MiB): max |logit - torch| {diff:.2g}"
+             + (" (replaced the earlier export)" if FP32_FILE in earlier else "")]
     stale = out / INT8_FILE
     if not int8 and stale.is_file() and recorded_digest(stale) != recorded_digest(fp32):
         # an int8 graph of earlier weights: label checks the digest, but a push uploads the folder as it is
