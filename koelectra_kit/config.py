@@ -232,9 +232,12 @@ def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...
         raise ConfigError(f"{path}: its base: chain comes back to it ({' -> '.join(p.name for p in _seen)} -> "
                           f"{path.name}); a config's base must end in one that has none")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ConfigLoader) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        mark = getattr(e, "problem_mark", None)  # where an editor shows it (PyYAML counts from 0)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        why = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML{at} ({why})") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text (a config is a YAML file saved as UTF-8)") from None
     if not isinstance(data, dict):
@@ -246,6 +249,29 @@ def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...
     if base:
         data = _merge(read_yaml(path.parent / base, None, (*_seen, path.resolve())), data)
     return data
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a key written twice in one mapping: the last one silently won
+    (``vocab_size: 2000`` then, further down, ``vocab_size: 3000``), where YAML 1.2 makes it an error. Keys that
+    ``<<: *anchor`` merges in may be overridden, as YAML means."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if first != key_node.start_mark.line:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice (lines {first + 1} and {key_node.start_mark.line + 1})",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 def parse_overrides(overrides: list[str] | None) -> dict:

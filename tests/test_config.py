@@ -107,6 +107,27 @@ def test_presets_resolve_from_a_checkout_that_is_not_installed(monkeypatch):
         preset_path("gpu-9min", "pretrain")
 
 
+def test_a_config_key_given_twice_is_refused_and_a_yaml_error_names_its_line(tmp_path):
+    """vocab_size: 2000 then vocab_size: 3000 took the last silently; a tab's error named no line."""
+    from koelectra_kit.config import read_yaml
+
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("vocab_size: 2000\nnormalize:\n  nfc: true\n  nfc: false\nvocab_size: 3000\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"line 5, column 1 \(key 'vocab_size' is given twice \(lines 1 and 5\)\)"):
+        read_yaml(twice)
+    twice.write_text("vocab_size: 2000\nnormalize:\n  nfc: true\n  nfc: false\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"line 4, column 3 \(key 'nfc' is given twice \(lines 3 and 4\)\)"):
+        read_yaml(twice)
+    merged = tmp_path / "merged.yaml"  # a key a merge brings in may be overridden, as YAML means
+    merged.write_text("base_values: &b {vocab_size: 2000, min_frequency: 2}\nnormalize: {<<: {nfc: true}, nfc: false}\n",
+                      encoding="utf-8")
+    assert read_yaml(merged)["normalize"] == {"nfc": False}
+    tab = tmp_path / "tab.yaml"
+    tab.write_text("vocab_size: 2000\nmin_frequency:\t2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"tab.yaml: not valid YAML at line 2, column 15 \(found character"):
+        read_yaml(tab)
+
+
 def test_a_preset_name_given_to_a_command_without_presets_says_so():
     """`label --config cpu-30min` (a pretrain preset's name) said only "config file not found"."""
     from koelectra_kit.config import preset_path
