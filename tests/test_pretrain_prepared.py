@@ -142,6 +142,17 @@ def test_a_damaged_folder_is_one_line_and_no_run_folder(prepared, tmp_path, caps
     assert not (tmp_path / "r").exists()
 
 
+def test_a_corpus_too_small_to_train_on_is_refused_where_it_is_prepared(tmp_path, capsys, pretrain_tokenizer):
+    """prepare wrote the folder (exit 0) and pretrain refused it on the GPU machine, with a hint (lower seq_len)
+    that a prepared folder's fixed seq_len could not take."""
+    one = tmp_path / "one.txt"
+    one.write_text("안녕하세요 반갑습니다\n", encoding="utf-8")
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={one}", f"tokenizer={pretrain_tokenizer}",
+                         f"out={tmp_path / 'p'}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    one_line_error(rc, err, "corpus too small", "add text (or lower seq_len)")
+    assert not (tmp_path / "p").exists()
+
+
 def test_missing_or_foreign_folders_and_outputs_are_refused(prepared, tmp_path, capsys, sample_dir):
     rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={tmp_path / 'nope'}", f"out={tmp_path / 'r'}")
     one_line_error(rc, err, "no such folder")

@@ -307,12 +307,13 @@ def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], 
     return checked_rows(PackedRows(cache), cache, dist_ctx.is_main)
 
 
-def checked_rows(data: PackedRows, where: Path, main: bool) -> PackedRows:
-    """``data`` when it holds at least two full sequences of text (``InputError`` otherwise), logged once."""
+def checked_rows(data: PackedRows, where: Path, main: bool, fix: str = "add text (or lower seq_len)") -> PackedRows:
+    """``data`` when it holds at least two full sequences of text (``InputError`` otherwise, ending with ``fix``),
+    logged once."""
     real = data.meta["tokens"] - data.n  # minus one [CLS] per row: the text tokens (+[SEP]s)
     if real < 2 * data.seq_len:
         raise InputError(f"corpus too small: {data.meta['texts']} texts give {data.meta['tokens']} tokens, less "
-                         f"than two sequences of {data.seq_len}; add text (or lower seq_len)")
+                         f"than two sequences of {data.seq_len}; {fix}")
     if main:
         log(f"data: {data.meta['texts']:,} texts -> {data.n:,} sequences of {data.seq_len} tokens "
             f"({data.meta['tokens']:,} tokens) in {where}")

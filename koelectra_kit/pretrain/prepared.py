@@ -52,7 +52,8 @@ def prepare(cfg: PretrainConfig) -> Path:
     whole: a failed or killed prepare leaves no half folder, and an earlier folder at ``out`` stays as it was."""
     from ..io.hfdata import corpus_paths
     from ..tokenizer import tokenizer_fingerprint
-    from .data import build_packed_cache, check_corpus, corpus_fingerprint, prepare_tokenizer
+    from .data import (PackedRows, build_packed_cache, check_corpus, checked_rows, corpus_fingerprint,
+                       prepare_tokenizer)
     from .distributed import DistContext
 
     out = Path(cfg.out)
@@ -69,6 +70,7 @@ def prepare(cfg: PretrainConfig) -> Path:
             tok.save(stage / "tokenizer")
         tok_fp = tokenizer_fingerprint(tok)
         cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_dir(cfg.cache_dir))
+        checked_rows(PackedRows(cache), cache, main=False)  # here, not on the machine the folder is carried to
         for name in ("rows.arrow", "meta.json"):
             _link_or_copy(cache / name, stage / name)
         meta = json.loads((stage / "meta.json").read_text())

@@ -179,7 +179,8 @@ class PretrainRecipe:
         if self.prepared is not None:
             self.tok = self.prepared.tok
             self.tok_fp = tokenizer_fingerprint(self.tok)
-            self.data = checked_rows(self.prepared.data, self.prepared.path, self.main)
+            self.data = checked_rows(self.prepared.data, self.prepared.path, self.main,
+                                     "prepare it again with more text (or a lower seq_len)")
             return
         # a dataset's texts as a file (written once into the cache), which the tokenizer's and the packed caches key on
         self.corpus = corpus_paths(self.corpus, self.cfg.text_column, self.cfg.cache_dir)
