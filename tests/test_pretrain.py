@@ -388,6 +388,7 @@ def test_resume_on_other_data_is_refused_and_a_changed_recipe_is_named(tiny_cfg,
     assert pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=4", "resume=true", "lr=1e-4"))["steps"] == 4
     err = capsys.readouterr().err
     assert "note: resumed with lr " in err and "-> 0.0001: in effect from step 2 on" in err
+    assert "note: resumed with max_steps 2 -> 4: the learning-rate schedule is a function of the budget" in err
     with pytest.raises(ConfigError, match="trained with seq_len 64 -> 32; the model shape"):  # the shape, not
         pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=6", "resume=true", "seq_len=32"))  # "other data"
     # a refused resume left its own settings in config.yaml, the record of how the run's weights were trained

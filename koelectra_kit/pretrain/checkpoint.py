@@ -378,6 +378,11 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
         warn(f"note: resumed with {', '.join(changed)}: in effect from step {meta.get('step', '?')} on")
     if main and kept:
         warn(f"note: {', '.join(kept)} has no effect on a resume: the tokenizer and weights are the checkpoint's")
+    budget = [_changed(saved[k], now[k], k) for k in ("max_steps", "max_minutes") if k in saved and saved[k] != now[k]]
+    if main and budget and cfg.schedule != "constant":  # a longer budget put the lr back up without a word
+        warn(f"note: resumed with {', '.join(budget)}: the learning-rate schedule is a function of the budget, so "
+             f"from step {meta.get('step', '?')} on the lr is where the new budget has it (a jump from the old "
+             "schedule's, not its continuation)")
     try:
         missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for a bad header/size
