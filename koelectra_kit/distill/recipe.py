@@ -20,7 +20,8 @@ import numpy as np
 from ..classify.classifier import attention_mask_for, collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
-from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
+                         write_text_atomic)
 from ..finetune.batching import length_grouped_batches
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import build_optimizer, check_finite, default_lr, load_model
@@ -361,7 +362,7 @@ class DistillRecipe:
             replaced = replaced_note(self.out)
             publish_dir(staging, self.out)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_staging(staging)
         if replaced:
             log(replaced)
         if not self.cfg.keep_work:

@@ -17,7 +17,8 @@ import numpy as np
 from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
 from ..errors import ConfigError, InputError
-from ..io.fileio import cache_dir, make_staging_dir, publish_dir, write_json_atomic, write_text_atomic
+from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
+                         write_text_atomic)
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, cross_entropy, format_report
 from ..hub.modelio import check_model_source
@@ -395,14 +396,12 @@ class FinetuneRecipe:
 
     def cleanup(self) -> None:
         """Close what is open; a staging folder still there (the run failed) is removed."""
-        import shutil
-
         if self.bar is not None:
             self.bar.close()
         if self.metrics is not None:
             self.metrics.close(failed=True)  # save() closed it when the run got that far: this is a no-op then
-        if self.staging is not None and self.staging.exists():
-            shutil.rmtree(self.staging, ignore_errors=True)
+        if self.staging is not None:
+            remove_staging(self.staging)
         # a failed run's TF-IDF fit still running: left to its daemon thread, which ends with the process
         self.tfidf_future = None
 

@@ -10,10 +10,16 @@ import os
 import shutil
 import stat
 import tempfile
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError
+
+try:
+    import fcntl
+except ImportError:  # Windows: staging folders are not held (nor those of killed runs removed)
+    fcntl = None
 
 
 def cache_dir(override: str | Path | None = None) -> Path:
@@ -206,16 +212,66 @@ def write_json_atomic(path: str | Path, obj) -> None:
 
 
 def make_staging_dir(final: str | Path) -> Path:
-    """An empty folder beside ``final`` to build it in; ``publish_dir`` moves it into place."""
+    """An empty folder beside ``final`` to build it in; ``publish_dir`` moves it into place. It is held (a
+    ``flock`` on it, the kernel's, gone with the process) while this process lives, so that the next run for the
+    same ``final`` can tell the staging folders of killed runs (a fine-tune's holds its best checkpoint: a model's
+    size, left hidden beside the output by every ``kill -9``) from those of runs still going, and remove them."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    _remove_abandoned(final)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    if fcntl is not None:
+        fd = os.open(staging, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a folder just made: no one else holds it
+        _HELD[str(staging)] = fd
+    return staging
+
+
+_HELD: dict[str, int] = {}  # staging folders this process builds -> the descriptor holding each one's lock
+
+
+def _release(staging: Path) -> None:
+    fd = _HELD.pop(str(staging), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def remove_staging(staging: str | Path) -> None:
+    """A staging folder given up (the run failed, or ``publish_dir`` moved it already): removed, its hold let go."""
+    _release(Path(staging))
+    if Path(staging).exists():
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_abandoned(final: Path) -> None:
+    """Remove the staging folders for ``final`` that no live process holds: left by a run killed mid-way."""
+    if fcntl is None:
+        return
+    for old in final.parent.glob(f".{glob_escape(final.name)}.partial-*"):
+        if not old.is_dir() or old.is_symlink() or str(old) in _HELD:
+            continue
+        try:
+            fd = os.open(old, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a run still building it
+        finally:
+            os.close(fd)
+        shutil.rmtree(old, ignore_errors=True)
+        if not old.exists():
+            import warnings
+
+            warnings.warn(f"removed {old}: the unfinished output of an earlier run for {final} that was killed")
 
 
 def publish_dir(staging: str | Path, final: str | Path) -> None:
     """Move the finished staging folder to ``final``. A previous ``final`` is renamed aside first and
     removed after: readers see the old complete folder or the new complete one, never a mix."""
     staging, final = Path(staging), Path(final)
+    _release(staging)
     _umask_permissions(staging)
     for f in staging.rglob("*"):
         _umask_permissions(f)
@@ -242,8 +298,7 @@ def staged_dir(final: str | Path) -> Iterator[Path]:
         yield staging
         publish_dir(staging, final)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        remove_staging(staging)
 
 
 def _umask_permissions(path: Path) -> None:
