@@ -57,8 +57,10 @@ def test_ensemble_copies_a_hub_id_member_from_the_hub_cache(tmp_path, tiny_class
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123", encoding="utf-8")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    out = tmp_path / "ens"
-    assert main(["ensemble", f"members=[{tfidf_dir},owner/clf]", f"dev={sample_dir / 'reviews_labelled.csv'}",
+    out, dev = tmp_path / "ens", tmp_path / "dev.csv"
+    rows = pd.read_csv(sample_dir / "reviews_labelled.csv")
+    rows.assign(review=rows.review.astype(str) + " 다시 봄").to_csv(dev, index=False)  # rows no member was fitted on
+    assert main(["ensemble", f"members=[{tfidf_dir},owner/clf]", f"dev={dev}",
                  f"out={out}", "precision=fp32", "grid_step=0.5"]) == 0, capsys.readouterr().err
     assert (out / "members" / "1-clf" / "model.safetensors").is_file()
     assert Classifier.load(out).labels == ["negative", "neutral", "positive"]
