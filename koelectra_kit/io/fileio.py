@@ -222,8 +222,11 @@ def make_staging_dir(final: str | Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     if fcntl is not None:
         fd = os.open(staging, os.O_RDONLY)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a folder just made: no one else holds it
-        _HELD[str(staging)] = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a folder just made: no one else holds it
+            _HELD[str(staging)] = fd
+        except OSError:  # a file system without locks (some network mounts): not held, never taken for abandoned
+            os.close(fd)
     return staging
 
 

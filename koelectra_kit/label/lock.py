@@ -40,6 +40,9 @@ class PartialLock:
                 os.close(fd)
                 raise InputError(f"{self.output} is being written by another run (it holds {self.partial.name}); "
                                  "wait for it to finish, or give another --output") from None
+            except OSError:  # a file system without locks (some network mounts): unlocked, as on Windows
+                os.close(fd)
+                return self
             if _same_file(fd, self.partial):
                 self.fd = fd
                 return self
