@@ -239,6 +239,25 @@ def test_a_wrong_encoding_given_for_a_utf8_file_says_it_reads_as_utf8(capsys, tm
         assert "e.g. encoding=cp949" not in err, (argv, err)
 
 
+@pytest.mark.parametrize("encoding", ["latin-1", "cp1252"])
+def test_a_single_byte_encoding_given_for_a_utf8_file_is_refused(capsys, tmp_path, tiny_classifier_dir, encoding):
+    """Every byte decodes in latin-1: finetune trained on garbled Hangul (159 of 270 texts cut at max_length), and
+    label labelled it, exit 0. A UTF-8 file with Korean in it is told apart (a cp949 text is next to never UTF-8)."""
+    good = tmp_path / "u.csv"
+    good.write_text("review,label\n좋아요,positive\n별로예요,negative\n", encoding="utf-8")
+    for argv in (["baseline", "--train", good, f"encoding={encoding}"],
+                 ["label", "--model", tiny_classifier_dir, "--input", good, "--output", tmp_path / "o.csv",
+                  "--encoding", encoding]):
+        rc, _, err = run_cli(capsys, *argv)
+        assert_one_line_error(rc, err, f"encoding '{encoding}' given, but the file is UTF-8", "leave the encoding out")
+    ascii_only = tmp_path / "a.csv"  # nothing to garble: as given
+    ascii_only.write_text("review,label\ngood,positive\nbad,negative\n", encoding="utf-8")
+    from koelectra_kit.io.tables import detect_encoding
+
+    assert detect_encoding(ascii_only, encoding) == encoding
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "u.csv"]
+
+
 def test_quickstart_refuses_an_undecodable_unlabelled_file_before_the_first_step(capsys, tmp_path):
     bad = tmp_path / "to_label.csv"
     bad.write_bytes(b"review\n\xff\xfe\xfd\n")

@@ -110,6 +110,14 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
                 raise InputError(f"{where}, but the file reads as {ENCODING_NAMES.get(found, found)}: leave the "
                                  f"encoding out (it is detected) or give {found}")
             raise InputError(f"{where}; pass {option}" + (f", or {rest}" if rest else ""))
+        if not codecs.lookup(encoding).name.startswith("utf") and _non_ascii(path, chunk) and \
+                _first_bad_byte(path, "utf-8", chunk) is None:
+            # encoding=latin-1 (or cp949) given for a UTF-8 file: every byte decodes, so it trained on, or labelled,
+            # garbled Hangul with exit 0. A legacy-encoded Korean text is next to never valid UTF-8 (a lead byte
+            # such as cp949's B0 is a UTF-8 continuation byte), so a file that is, is one
+            raise InputError(f"{path}: encoding {encoding!r} given, but the file is UTF-8 (its non-ASCII bytes are "
+                             f"UTF-8 sequences), which {encoding} would read as other characters: leave the encoding "
+                             "out (it is detected) or give utf-8")
         return encoding
     with open(path, "rb") as f:
         head = f.read(4)
@@ -175,6 +183,14 @@ def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
         text = f.read(sample).decode(encoding, errors="replace")
     seps = sum(text.count(c) for c in " \t\n,")
     return len(text) < 20 or seps * 200 >= len(text)
+
+
+def _non_ascii(path: Path, chunk: int) -> bool:
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if not block.isascii():
+                return True
+    return False
 
 
 def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:
