@@ -505,3 +505,31 @@ def test_a_tokenizer_larger_than_the_embedding_is_one_error_line(capsys, tmp_pat
                          "--output", tmp_path / "o.csv", "--no-progress")
     assert_one_line_error(rc, err, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed"]
+
+
+def test_another_tokenizer_of_no_more_tokens_copied_beside_the_weights_is_refused(capsys, tmp_path, sample_dir,
+                                                                                   tiny_classifier_dir):
+    """Fewer tokens, or as many other ones: every id meant another token, finetune and label ran, exit 0. The
+    folders the toolkit writes record their vocabulary's digest in config.json."""
+    import json
+
+    from koelectra_kit.cli import main
+
+    assert main(["finetune", "--config", "tiny", f"model={tiny_classifier_dir}", "epochs=1", "min_steps=2",
+                 f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'ft'}", "plots=false",
+                 "ensemble=none", "references=false"]) == 0
+    kit = json.loads((tmp_path / "ft" / "config.json").read_text())["koelectra_kit"]
+    assert len(kit["vocab_digest"]) == 16
+    assert main(["tokenizer", "train", "--config", "tiny", f"input={sample_dir / 'comments.txt'}",
+                 f"out={tmp_path / 'tok'}", "vocab_size=1000", "progress=false"]) == 0
+    for name in ("tokenizer.json", "vocab.txt", "koelectra_tokenizer.json"):
+        if (tmp_path / "tok" / name).is_file():
+            shutil.copy(tmp_path / "tok" / name, tmp_path / "ft" / name)
+    capsys.readouterr()
+    needle = "its tokenizer is not the one the model was saved with"
+    rc, _, err = run_cli(capsys, "label", "--model", tmp_path / "ft", "--input", sample_dir / "reviews_unlabelled.csv",
+                         "--output", tmp_path / "o.csv", "--no-progress")
+    assert_one_line_error(rc, err, needle)
+    rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tmp_path / 'ft'}", "epochs=1",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'ft2'}")
+    assert_one_line_error(rc, err, f"model={tmp_path / 'ft'}: {needle}")

@@ -66,6 +66,10 @@ def test_export_loads_with_transformers_and_matches_toolkit(tiny_run):
 
     auto = AutoModel.from_pretrained(disc_dir).eval()
     assert type(auto).__name__ == "ElectraModel" and auto.config.hidden_size == 64
+    from koelectra_kit.tokenizer.saving import vocab_digest
+
+    for folder in (disc_dir, gen_dir):  # which vocabulary the weights were trained with (check_model_vocab)
+        assert json.loads((folder / "config.json").read_text())["koelectra_kit"]["vocab_digest"] == vocab_digest(tok)
     with torch.no_grad():
         ours = own.discriminator.electra(ids, attention_mask=attn).last_hidden_state
         theirs = auto(input_ids=ids, attention_mask=attn).last_hidden_state

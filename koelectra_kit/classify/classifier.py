@@ -279,6 +279,7 @@ class Classifier:
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
         from ..tokenizer import KoTokenizer
+        from ..tokenizer.saving import check_model_vocab
 
         if threads:
             torch.set_num_threads(threads)
@@ -296,11 +297,7 @@ class Classifier:
         except InputError as e:
             raise InputError(f"{name_or_dir} has no usable tokenizer ({e}); a fine-tuned model dir carries "
                              "tokenizer.json + koelectra_tokenizer.json") from None
-        rows = model.get_input_embeddings().num_embeddings
-        if tok.vocab_size > rows:  # another tokenizer copied in: the first id past the table failed mid-file
-            raise InputError(f"{name_or_dir}: its tokenizer has {tok.vocab_size:,} tokens but the model's embedding "
-                             f"has {rows:,} rows: not the vocabulary the model was trained with; give the folder the "
-                             "tokenizer that came with the model")
+        check_model_vocab(tok, config, model.get_input_embeddings().num_embeddings, str(name_or_dir))
         labels = [config.id2label[i] for i in sorted(config.id2label)]
         kit = getattr(config, "koelectra_kit", None) or {}
         _check_recorded_labels(name_or_dir, labels, kit.get("labels"))

@@ -302,12 +302,14 @@ class DistillRecipe:
         """The best checkpoint + tokenizer, eval.json, data_report.json, distill_config.yaml, metrics.jsonl."""
         import torch
 
+        from ..tokenizer.saving import vocab_digest
+
         cfg, p, model = self.cfg, self.progress, self.model
         model.load_state_dict(p.best_state)
         check_finite(model, "the distillation")
         model.config.koelectra_kit = {"task": "text-classification", "max_length": cfg.max_length,
                                       "labels": self.labels, "source_model": cfg.student, "init": cfg.init,
-                                      "distilled_from": list(cfg.teachers)}
+                                      "distilled_from": list(cfg.teachers), "vocab_digest": vocab_digest(self.tok)}
         with quiet_transformers():
             model.save_pretrained(staging)
         self.tok.save(staging)

@@ -109,6 +109,7 @@ class FinetuneRecipe:
 
     def setup_model(self) -> None:
         from ..tokenizer import KoTokenizer
+        from ..tokenizer.saving import check_model_vocab
 
         cfg = self.cfg
         self.device = resolve_device(cfg.device)  # device=cuda without a GPU: said first
@@ -117,11 +118,8 @@ class FinetuneRecipe:
         set_seed(cfg.seed)  # the new head's initialization is part of the seeded run
         self.dtype = autocast_dtype(self.device, cfg.precision)
         self.model, self.notes = load_model(cfg, self.labels)
-        rows = self.model.get_input_embeddings().num_embeddings
-        if self.tok.vocab_size > rows:  # another tokenizer copied in: the first id past the table was an IndexError
-            raise InputError(f"model={cfg.model}: its tokenizer has {self.tok.vocab_size:,} tokens but the model's "
-                             f"embedding has {rows:,} rows: not the vocabulary it was trained with; give the "
-                             "folder the tokenizer that came with the model")
+        check_model_vocab(self.tok, self.model.config, self.model.get_input_embeddings().num_embeddings,
+                          f"model={cfg.model}")
         self.model.to(self.device)
         max_pos = getattr(self.model.config, "max_position_embeddings", None)
         if max_pos and cfg.max_length > max_pos:
@@ -340,13 +338,15 @@ class FinetuneRecipe:
         resolved config and the plots, all into the staging folder; returns eval.json's dict."""
         import torch
 
+        from ..tokenizer.saving import vocab_digest
+
         cfg, st, model, staging = self.cfg, self.state, self.model, self.staging
         self.metrics.close()
         model.load_state_dict(st.best.state)
         check_finite(model, "the fine-tune")
         model.config.koelectra_kit = {  # read by the predictor: same truncation as in training
             "task": "text-classification", "max_length": cfg.max_length, "labels": self.labels,
-            "source_model": cfg.model, "init": cfg.init}
+            "source_model": cfg.model, "init": cfg.init, "vocab_digest": vocab_digest(self.tok)}
         with quiet_transformers():
             model.save_pretrained(staging)
         self.tok.save(staging)

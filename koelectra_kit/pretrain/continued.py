@@ -138,6 +138,7 @@ def _vocab(tok) -> dict:
 def init_tokenizer(cfg: PretrainConfig):
     """The checkpoint's own tokenizer; ``tokenizer=`` may name another copy of the same vocabulary, nothing else."""
     from ..tokenizer import KoTokenizer
+    from ..tokenizer.saving import check_model_vocab
 
     disc, _ = init_sources(cfg)
     try:
@@ -156,10 +157,8 @@ def init_tokenizer(cfg: PretrainConfig):
                              f"init={cfg.init} ({tok.vocab_size} tokens): ids would mean other tokens; drop "
                              "tokenizer= to use init's own")
         tok = given
-    n_rows = getattr(_electra_config(disc, "init"), "vocab_size", 0)
-    if tok.vocab_size > n_rows:
-        raise InputError(f"tokenizer of init={cfg.init} has {tok.vocab_size} tokens but the model's embedding has "
-                         f"{n_rows} rows: not the vocabulary it was trained with")
+    config = _electra_config(disc, "init")
+    check_model_vocab(tok, config, getattr(config, "vocab_size", 0), f"init={cfg.init}")
     return tok
 
 

@@ -32,6 +32,7 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
     LM) + tokenizer, loadable by ``AutoModel`` / ``ElectraForSequenceClassification``. ``out/generator``:
     ``ElectraForMaskedLM`` + tokenizer (fill-mask demos). Each dir is written beside and swapped in whole."""
     from ..classify.modelcard import encoder_card, write_card
+    from ..tokenizer.saving import vocab_digest
 
     encoder = model.discriminator if model.discriminator is not None else model.encoder()
     run, last_row = run_record(out)
@@ -43,6 +44,8 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
     for name, m in (("discriminator", encoder), ("generator", model.generator)):
         final = out / name
         impl = m.config._attn_implementation
+        # which vocabulary the weights were trained with: a tokenizer copied over it later is told apart at load
+        m.config.koelectra_kit = {**(getattr(m.config, "koelectra_kit", None) or {}), "vocab_digest": vocab_digest(tok)}
         m.config._attn_implementation = "sdpa"  # our CPU attention is a training-time detail (not saved anyway)
         try:
             with staged_dir(final) as tmp, quiet_transformers():

@@ -214,6 +214,32 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
     return {"backend": hf.backend_tokenizer, "normalize": None, "presplit": "none", "model": "hf", "hf_tokenizer": hf}
 
 
+def vocab_digest(tok) -> str:
+    """A digest of the token -> id table alone: what a model's weights depend on. Recorded in the config.json of
+    every model folder the toolkit writes (``koelectra_kit.vocab_digest``), so that another tokenizer copied beside
+    the weights is told apart at load (``check_model_vocab``); unlike ``tokenizer_fingerprint`` it ignores settings
+    and file layout, so a folder keeps loading across versions."""
+    vocab = tok.backend.get_vocab(with_added_tokens=True)
+    h = hashlib.sha256()
+    for token, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+        h.update(f"{i}\t{token}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def check_model_vocab(tok, config, rows: int, where: str) -> None:
+    """``tok`` must be the vocabulary the model (its ``config``, an embedding of ``rows`` rows) was trained with:
+    one more token than rows was an IndexError at the first batch; fewer, or other tokens, gave every id another
+    meaning, silently. The second is told only where config.json records the digest (the toolkit's own folders)."""
+    fix = "give the folder the tokenizer files that came with the model"
+    if tok.vocab_size > rows:
+        raise InputError(f"{where}: its tokenizer has {tok.vocab_size:,} tokens but the model's embedding has "
+                         f"{rows:,} rows: not the vocabulary the model was trained with; {fix}")
+    recorded = (getattr(config, "koelectra_kit", None) or {}).get("vocab_digest")
+    if recorded and recorded != vocab_digest(tok):
+        raise InputError(f"{where}: its tokenizer is not the one the model was saved with (the vocabulary differs "
+                         f"from the one config.json records); {fix}")
+
+
 def tokenizer_fingerprint(tok) -> str:
     """Hash of the tokenizer's saved files (vocabulary, normalization and pre-split settings, Kiwi versions): a
     checkpoint or data cache made with another tokenizer must not be reused. Remembered on the object, since a
