@@ -172,6 +172,7 @@ def test_few_merges_warning_says_what_vocab_size_to_use(tmp_path, sample_dir):
     # the sample's 817 kept characters and their ## forms take 1,439 tokens of a 1,000-token request: no merges
     said, = _train_warnings(tmp_path, sample_dir / "comments.txt", 1000)
     assert "817-character alphabet" in said and "take 1439" in said
+    assert "1.4x the vocab_size=1000 asked for" in said  # a floor under the alphabet, not a cap: said by how much
     assert "give vocab_size=3000 or more" in said and "limit_alphabet below 817" in said
 
 

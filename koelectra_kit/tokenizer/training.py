@@ -154,6 +154,8 @@ def few_merges_warning(size: int, merged: int, alphabet: int, asked: int, fallba
     nothing above the alphabet it kept, nor that a corpus with no more pairs to merge is the limit, not vocab_size."""
     base = size - merged  # everything but the longer pieces
     head = f"the {size}-token vocabulary is nearly all single characters ({merged} longer pieces)"
+    if size > asked:  # vocab_size is a floor under the alphabet, not a cap: say by how much it was passed
+        head += f", {size / asked:.1f}x the vocab_size={asked} asked for"
     if size < asked:  # the trainer ran out of pairs before vocab_size: a bigger size changes nothing
         return (f"{head}: the corpus has too few repeated character pairs for more (vocab_size={asked} is not what "
                 "limits it); train on a bigger corpus")
