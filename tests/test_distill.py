@@ -18,6 +18,7 @@ import torch
 from koelectra_kit.cli import main
 from koelectra_kit.config import load_config
 from koelectra_kit.distill import DistillConfig, distill, distill_loss
+from koelectra_kit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,6 +181,9 @@ def test_a_killed_distill_resumes_to_the_same_weights(distilled, distill_data, f
     with pytest.raises(Killed):
         distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out), on_step=kill)
     assert (tmp_path / "student.work" / "checkpoints" / "latest.json").exists() and not out.exists()
+    # a resume with another lr is refused naming it (it said "other settings, teachers or texts")
+    with pytest.raises(ConfigError, match=r"holds a distill run with other settings: lr 0\.001 -> 0\.002; pass resume"):
+        distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out, "lr=2e-3"))
     result = distill(_cfg(distill_data, finetuned_dir, tiny_encoder_dir, out))
     err = capsys.readouterr().err
     assert "resumed from" in err and "at step 4 of" in err

@@ -66,13 +66,28 @@ def check_work_dir(work: Path) -> None:
                          "it would be deleted: move it away or choose another out=")
 
 
-def save(work: Path, model, optimizer, progress: Progress, run_key: str) -> None:
-    save_checkpoint(work, model, optimizer, None, progress.to_state(), {"run_key": run_key}, keep=1)
+def save(work: Path, model, optimizer, progress: Progress, run_key: str, parts: dict | None = None) -> None:
+    save_checkpoint(work, model, optimizer, None, progress.to_state(), {"run_key": run_key, "run_parts": parts},
+                    keep=1)
 
 
-def load(work: Path, model, optimizer, run_key: str) -> Progress | None:
+def differs(saved: dict | None, now: dict | None) -> str:
+    """What a refused resume changed, in words: the settings that differ (``lr 0.001 -> 0.002``), else the
+    teachers' soft labels, the dev texts or the training texts (``run_parts``: absent from older checkpoints)."""
+    if not saved or not now:
+        return "settings, teachers or texts"
+    before, after = saved.get("settings") or {}, now.get("settings") or {}
+    keys = [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    if keys:
+        return "settings: " + ", ".join(f"{k} {before.get(k)!r} -> {after.get(k)!r}" for k in keys[:4])
+    words = {"soft": "teachers' soft labels (another teacher, or one retrained)", "dev": "dev texts",
+             "texts": "training or transfer texts"}
+    return ", ".join(w for k, w in words.items() if saved.get(k) != now.get(k)) or "settings, teachers or texts"
+
+
+def load(work: Path, model, optimizer, run_key: str, parts: dict | None = None) -> Progress | None:
     """The checkpointed progress, with ``model`` and ``optimizer`` restored; None when there is no checkpoint.
-    A checkpoint of other settings (or other teacher probabilities or texts) is refused in one line."""
+    A checkpoint of other settings (or other teacher probabilities or texts) is refused in one line naming them."""
     import torch
     from safetensors.torch import load_model
 
@@ -82,8 +97,8 @@ def load(work: Path, model, optimizer, run_key: str) -> Progress | None:
     try:
         meta = json.loads((ckpt / "meta.json").read_text())
         if meta.get("run_key") != run_key:
-            raise ConfigError(f"{work} holds a distill run with other settings, teachers or texts; pass "
-                              "resume=false to start over (it is discarded)")
+            raise ConfigError(f"{work} holds a distill run with other {differs(meta.get('run_parts'), parts)}; "
+                              "pass resume=false to start over (it is discarded)")
         load_model(model, str(ckpt / "model.safetensors"))
         opt = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True)
         state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)

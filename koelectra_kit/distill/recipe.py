@@ -182,10 +182,15 @@ class DistillRecipe:
         settings = {k: v for k, v in to_dict(cfg).items() if k not in NOT_TRAINING}
         h = hashlib.blake2b(digest_size=16)
         h.update(json.dumps(settings, sort_keys=True).encode() + self.soft.tobytes())
-        h.update(texts_digest(self.splits.dev.texts).encode())
-        h.update(texts_digest(self.splits.train.texts + self.transfer.texts).encode())
+        dev, texts = texts_digest(self.splits.dev.texts), texts_digest(self.splits.train.texts + self.transfer.texts)
+        h.update(dev.encode())
+        h.update(texts.encode())
         self.run_key = h.hexdigest()
-        self.progress = checkpoint.load(self.work, self.model, self.optimizer, self.run_key) if cfg.resume else None
+        # the parts, so that a refused resume can say which one changed
+        self.run_parts = {"settings": json.loads(json.dumps(settings, default=str)), "dev": dev, "texts": texts,
+                          "soft": hashlib.blake2b(self.soft.tobytes(), digest_size=16).hexdigest()}
+        self.progress = (checkpoint.load(self.work, self.model, self.optimizer, self.run_key, self.run_parts)
+                         if cfg.resume else None)
         if self.progress is None:
             shutil.rmtree(self.work, ignore_errors=True)
             self.work.mkdir(parents=True)
@@ -273,12 +278,12 @@ class DistillRecipe:
                     due = cfg.save_every and p.step % cfg.save_every == 0
                     since = time.perf_counter() - last_save
                     if due or (cfg.save_every_minutes and since >= 60 * cfg.save_every_minutes):
-                        checkpoint.save(self.work, model, self.optimizer, p, self.run_key)
+                        checkpoint.save(self.work, model, self.optimizer, p, self.run_key, self.run_parts)
                         last_save = time.perf_counter()
                     if self.on_step is not None:
                         self.on_step(p.step)
                     if stop.requested:
-                        checkpoint.save(self.work, model, self.optimizer, p, self.run_key)
+                        checkpoint.save(self.work, model, self.optimizer, p, self.run_key, self.run_parts)
                         warn(f"interrupted at step {p.step}: checkpointed in {self.work}; the same command continues")
                         raise KeyboardInterrupt
                 else:
@@ -357,8 +362,9 @@ class DistillRecipe:
         with Trackers(self.report_to, self.work, to_dict(self.cfg), name=self.out.resolve().name,
                       start_step=self.progress.step) as self.trackers:
             self.train()
-        checkpoint.save(self.work, self.model, self.optimizer, self.progress, self.run_key)  # a failed save below
-        staging = make_staging_dir(self.out)  # can be retried from here without training again
+        # a failed save below can be retried from here without training again
+        checkpoint.save(self.work, self.model, self.optimizer, self.progress, self.run_key, self.run_parts)
+        staging = make_staging_dir(self.out)
         try:
             result = self.save(staging)
             replaced = replaced_note(self.out)
