@@ -288,14 +288,14 @@ def test_an_ensemble_dev_set_the_members_were_fitted_on_is_refused_or_counted(ti
     assert main(["ensemble", members, f"dev={split[0]}", f"out={tmp_path / 'e'}", "precision=fp32"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: dev=") and err.count("\n") == 1, err
-    assert f"every dev text is in the training file of member {tfidf_dir} ({split[0]})" in err
+    assert f"every dev text is among the rows member {tfidf_dir} was fitted on (from {split[0]})" in err
     assert not (tmp_path / "e").exists()
     mixed = tmp_path / "mixed.csv"
     pd.concat([pd.read_csv(split[1]), pd.read_csv(split[0]).iloc[:7]]).to_csv(mixed, index=False)
     assert main(["ensemble", members, f"dev={mixed}", f"out={tmp_path / 'e'}", "precision=fp32",
                  "grid_step=0.5"]) == 0
     err = capsys.readouterr().err
-    assert f"warning: 7 of the 37 dev rows are in the training file of member {tfidf_dir}" in err
+    assert f"warning: 7 of the 37 dev rows are among the rows member {tfidf_dir} was fitted" in err
 
 
 def test_finetune_writes_tfidf_and_ensemble_beside_the_encoder(tiny_encoder_dir, split, tmp_path, capsys):

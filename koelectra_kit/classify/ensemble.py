@@ -183,33 +183,52 @@ def copy_member(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=False, ignore=shutil.ignore_patterns(".*"))
 
 
-def check_dev_held_out(sources: list, texts: list[str], dev: str, labels: list[str]) -> None:
+def check_dev_held_out(sources: list, texts: list[str], dev: str) -> None:
     """Weights chosen on rows a member was fitted on favour the member that memorised them (dev= a members'
-    training file: all weight on TF-IDF, its dev macro-F1 0.86 where held-out rows gave 0.35, exit 0). The training
-    file each member's folder records (finetune's or baseline's config, where it is still there): every dev text in
-    one is refused, as finetune refuses dev= its train=; some are a warning counting them."""
-    from ..errors import KitError
-    from ..runtime import warn
-    from .evaluate import read_recorded, recorded_training
-
+    training file: all weight on TF-IDF, its dev macro-F1 0.86 where held-out rows gave 0.35, exit 0). The rows
+    each member was fitted on, as its folder's finetune or baseline config selects them (its train file less its
+    dev split or subsample, where that file is still there): a dev set all of whose texts are among them is
+    refused, as finetune refuses dev= its train=; one with some is a warning counting them."""
     dev_keys = [t.strip() for t in texts]
     for src in sources:
-        saved = recorded_training(member_folder(src))
-        if saved is None:
+        fitted = fitted_texts(member_folder(src))
+        if fitted is None:
             continue
-        try:
-            train = read_recorded(saved, labels)
-        except KitError:
-            continue  # the file changed since: nothing to compare with
-        seen = {t.strip() for t in train.texts}
+        train, seen = fitted
         overlap = sum(t in seen for t in dev_keys)
         if overlap == len(dev_keys):
-            raise InputError(f"dev={dev}: every dev text is in the training file of member {src} ({saved['train']}), "
-                             "so the weights would favour the member that memorised them and the dev scores would be "
-                             "training scores; give held-out rows as dev=")
+            raise InputError(f"dev={dev}: every dev text is among the rows member {src} was fitted on (from "
+                             f"{train}), so the weights would favour the member that memorised them and the dev "
+                             "scores would be training scores; give held-out rows as dev=")
         if overlap:
-            warn(f"warning: {overlap:,} of the {len(dev_keys):,} dev rows are in the training file of member {src} "
-                 f"({saved['train']}): the weights and dev scores lean towards the members fitted on them")
+            from ..runtime import warn
+
+            warn(f"warning: {overlap:,} of the {len(dev_keys):,} dev rows are among the rows member {src} was fitted "
+                 f"on (from {train}): the weights and dev scores lean towards the members fitted on them")
+
+
+def fitted_texts(folder: Path) -> tuple[str, set[str]] | None:
+    """(its training file, the texts a classifier folder was fitted on, stripped), from the config it records
+    (finetune's or baseline's: the same split and subsample again), or None where that cannot be known."""
+    from ..config import load_config
+    from ..errors import KitError
+    from ..finetune.config import FinetuneConfig
+    from ..finetune.data import load_splits
+
+    for name in ("finetune_config.yaml", "baseline_config.yaml"):
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            cfg = load_config(FinetuneConfig, path)
+            # an absolute path only: a relative one (folders saved before paths were kept absolute) is relative to
+            # a folder not known here
+            if not (cfg.train and Path(cfg.train).is_absolute() and Path(cfg.train).is_file()):
+                return None
+            return cfg.train, {t.strip() for t in load_splits(cfg).train.texts}
+        except KitError:
+            return None  # the file changed since, or a config of another version: nothing to compare with
+    return None
 
 
 def member_folder(src: str) -> Path:
@@ -342,7 +361,7 @@ def run_ensemble(cfg) -> dict:
     # as fine-tuning's dev: weights chosen on a dev set without a class (or of one row) were written, exit 0, blind
     # to that class (its F1 0 at every grid point)
     require_every_class(rows, labels, str(cfg.dev), "the members' labels are fixed: give a dev set with rows of each")
-    check_dev_held_out(cfg.members, rows.texts, str(cfg.dev), labels)
+    check_dev_held_out(cfg.members, rows.texts, str(cfg.dev))
     probs, reports = score_members(members, names, rows.texts, rows.y, labels, cfg.batch_size)
     weights, grid, report = choose_weights(probs, rows.y, labels, cfg.grid_step)
     result = {"model": "ensemble", "members": {n: {"source": str(s), "weight": round(float(w), 6)}

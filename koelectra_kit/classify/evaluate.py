@@ -131,6 +131,7 @@ def references_for(cfg: EvaluateConfig, rows: Labelled, labels: list[str]) -> di
     TF-IDF (trained on the model's training file when it is here, else cross-validated on this file)."""
     import json
 
+    from ..config import read_yaml
     from .references import cv_tfidf_reference, majority_reference, tfidf_reference
 
     folder = Path(cfg.model)
@@ -141,10 +142,19 @@ def references_for(cfg: EvaluateConfig, rows: Labelled, labels: list[str]) -> di
         if counts and set(counts) == set(labels):
             y_train = np.repeat(np.arange(len(labels)), [int(counts[lab]) for lab in labels])
     refs = {"majority": majority_reference(y_train, rows.y, labels)}
-    train = recorded_training(folder, ("finetune_config.yaml",))
+    train = None
+    if (folder / "finetune_config.yaml").is_file():
+        saved = read_yaml(folder / "finetune_config.yaml")
+        # an absolute path only: a relative one (models saved before the paths were kept absolute) is relative
+        # to a folder that is not known here, and read from this one it named another file
+        if saved.get("train") and Path(saved["train"]).is_absolute() and Path(saved["train"]).is_file():
+            train = saved
     if train is not None:
         try:
-            tr = read_recorded(train, labels)
+            tr = read_labelled(train["train"], labels, text_column=train.get("text_column"),
+                               label_column=train.get("label_column"), rating_column=train.get("rating_column"),
+                               rating_map=train.get("rating_map"), label_map=train.get("label_map") or {},
+                               drop_unknown_labels=True, fmt=train.get("format"), encoding=train.get("encoding"))
             refs["tfidf"] = tfidf_reference(tr.texts, tr.y, rows.texts, rows.y, labels)
             refs["tfidf"]["name"] += " (fitted on the model's training file)"
             seen = set(tr.texts)
@@ -160,30 +170,6 @@ def references_for(cfg: EvaluateConfig, rows: Labelled, labels: list[str]) -> di
             pass  # the training file changed since: fall back to cross-validation on this file
     refs["tfidf"] = cv_tfidf_reference(rows.texts, rows.y, labels)
     return refs
-
-
-def recorded_training(folder: Path, names=("finetune_config.yaml", "baseline_config.yaml")) -> dict | None:
-    """The config a model folder was fitted with (finetune's, or baseline's) when the training file it names is
-    still there, else None."""
-    from ..config import read_yaml
-
-    for name in names:
-        if not (Path(folder) / name).is_file():
-            continue
-        saved = read_yaml(Path(folder) / name)
-        # an absolute path only: a relative one (models saved before the paths were kept absolute) is relative
-        # to a folder that is not known here, and read from this one it named another file
-        if saved.get("train") and Path(saved["train"]).is_absolute() and Path(saved["train"]).is_file():
-            return saved
-    return None
-
-
-def read_recorded(saved: dict, labels: list[str]) -> Labelled:
-    """The rows of the training file a ``recorded_training`` config names, read as the fit read them."""
-    return read_labelled(saved["train"], labels, text_column=saved.get("text_column"),
-                         label_column=saved.get("label_column"), rating_column=saved.get("rating_column"),
-                         rating_map=saved.get("rating_map"), label_map=saved.get("label_map") or {},
-                         drop_unknown_labels=True, fmt=saved.get("format"), encoding=saved.get("encoding"))
 
 
 def write_outputs(out: Path, result: dict, rows: Labelled, preds, y_pred: np.ndarray, labels: list[str],
