@@ -183,12 +183,13 @@ def copy_member(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=False, ignore=shutil.ignore_patterns(".*"))
 
 
-def check_dev_held_out(sources: list, texts: list[str], dev: str) -> None:
+def check_dev_held_out(sources: list, texts: list[str], dev: str, fitted_texts) -> None:
     """Weights chosen on rows a member was fitted on favour the member that memorised them (dev= a members'
     training file: all weight on TF-IDF, its dev macro-F1 0.86 where held-out rows gave 0.35, exit 0). The rows
-    each member was fitted on, as its folder's finetune or baseline config selects them (its train file less its
-    dev split or subsample, where that file is still there): a dev set all of whose texts are among them is
-    refused, as finetune refuses dev= its train=; one with some is a warning counting them."""
+    each member was fitted on (``fitted_texts``: a folder -> (its training file, those texts) or None; the
+    fine-tuning stage's ``finetune.data.fitted_texts``, handed down by the command, a layer above this one): a dev
+    set all of whose texts are among them is refused, as finetune refuses dev= its train=; one with some is a
+    warning counting them."""
     dev_keys = [t.strip() for t in texts]
     for src in sources:
         fitted = fitted_texts(member_folder(src))
@@ -205,30 +206,6 @@ def check_dev_held_out(sources: list, texts: list[str], dev: str) -> None:
 
             warn(f"warning: {overlap:,} of the {len(dev_keys):,} dev rows are among the rows member {src} was fitted "
                  f"on (from {train}): the weights and dev scores lean towards the members fitted on them")
-
-
-def fitted_texts(folder: Path) -> tuple[str, set[str]] | None:
-    """(its training file, the texts a classifier folder was fitted on, stripped), from the config it records
-    (finetune's or baseline's: the same split and subsample again), or None where that cannot be known."""
-    from ..config import load_config
-    from ..errors import KitError
-    from ..finetune.config import FinetuneConfig
-    from ..finetune.data import load_splits
-
-    for name in ("finetune_config.yaml", "baseline_config.yaml"):
-        path = Path(folder) / name
-        if not path.is_file():
-            continue
-        try:
-            cfg = load_config(FinetuneConfig, path)
-            # an absolute path only: a relative one (folders saved before paths were kept absolute) is relative to
-            # a folder not known here
-            if not (cfg.train and Path(cfg.train).is_absolute() and Path(cfg.train).is_file()):
-                return None
-            return cfg.train, {t.strip() for t in load_splits(cfg).train.texts}
-        except KitError:
-            return None  # the file changed since, or a config of another version: nothing to compare with
-    return None
 
 
 def member_folder(src: str) -> Path:
@@ -334,9 +311,10 @@ def score_members(members: list, names: list[str], texts: list[str], y: np.ndarr
     return probs, reports
 
 
-def run_ensemble(cfg) -> dict:
+def run_ensemble(cfg, fitted_texts=None) -> dict:
     """``koelectra-kit ensemble``: load the members, score them on ``cfg.dev``, choose the weights, write
-    ``cfg.out`` (the members copied into ``members/``, classifier.json, eval.json, README.md); returns eval.json."""
+    ``cfg.out`` (the members copied into ``members/``, classifier.json, eval.json, README.md); returns eval.json.
+    ``fitted_texts``: what tells the rows a member was fitted on (``check_dev_held_out``; None: not checked)."""
     from .classifier import Classifier
     from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
     from ..io.labelled import format_file_report, read_labelled, require_every_class
@@ -361,7 +339,8 @@ def run_ensemble(cfg) -> dict:
     # as fine-tuning's dev: weights chosen on a dev set without a class (or of one row) were written, exit 0, blind
     # to that class (its F1 0 at every grid point)
     require_every_class(rows, labels, str(cfg.dev), "the members' labels are fixed: give a dev set with rows of each")
-    check_dev_held_out(cfg.members, rows.texts, str(cfg.dev))
+    if fitted_texts is not None:
+        check_dev_held_out(cfg.members, rows.texts, str(cfg.dev), fitted_texts)
     probs, reports = score_members(members, names, rows.texts, rows.y, labels, cfg.batch_size)
     weights, grid, report = choose_weights(probs, rows.y, labels, cfg.grid_step)
     result = {"model": "ensemble", "members": {n: {"source": str(s), "weight": round(float(w), 6)}

@@ -30,6 +30,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..config import load_config
     from ..classify.ensemble import EnsembleConfig, run_ensemble
+    from ..finetune.data import fitted_texts
 
-    run_ensemble(load_config(EnsembleConfig, args.config, list(args.overrides)))
+    run_ensemble(load_config(EnsembleConfig, args.config, list(args.overrides)), fitted_texts=fitted_texts)
     return 0

@@ -7,6 +7,7 @@ same labels. No torch here: the baseline's data path imports this module alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -120,3 +121,25 @@ def format_data_report(rep: dict) -> str:
         lines.append(f"tokens per text (train): median {t['median']}, p95 {t['p95']}, max {t['max']}; "
                      f"{t['truncated_train']} train / {t['truncated_dev']} dev texts truncated at max_length={t['max_length']}")
     return "\n".join(lines)
+
+
+def fitted_texts(folder: Path) -> tuple[str, set[str]] | None:
+    """(its training file, the texts a classifier folder was fitted on, stripped), from the config it records
+    (finetune's or baseline's: the same split and subsample again), or None where that cannot be known."""
+    from ..config import load_config
+    from ..errors import KitError
+
+    for name in ("finetune_config.yaml", "baseline_config.yaml"):
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            cfg = load_config(FinetuneConfig, path)
+            # an absolute path only: a relative one (folders saved before paths were kept absolute) is relative to
+            # a folder not known here
+            if not (cfg.train and Path(cfg.train).is_absolute() and Path(cfg.train).is_file()):
+                return None
+            return cfg.train, {t.strip() for t in load_splits(cfg).train.texts}
+        except KitError:
+            return None  # the file changed since, or a config of another version: nothing to compare with
+    return None
