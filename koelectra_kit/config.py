@@ -268,9 +268,9 @@ class _ConfigLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: the base class says so
                     continue
                 if first != key_node.start_mark.line:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} is given twice (lines {first + 1} and {key_node.start_mark.line + 1})",
-                        key_node.start_mark)
+                    lines = f"lines {first + 1} and {key_node.start_mark.line + 1}"
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice ({lines})",
+                                                            key_node.start_mark)
         return super().construct_mapping(node, deep)
 
 

@@ -119,8 +119,7 @@ def test_a_config_key_given_twice_is_refused_and_a_yaml_error_names_its_line(tmp
     with pytest.raises(ConfigError, match=r"line 4, column 3 \(key 'nfc' is given twice \(lines 3 and 4\)\)"):
         read_yaml(twice)
     merged = tmp_path / "merged.yaml"  # a key a merge brings in may be overridden, as YAML means
-    merged.write_text("base_values: &b {vocab_size: 2000, min_frequency: 2}\nnormalize: {<<: {nfc: true}, nfc: false}\n",
-                      encoding="utf-8")
+    merged.write_text("normalize: {<<: {nfc: true}, nfc: false}\n", encoding="utf-8")
     assert read_yaml(merged)["normalize"] == {"nfc": False}
     tab = tmp_path / "tab.yaml"
     tab.write_text("vocab_size: 2000\nmin_frequency:\t2\n", encoding="utf-8")

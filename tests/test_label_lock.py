@@ -16,7 +16,8 @@ from koelectra_kit.label import label_file
 
 
 def _reviews(path, n=40):
-    path.write_text("id,review\n" + "".join(f"{i:03d},리뷰 {i} 정말 좋아요 ㅋㅋ\n" for i in range(n)), encoding="utf-8")
+    rows = "".join(f"{i:03d},리뷰 {i} 정말 좋아요 ㅋㅋ\n" for i in range(n))
+    path.write_text("id,review\n" + rows, encoding="utf-8")
     return path
 
 
