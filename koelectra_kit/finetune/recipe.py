@@ -16,7 +16,7 @@ import numpy as np
 
 from ..classify.classifier import collate, cpu_streams, predict_logits
 from ..config import dump_yaml, to_dict
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
                          write_text_atomic)
 from ..io.trackers import Trackers, trackers_to_open

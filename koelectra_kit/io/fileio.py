@@ -18,8 +18,23 @@ from ..errors import InputError
 
 try:
     import fcntl
-except ImportError:  # Windows: staging folders are not held (nor those of killed runs removed)
+except ImportError:  # Windows: nothing is held (label's outputs, staging folders)
     fcntl = None
+
+
+def try_hold(fd: int) -> bool | None:
+    """An exclusive ``flock`` on ``fd`` without waiting: True (held, until ``fd`` closes or the process ends),
+    False (another process holds it), None (no locks here: Windows, or a file system without them, such as some
+    network mounts; the caller runs unheld)."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
 
 
 def cache_dir(override: str | Path | None = None) -> Path:
@@ -222,10 +237,9 @@ def make_staging_dir(final: str | Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     if fcntl is not None:
         fd = os.open(staging, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a folder just made: no one else holds it
+        if try_hold(fd):  # a folder just made: no one else holds it (None: no locks, never taken for abandoned)
             _HELD[str(staging)] = fd
-        except OSError:  # a file system without locks (some network mounts): not held, never taken for abandoned
+        else:
             os.close(fd)
     return staging
 
@@ -258,11 +272,11 @@ def _remove_abandoned(final: Path) -> None:
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # a run still building it
+            abandoned = try_hold(fd)  # False: a run still building it; None: no locks, nothing can be told
         finally:
             os.close(fd)
+        if not abandoned:
+            continue
         shutil.rmtree(old, ignore_errors=True)
         if not old.exists():
             import warnings

@@ -110,8 +110,7 @@ def detect_encoding(path: str | Path, encoding: str | None = None, chunk: int = 
                 raise InputError(f"{where}, but the file reads as {ENCODING_NAMES.get(found, found)}: leave the "
                                  f"encoding out (it is detected) or give {found}")
             raise InputError(f"{where}; pass {option}" + (f", or {rest}" if rest else ""))
-        if not codecs.lookup(encoding).name.startswith("utf") and _non_ascii(path, chunk) and \
-                _first_bad_byte(path, "utf-8", chunk) is None:
+        if not codecs.lookup(encoding).name.startswith("utf") and _utf8_beyond_ascii(path, chunk):
             # encoding=latin-1 (or cp949) given for a UTF-8 file: every byte decodes, so it trained on, or labelled,
             # garbled Hangul with exit 0. A legacy-encoded Korean text is next to never valid UTF-8 (a lead byte
             # such as cp949's B0 is a UTF-8 continuation byte), so a file that is, is one
@@ -185,12 +184,18 @@ def _looks_like_text(path: Path, encoding: str, sample: int = 1 << 16) -> bool:
     return len(text) < 20 or seps * 200 >= len(text)
 
 
-def _non_ascii(path: Path, chunk: int) -> bool:
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            if not block.isascii():
-                return True
-    return False
+def _utf8_beyond_ascii(path: Path, chunk: int) -> bool:
+    """Whether the file is valid UTF-8 with a byte beyond ASCII (one pass)."""
+    decoder, ascii_only = codecs.getincrementaldecoder("utf-8")(), True
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                ascii_only = ascii_only and block.isascii()
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return not ascii_only
 
 
 def _first_bad_byte(path: Path, encoding: str, chunk: int) -> int | None:

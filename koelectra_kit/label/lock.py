@@ -12,11 +12,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
+from ..io.fileio import fcntl, try_hold
 
 
 class PartialLock:
@@ -34,15 +30,13 @@ class PartialLock:
             except PermissionError:
                 raise InputError(f"{self.partial} (an earlier run's unfinished output) can't be written by this user; "
                                  "make it writable (chmod u+w) or remove it") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            held = try_hold(fd)
+            if not held:
                 os.close(fd)
+                if held is None:  # a file system without locks (some network mounts): unlocked, as on Windows
+                    return self
                 raise InputError(f"{self.output} is being written by another run (it holds {self.partial.name}); "
-                                 "wait for it to finish, or give another --output") from None
-            except OSError:  # a file system without locks (some network mounts): unlocked, as on Windows
-                os.close(fd)
-                return self
+                                 "wait for it to finish, or give another --output")
             if _same_file(fd, self.partial):
                 self.fd = fd
                 return self
