@@ -86,6 +86,21 @@ def test_an_out_under_a_file_is_refused_before_training(capsys, tmp_path, sample
     assert "fine-tuning" not in err
 
 
+@pytest.mark.parametrize("out", [".", "..", "sub/.."])
+def test_an_out_ending_in_dot_or_dot_dot_is_refused_before_training(out, capsys, tmp_path, sample_dir, tiny_encoder_dir,
+                                                                     monkeypatch):
+    """out=. in an empty folder trained the whole run, then ended in a ValueError traceback (". has an empty name")
+    where the folder is built beside out= and renamed into place."""
+    (tmp_path / "here" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "here")
+    if out == ".":
+        (tmp_path / "here" / "sub").rmdir()  # empty: the one case the old check let through
+    rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tiny_encoder_dir}",
+                         f"train={sample_dir / 'reviews_labelled.csv'}", f"out={out}", "progress=false")
+    assert_one_line_error(rc, err, f"out={out}: the output is built beside its folder")
+    assert "fine-tuning" not in err and not list((tmp_path / "here").glob(".*"))
+
+
 def test_evaluate_says_when_its_rows_are_the_models_training_rows(capsys, model, sample_dir):
     """On the model's own training file the TF-IDF reference scored 0.996 (it had seen every row) beside the model,
     with no word of it, and its name was cut to "(fitted on the model's traini"."""

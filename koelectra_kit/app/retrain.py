@@ -71,9 +71,10 @@ def finetune_args(encoder: str | Path, train_csv: str | Path, out: str | Path, d
                   seed: int = 42, labels: list[str] | None = None, overrides=()) -> list[str]:
     """The ``key=value`` overrides of the ``sentiment`` preset that make one retrain: ``koelectra-kit finetune
     --config sentiment *finetune_args(...)``, or ``load_config(FinetuneConfig, "sentiment", finetune_args(...))``.
-    ``overrides`` come last, so they win (tests use ``epochs=1 min_steps=1``)."""
+    ``overrides`` come last, so they win (tests use ``epochs=1 min_steps=1``). No checkpoints: a round the app
+    stops is abandoned (the next round trains in a folder of its own), so one would only be left behind."""
     args = [f"model={encoder}", f"train={train_csv}", f"dev={dev if dev else 'null'}", f"out={out}", f"seed={seed}",
-            "ensemble=tfidf", "progress=false", "plots=false"]
+            "ensemble=tfidf", "progress=false", "plots=false", "save_every_minutes=0"]
     if labels:
         args.append("labels=" + json.dumps(list(labels), ensure_ascii=False))  # a YAML flow list, quoted names
     return args + list(overrides)

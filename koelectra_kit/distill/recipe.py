@@ -78,7 +78,7 @@ class DistillRecipe:
                                       for i, v in enumerate(getattr(cfg, key))}})
         check_kind(self.out, "encoder")
         self.work = checkpoint.work_dir(self.out)
-        checkpoint.check_work_dir(self.work)
+        checkpoint.check_work_dir(self.work, "distill")
         check_model_source(cfg.student, "student")  # before the teachers' pass, not after it
         _check_student(cfg, Path(cfg.student) / "config.json")
         for key in ("transfer", "exclude"):  # now, and named: "transfer: x.csv: file not found"
@@ -159,8 +159,6 @@ class DistillRecipe:
         self.lengths = np.array([len(x) for x in self.ids])
 
     def setup_optimizer(self) -> None:
-        import torch
-
         cfg = self.cfg
         self.lr = cfg.lr or default_lr(self.model)
         self.optimizer = build_optimizer(self.model, self.lr, cfg.layer_decay, cfg.weight_decay, cfg.adam_eps,
@@ -192,8 +190,7 @@ class DistillRecipe:
         self.progress = (checkpoint.load(self.work, self.model, self.optimizer, self.run_key, self.run_parts)
                          if cfg.resume else None)
         if self.progress is None:
-            shutil.rmtree(self.work, ignore_errors=True)
-            self.work.mkdir(parents=True)
+            checkpoint.clear_work(self.work)
             self.progress = checkpoint.Progress()
         else:
             log(f"resumed from {self.work} at step {self.progress.step} of {self.total_steps}")
@@ -353,6 +350,13 @@ class DistillRecipe:
         return result
 
     def run(self) -> dict:
+        fd = checkpoint.hold_work(self.work, self.out)  # one run at a time for this out=
+        try:
+            return self._run()
+        finally:
+            checkpoint.release_work(self.work, fd, done=False)  # (a finished run removed it unless keep_work)
+
+    def _run(self) -> dict:
         for step in (self.setup_labels, self.setup_data, self.setup_teachers, self.setup_student,
                      self.setup_optimizer, self.setup_resume):
             step()

@@ -3,6 +3,7 @@ The TF-IDF baseline's knobs (``BaselineConfig``) live with the fit in ``classify
 rating vocabularies every reader of a labelled table shares in ``io.labelled``; both are re-exported here."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -15,6 +16,13 @@ from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLU
 from ..io.trackers import report_to_names
 
 DEFAULT_LABELS = ["negative", "neutral", "positive"]
+# Keys a resumed run may change (finetune/checkpoint.py): where and how it runs, reports and writes, and how it reads
+# its files (the rows read are compared themselves). Any other change is another run, refused with its name.
+RESUMABLE = ("train", "dev", "out", "format", "encoding", "text_column", "label_column", "rating_column", "rating_map",
+             "label_map", "drop_unknown_labels", "device", "compile", "compile_mode", "cuda_graphs", "eval_batch_size",
+             "log_every", "progress", "cache_dir", "token_cache", "plots", "report_to", "references", "ensemble",
+             "ensemble_grid_step", "push_to_hub", "hub_private", "card_license", "card_datasets", "save_every",
+             "save_every_minutes", "resume", "baseline")
 
 
 @dataclass
@@ -125,6 +133,14 @@ class FinetuneConfig:
     card_license: str = "apache-2.0"  # the license the model card declares: the one your data allows
     card_datasets: list[str] = field(default_factory=list)  # hub dataset ids for the card (default: file names)
 
+    # --- checkpoints: a run killed, crashed or stopped (a scheduler's time limit, Ctrl-C) continues when the same command
+    # is run again, from its last checkpoint in OUT.work beside OUT, to the weights the uninterrupted run would have
+    # reached (finetune/checkpoint.py). OUT.work is removed once the run is done.
+    # Minutes, not steps, by default: a GPU with CUDA graphs runs a small encoder's steps by the hundred a second.
+    save_every: int = 0  # optimizer steps between checkpoints (0: off)
+    save_every_minutes: float = 5.0  # ... or minutes of training between checkpoints (0: off)
+    resume: bool = True  # false: start over, discarding a checkpoint in OUT.work
+
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
 
     def validate(self) -> None:
@@ -174,6 +190,9 @@ class FinetuneConfig:
         if self.cuda_graphs is True and (self.compile or self.precision == "fp16"):  # (auto: simply off)
             raise ConfigError("cuda_graphs=true records the eager step: not with compile=true (its own CUDA graphs: "
                               "compile_mode=reduce-overhead) or precision=fp16 (its loss scaler reads the host)")
+        if self.save_every < 0 or not 0 <= self.save_every_minutes < math.inf:
+            raise ConfigError(f"save_every and save_every_minutes must be >= 0 (0 = off), got {self.save_every} and "
+                              f"{self.save_every_minutes:g}")
         if self.adam_eps <= 0:
             raise ConfigError(f"adam_eps: must be positive, got {self.adam_eps}")
         for key in ("weight_decay", "max_grad_norm"):  # a negative max_grad_norm would flip every gradient

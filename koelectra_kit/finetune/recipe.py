@@ -1,16 +1,19 @@
 """The fine-tuning run, top to bottom: ``setup_model`` (tokenizer and model first, so a wrong model path fails
-in a second, not after reading the data), ``setup_data``, ``setup_optimizer``, ``train`` (one flat loop with a
-dev ``evaluate`` every N steps, early stopping and the best checkpoint kept in memory), ``save`` (the best
-checkpoint and its reports into a staging folder), then the folder published in one rename.
+in a second, not after reading the data), ``setup_data``, ``setup_optimizer``, ``setup_resume`` (a killed run's
+checkpoint in OUT.work, when there is one of this very run), ``train`` (one flat loop with a dev ``evaluate`` every
+N steps, early stopping, the best checkpoint kept in memory and the run checkpointed every few minutes), ``save``
+(the best checkpoint and its reports into a staging folder), then the folder published in one rename.
 
     result = finetune(load_config(FinetuneConfig, "sentiment", ["model=DIR", "train=a.csv", "out=runs/s"]))
 """
 from __future__ import annotations
 
+import json
 import math
+import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -24,9 +27,11 @@ from ..classify.metrics import classification_report, cross_entropy, format_repo
 from ..hub.modelio import check_model_source
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multiple, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
+from . import checkpoint
 from .batching import length_grouped_batches, shuffled_batches
+from .checkpoint import RunState
 from .companions import add_companions, fit_in_background, tfidf_job
-from .config import FinetuneConfig, with_absolute_paths
+from .config import RESUMABLE, FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from .graphs import GraphedStep, wants_graphs
 from .model import build_optimizer, check_finite, compile_model, default_layer_decay, default_lr, load_model
@@ -60,45 +65,27 @@ def _background_fit(device, job, graphs: bool = True) -> bool:
     return job is not None and device.type == "cuda" and graphs
 
 
-@dataclass
-class Best:
-    """The best dev evaluation so far; its weights are a CPU copy, written once at the end."""
-
-    macro_f1: float = -1.0
-    step: int = 0
-    state: dict | None = None
-    logits: np.ndarray | None = None
-
-
-@dataclass
-class RunState:
-    """Where the run is: what the loop, the evaluations and eval.json share."""
-
-    step: int = 0
-    since_best: int = 0  # evaluations without a better dev macro-F1 (patience)
-    stopped: str = "completed"  # completed | early_stopping | interrupted
-    train_time: float = 0.0
-    eval_time: float = 0.0
-    examples_seen: int = 0
-    best: Best = field(default_factory=Best)
-
-
 class FinetuneRecipe:
     """One run of ``cfg``: ``run()`` calls the steps below in order; each step names what it sets up."""
 
-    def __init__(self, cfg: FinetuneConfig):
+    def __init__(self, cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None):
         for key in ("model", "out"):
             if not getattr(cfg, key):
                 raise ConfigError(f"{key}= is required")
-        self.cfg = cfg
+        self.cfg, self.on_step = cfg, on_step  # on_step(step): after every step (tests stop a run there, as a kill)
         self.out = Path(cfg.out)
         check_out_dir(self.out, staged=True)
         check_not_input(self.out, {"model": cfg.model, "train": cfg.train, "dev": cfg.dev})
         check_kind(self.out, "encoder", writes=("tfidf", "ensemble") if cfg.ensemble == "tfidf" else ())
+        self.work = checkpoint.work_dir(self.out)  # checkpoints, metrics and trackers' files while the run lasts
+        checkpoint.check_work_dir(self.work, "fine-tuning")
         self.report_to = trackers_to_open(cfg.report_to)  # a tracker's missing package: before any work
         self.labels = list(cfg.labels)
         self.state = RunState()
         self.staging: Path | None = None
+        self.work_fd: int | None = None  # OUT.work's hold while the run lives
+        self.checkpointed: int | None = None  # the step of OUT.work's checkpoint of this run, once there is one
+        self.kept_rows: list[dict] = []  # a resumed run's metrics rows up to its checkpoint
         self.candidates: dict | None = None  # with ensemble=tfidf: the three folders' dev scores and the best
         self.tfidf_future = None  # on a GPU: the TF-IDF fit running beside training (run, _background_fit)
         self.metrics: MetricsLog | None = None
@@ -201,6 +188,35 @@ class FinetuneRecipe:
             f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
                                                     "macro-F1" if self.patience else ""))
 
+    def setup_resume(self) -> None:
+        """Continue from OUT.work's checkpoint when it holds one of this very run (the settings that shape the
+        weights, the train and dev rows, the tokenizer); else start over in a fresh OUT.work."""
+        from ..tokenizer.saving import vocab_digest
+
+        cfg = self.cfg
+        settings = {k: v for k, v in to_dict(with_absolute_paths(cfg)).items() if k not in RESUMABLE}
+        self.run_parts = {"settings": json.loads(json.dumps(settings, default=str)),
+                          "train": checkpoint.rows_digest(self.splits.train.texts, self.splits.train.y),
+                          "dev": checkpoint.rows_digest(self.splits.dev.texts, self.splits.dev.y),
+                          "tokenizer": vocab_digest(self.tok)}
+        self.run_key = checkpoint.run_key(self.run_parts)
+        state = (checkpoint.load(self.work, self.model, self.optimizer, self.run_key, self.run_parts, checkpoint.WORDS,
+                                 "fine-tuning", lambda saved: RunState.from_state(saved, self.schedule), self.scaler)
+                 if cfg.resume else None)
+        if state is None:
+            checkpoint.clear_work(self.work)
+            return
+        self.state, self.checkpointed = state, state.step
+        log(f"resumed from {self.work} at step {state.step} of {self.total_steps} (best dev macro-F1 so far "
+            f"{state.best.macro_f1:.4f}, step {state.best.step})")
+        self.kept_rows = checkpoint.rows_until(self.work / "metrics.jsonl", state.step)  # a killed run's later rows go
+
+    def save_checkpoint(self) -> None:
+        """The run as it is at this step boundary, into OUT.work (the previous checkpoint replaced once it is in)."""
+        checkpoint.save(self.work, self.model, self.optimizer, self.state.to_state(self.schedule), self.run_key,
+                        self.run_parts, self.scaler)
+        self.checkpointed = self.state.step
+
     @property
     def precision_name(self) -> str:
         return str(self.dtype).replace("torch.", "") if self.dtype else "fp32"
@@ -253,15 +269,18 @@ class FinetuneRecipe:
     def train(self) -> None:
         """Epochs of batches until total_steps: a train row every log_every steps, a dev evaluation every
         eval_every steps and at the end, early stopping after ``patience`` evaluations without a better
-        macro-F1. Ctrl-C ends training early but keeps the run: the best checkpoint so far is written."""
+        macro-F1, a checkpoint into OUT.work every save_every steps / save_every_minutes. Ctrl-C or SIGTERM ends
+        training early but keeps the run: it is checkpointed at the step's end (the same command continues it)
+        and the best model so far is written."""
         import torch
         from tqdm.auto import tqdm
 
         cfg, st = self.cfg, self.state
         self.y_train = torch.from_numpy(self.splits.train.y)
-        self.bar = tqdm(total=self.total_steps, desc="fine-tuning", unit="step", disable=not cfg.progress,
-                        dynamic_ncols=True)
+        self.bar = tqdm(total=self.total_steps, initial=st.step, desc="fine-tuning", unit="step",
+                        disable=not cfg.progress, dynamic_ncols=True)
         window = Window()
+        last_save = time.perf_counter()
         graphed = None
         if self.graphs:
             graphed = GraphedStep(self.model, self.optimizer, batch_size=cfg.batch_size, width=cfg.max_length,
@@ -272,14 +291,13 @@ class FinetuneRecipe:
         stop = StopRequest(what="fine-tuning")
         with stop:
             try:
-                epoch = 0
                 while st.step < self.total_steps and st.stopped == "completed":
-                    # A fresh generator per epoch (seeded by seed and epoch): the same run reproduces
-                    # exactly, and a run continued with more epochs sees the same first epochs.
-                    erng = np.random.default_rng([cfg.seed, epoch])
+                    # A fresh generator per epoch (seeded by seed and epoch): the same run reproduces exactly, and a
+                    # resumed one skips the batches of the epoch it had done
+                    erng = np.random.default_rng([cfg.seed, st.epoch])
                     batches = (length_grouped_batches(self.lengths, cfg.batch_size, erng) if cfg.group_by_length
                                else shuffled_batches(len(self.lengths), cfg.batch_size, erng))
-                    for idx in batches:
+                    for idx in batches[st.batch:]:
                         t = time.perf_counter()
                         if cfg.compile:
                             torch.compiler.cudagraph_mark_step_begin()  # (CUDA graphs: a new training step)
@@ -291,11 +309,14 @@ class FinetuneRecipe:
                                               device=self.device, dtype=self.dtype, class_weights=self.class_weights,
                                               max_grad_norm=cfg.max_grad_norm, scaler=self.scaler)
                         self.schedule.step()
-                        st.step += 1
+                        st.step, st.batch = st.step + 1, st.batch + 1
                         st.examples_seen += len(idx)
                         window.add(loss, len(idx))
                         self.bar.update(1)
-                        if stop.requested:
+                        if self.on_step is not None:
+                            self.on_step(st.step)
+                        if stop.requested:  # at a step boundary: checkpointed, then the best model so far saved
+                            self.save_checkpoint()
                             raise KeyboardInterrupt
                         # The host reads from the device only here, every log_every steps and before an evaluation; the
                         # step that reads waits for the GPU's queued steps, so their time is counted as training time.
@@ -317,10 +338,16 @@ class FinetuneRecipe:
                                 break
                         if st.step >= self.total_steps:
                             break
-                    epoch += 1
+                        due = cfg.save_every and st.step % cfg.save_every == 0
+                        if due or (cfg.save_every_minutes and time.perf_counter() - last_save
+                                   >= 60 * cfg.save_every_minutes):
+                            self.save_checkpoint()
+                            last_save = time.perf_counter()
+                    else:
+                        st.epoch, st.batch = st.epoch + 1, 0
             except KeyboardInterrupt:
                 st.stopped = "interrupted"
-                warn(f"\ninterrupted at step {st.step}: writing the best checkpoint so far")
+                warn(f"\ninterrupted at step {st.step}: writing the best model so far")
                 if st.best.state is None:
                     self.evaluate()
         self.bar.close()
@@ -371,8 +398,6 @@ class FinetuneRecipe:
             if st.stopped == "interrupted":  # a second Ctrl-C, while the first one's save waits: stop, write nothing
                 raise
             # training finished: a Ctrl-C in the TF-IDF fit costs the companions, never the trained model
-            import shutil
-
             warn("\ninterrupted while fitting TF-IDF: writing the fine-tuned model without OUT/tfidf, OUT/ensemble "
                  "and the reference rows")
             for name in ("tfidf", "ensemble"):
@@ -384,6 +409,10 @@ class FinetuneRecipe:
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(with_absolute_paths(cfg)))
+        shutil.copy(self.work / "metrics.jsonl", staging / "metrics.jsonl")
+        for tracked in ("runs", "wandb"):  # report_to's files (TensorBoard's, wandb's)
+            if (self.work / tracked).is_dir():
+                shutil.copytree(self.work / tracked, staging / tracked)
         from ..classify.modelcard import classifier_card, write_card
 
         write_card(classifier_card(cfg, result, self.labels, self.tok, self.splits.report), staging)
@@ -394,37 +423,44 @@ class FinetuneRecipe:
             plot_finetune_curves(self.metrics.rows, staging / "curves.png", best_step=st.best.step)
         return result
 
-    def cleanup(self) -> None:
-        """Close what is open; a staging folder still there (the run failed) is removed."""
+    def cleanup(self, done: bool = False) -> None:
+        """Close what is open; a staging folder still there (the run failed) is removed, and so is OUT.work when
+        the run is ``done`` or has no checkpoint to continue from; an interrupted or failed run's is kept."""
         if self.bar is not None:
             self.bar.close()
         if self.metrics is not None:
             self.metrics.close(failed=True)  # save() closed it when the run got that far: this is a no-op then
         if self.staging is not None:
             remove_staging(self.staging)
+        checkpoint.release_work(self.work, self.work_fd, done)
+        self.work_fd = None
         # a failed run's TF-IDF fit still running: left to its daemon thread, which ends with the process
         self.tfidf_future = None
 
     def run(self) -> dict:
-        self.setup_model()
-        self.setup_data()
-        self.setup_optimizer()
-        self.staging = make_staging_dir(self.out)
+        done = False
+        self.work_fd = checkpoint.hold_work(self.work, self.out)  # one run at a time for this out=
         try:
-            # the trackers write into the staging folder too (OUT/runs, OUT/wandb once it is published), and are
-            # closed before that (save() closes the log)
-            trackers = Trackers(self.report_to, self.staging, to_dict(self.cfg), name=self.out.resolve().name)
-            self.metrics = MetricsLog(self.staging / "metrics.jsonl", trackers)
-            log(f"metrics: {self.staging / 'metrics.jsonl'} (moved to {self.out} at the end)")
+            self.setup_model()
+            self.setup_data()
+            self.setup_optimizer()
+            self.setup_resume()
+            # the trackers write into OUT.work (OUT/runs, OUT/wandb once the run is published); save() closes them
+            trackers = Trackers(self.report_to, self.work, to_dict(self.cfg), name=self.out.resolve().name,
+                                start_step=self.state.step)
+            self.metrics = MetricsLog(self.work / "metrics.jsonl", trackers, self.kept_rows)
+            log(f"metrics: {self.work / 'metrics.jsonl'} (moved to {self.out} at the end)")
             job = tfidf_job(self.splits, self.labels, self.cfg)
-            if _background_fit(self.device, job, self.graphs):  # on a GPU the TF-IDF fit save() needs runs beside training
+            if _background_fit(self.device, job, self.graphs):  # on a GPU: the fit save() needs, beside training
                 self.tfidf_future = fit_in_background(job)
             self.train()
+            self.staging = make_staging_dir(self.out)
             result = self.save()
             replaced = replaced_note(self.out)
             publish_dir(self.staging, self.out)
+            done = self.state.stopped != "interrupted" or self.checkpointed is None
         finally:
-            self.cleanup()
+            self.cleanup(done)
         if replaced:
             log(replaced)
         st = self.state
@@ -440,6 +476,9 @@ class FinetuneRecipe:
         log(f"train {st.train_time:.1f}s ({result['train']['examples_per_s']:.0f} examples/s), "
             f"eval {st.eval_time:.1f}s; wrote {self.out}/ (model, eval.json, data_report.json, metrics.jsonl"
             f"{', confusion.png, curves.png' if self.cfg.plots else ''}, README.md)")
+        if st.stopped == "interrupted" and self.checkpointed is not None:
+            log(f"{self.work} keeps the run at step {self.checkpointed} of {self.total_steps}: the same command "
+                "continues it (resume=false starts over)")
         if self.cfg.push_to_hub:  # after the folder is complete: a failed push loses nothing
             from ..hub.repo import push_folder
 
@@ -447,6 +486,7 @@ class FinetuneRecipe:
         return result
 
 
-def finetune(cfg: FinetuneConfig) -> dict:
-    """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict."""
-    return FinetuneRecipe(cfg).run()
+def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) -> dict:
+    """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict. ``on_step(step)``
+    runs after every optimizer step (tests stop a run there, as a kill would)."""
+    return FinetuneRecipe(cfg, on_step).run()

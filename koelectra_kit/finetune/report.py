@@ -13,10 +13,11 @@ class MetricsLog:
     """metrics.jsonl, one row a line as it happens (line-buffered: a crash keeps what was logged), and the same rows
     to the run's trackers (report_to: train/loss, eval/macro_f1, ...); the rows are kept for curves.png."""
 
-    def __init__(self, path: Path, trackers: Trackers | None = None):
-        self.rows: list[dict] = []
+    def __init__(self, path: Path, trackers: Trackers | None = None, rows: list[dict] | None = None):
+        """``rows``: what ``path`` already holds (a resumed run's log up to its checkpoint), appended to."""
+        self.rows: list[dict] = list(rows or [])
         self.trackers = trackers or Trackers([], path.parent, {})
-        self.file = open(path, "w", encoding="utf-8", buffering=1)
+        self.file = open(path, "a" if rows else "w", encoding="utf-8", buffering=1)
 
     def write(self, row: dict) -> None:
         self.rows.append(row)

@@ -2,6 +2,7 @@
 and renaming it into place is ``fileio``'s job.)"""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import InputError
@@ -15,6 +16,11 @@ def check_out_dir(out: Path, markers: tuple[str, ...] = OUTPUT_MARKERS,
     """Refuse to replace a directory that isn't a previous output of this kind (e.g. out=. or a model): ``out`` is
     new, empty, or holds one of ``markers``; and one this user can't write (``check_out_writable``)."""
     out = Path(out)
+    if staged and out.name in ("", ".."):  # ".", "..", "/", "runs/..": nothing beside it to build in, or to rename
+        named = Path(os.path.abspath(out))
+        hint = f" (out=../{named.name} for this one)" if named.name and out.name == "" else ""
+        raise InputError(f"out={out}: the output is built beside its folder and moved into place, so out= must end in "
+                         f"the folder's own name{hint}")
     if out.exists() and not out.is_dir():
         raise InputError(f"out={out} is a file; give a directory path")
     if above := next((p for p in out.parents if p.exists() and not p.is_dir()), None):
