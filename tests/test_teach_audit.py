@@ -234,3 +234,31 @@ def test_held_out_reviews_with_a_unicode_line_separator_stay_held_out_after_a_re
     append_round(tmp_path / "rounds.jsonl", Round(round=1, labels=4, per_class={}, start_model="m",
                                                   message="failed on '좋아\u2028요'"))
     assert [r.message for r in read_rounds(tmp_path / "rounds.jsonl")] == ["failed on '좋아\u2028요'"]
+
+
+def test_a_start_folder_refitted_in_place_is_another_start(tiny_encoder_dir, tmp_path):
+    """`baseline out=` the --model folder again on more rows kept its path, so a restart served the old start's round
+    (0.4648 dev macro-F1) in place of the refitted start (0.4867) and judged new rounds against it. Rounds are now
+    tied to what the start folder held; the same folder as it was serves its round again."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    _, truth = teach_pool(tmp_path)
+    rows = {t: i + 1 for i, t in enumerate(truth)}
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, encoder)
+    with start_teach(encoder, tmp_path) as c:
+        for t in list(truth)[:30]:
+            assert c.act("answer", uuid.uuid4().hex, rows[t], truth[t]).status == 200
+        assert c.call("POST", "/api/teach/retrain").status == 200
+        assert c.wait_retrain()["serving"] == "r001"
+    weights = load_file(encoder / "model.safetensors")
+    shutil.copy(encoder / "model.safetensors", tmp_path / "before.safetensors")
+    save_file({k: v + 0.01 for k, v in weights.items()}, encoder / "model.safetensors")  # retrained in place
+    with start_teach(encoder, tmp_path) as c:
+        s = c.state()
+        assert s["serving"] is None and s["source"] == "random" and s["labelled"] == 30  # answers kept; no round
+    shutil.copy(tmp_path / "before.safetensors", encoder / "model.safetensors")
+    with start_teach(encoder, tmp_path) as c:  # the start as it was: its round serves again
+        assert c.state()["serving"] == "r001"

@@ -95,6 +95,9 @@ class Round:
     dev: str = ""  # what the scores are on: the --dev file, or the held-out labels
     seconds: float = 0.0
     start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
+    # ... and what it held (teach.start_digest): the same folder refitted in place is another start too. "" in
+    # rounds.jsonl written before it was recorded (those rounds go by the path alone)
+    start_digest: str = ""
     recipe: str = ""  # full | tfidf (what auto chose); "" in rounds.jsonl written before there was a choice
     heldout: int = 0  # held-out labels (or --dev rows) it was scored on
     verdict: dict = field(default_factory=dict)  # serving.Verdict: how it was compared, the scores, served or not
@@ -115,7 +118,7 @@ class Round:
         return self.verdict.get("reason", "")
 
     def public(self) -> dict:
-        return ({k: v for k, v in asdict(self).items() if k != "start_model"}
+        return ({k: v for k, v in asdict(self).items() if k not in ("start_model", "start_digest")}
                 | {"name": self.name, "served": self.served, "reason": self.reason})
 
 

@@ -14,6 +14,7 @@ from that same point and trains on all the labels so far, never from the previou
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import subprocess
@@ -97,6 +98,27 @@ def _model_identity(model: str) -> str:
     return str(Path(model).resolve()) if model and Path(model).exists() else model
 
 
+def start_digest(start: StartModel) -> str:
+    """What the rounds start from, by content: the start classifier's ``model_digest`` (the weights or the TF-IDF
+    model as loaded), or an encoder folder's files. A `--model` folder refitted in place (`baseline out=` the same
+    folder on more rows) kept its path, so its earlier rounds were served in its place and judged against it: 0.4648
+    dev macro-F1 served over the refitted start's 0.4867. "" for a hub encoder (its id is its identity)."""
+    from ..classify.classifier import model_digest
+
+    if start.classifier is not None:
+        return model_digest(start.classifier)
+    folder = Path(start.encoder)
+    if not folder.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:24]
+
+
 class Teacher:
     def __init__(self, settings, shared, start: StartModel, pool: Pool, log: LabelLog):
         self.s, self.shared, self.start, self.pool, self.log = settings, shared, start, pool, log
@@ -106,8 +128,10 @@ class Teacher:
         # the --model as a resolved path: `--model enc/` from another folder is the same start (a round history
         # dropped for a spelling served the start model again, in place of a better round)
         self.model_id = _model_identity(settings.model)
+        self.start_digest = start_digest(start)  # and by content: a folder refitted in place is another start
         self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl")
-                       if self.model_id in (r.start_model, _model_identity(r.start_model))]
+                       if self.model_id in (r.start_model, _model_identity(r.start_model))
+                       and r.start_digest in ("", self.start_digest)]
         self.heldout = HeldOut(self.dir / "heldout.jsonl")
         # a TF-IDF start's recorded training rows: TF-IDF rounds refit on them plus the answers (serving.py)
         self.start_data = StartData.of(settings.model, start.labels) if start.kind == "tfidf" else StartData()
@@ -140,7 +164,7 @@ class Teacher:
             if n and n not in known and folder.is_dir():
                 shutil.rmtree(folder / "model", ignore_errors=True)
                 rnd = Round(round=n, labels=len(read_table_rows(folder / "train.csv")), per_class={},
-                            state="interrupted", start_model=self.model_id,
+                            state="interrupted", start_model=self.model_id, start_digest=self.start_digest,
                             message="the app stopped while this round trained; its labels are in the next round")
                 append_round(self.dir / "rounds.jsonl", rnd)
                 self.rounds.append(rnd)
@@ -284,6 +308,7 @@ class Teacher:
         labels = self.log.state().labels
         per_class = {lab: sum(v == lab for v in labels.values()) for lab in self.labels}
         rnd = Round(round=n, labels=len(labels), per_class=per_class, start_model=self.model_id,
+                    start_digest=self.start_digest,
                     dev=self.s.dev or "held-out labels")
         with self.lock:
             self.labels_at_last_round = rnd.labels
