@@ -71,6 +71,11 @@ def test_answers_are_appended_at_once_and_a_retry_is_kept_once(tiny_classifier_d
                            "row": str(item["row"]), "source": "teach"}
         assert first.json["item"]["row"] != item["row"]  # an answered review is not asked again
         assert c.state()["counts"] == {"negative": 0, "neutral": 0, "positive": 1}
+        # another review's answer under a used id was dropped with a 200: the client never knew it was not kept
+        other = c.act("answer", aid, first.json["item"]["row"], "negative")
+        assert other.status == 400 and f"answer_id '{aid}' is already the id of another review's answer (row " \
+            f"{item['row']})" in other.json["error"]
+        assert [r["label"] for r in lines(tmp_path / "labels.csv")] == ["positive"]
         for body, message in [({"action": "answer", "row": item["row"], "label": "great"}, "not one of"),
                               ({"action": "answer", "row": 10 ** 6, "label": "positive"}, "is not a review"),
                               ({"action": "maybe", "row": 0}, "answer, skip or undo")]:

@@ -225,8 +225,14 @@ class Teacher:
             if action == "answer" and label not in self.labels:
                 raise InputError(f"label {label!r} is not one of {', '.join(self.labels)}")
             with self.log.lock:  # one step with the log: an undo in flight from this tab sees both or neither
-                self.log.append(Event(text=self.pool.texts[row - 1], label=label, action=action, row=str(row),
-                                      source="teach", answer_id=answer_id))
+                text = self.pool.texts[row - 1]
+                kept, new = self.log.append(Event(text=text, label=label, action=action, row=str(row),
+                                                  source="teach", answer_id=answer_id))
+                if not new and kept.text != text:
+                    # a retry sends the same card's answer again (kept once, as the page's second key press on a card
+                    # is); another review's answer under a used id was dropped with a 200, so its client never knew
+                    raise InputError(f"answer_id {answer_id!r} is already the id of another review's answer (row "
+                                     f"{kept.row}); each answer needs an id of its own")
                 self.sent.setdefault(client, []).append(answer_id)
             self.queue.release(row - 1)
             if action == "answer":
