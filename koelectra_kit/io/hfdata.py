@@ -40,6 +40,7 @@ DICT_MARKER = "dataset_dict.json"
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 BATCH_ROWS = 1000  # rows per Arrow read: flat memory, few Python calls
+NO_ROWS = "the dataset has no rows"  # as ``labelled.read_labelled`` says it (of a file: "the file has no rows")
 CORPUS_FORMAT = 1  # of the texts file ``corpus_file`` writes: raise it when that changes, so old copies go unused
 
 
@@ -120,11 +121,13 @@ def parse_source(value) -> DatasetSource:
         if split not in splits:
             said = "needs a split" if split is None else f"has no split {split!r}"
             raise InputError(f"{text}: this DatasetDict {said}; splits: {', '.join(splits)} (write {folder}:SPLIT)")
+        _check_has_rows(folder / split, text)
         return DatasetSource("disk", str(folder), text, split=split, splits=splits)
     if all((folder / m).is_file() for m in DATASET_MARKERS):
         if split is not None:
             raise InputError(f"{text}: {folder} holds one Dataset, not a DatasetDict: it has no splits; "
                              f"drop ':{split}'")
+        _check_has_rows(folder, text)
         return DatasetSource("disk", str(folder), text)
     if parquet_shards(folder):
         if split is not None:
@@ -152,6 +155,18 @@ def _read_splits(folder: Path) -> list[str]:
         return list(json.loads((folder / DICT_MARKER).read_text(encoding="utf-8"))["splits"])
     except (OSError, ValueError, KeyError, TypeError):
         raise InputError(f"{folder}/{DICT_MARKER} is unreadable: save the dataset again with save_to_disk") from None
+
+
+def _check_has_rows(folder: Path, text: str) -> None:
+    """A one-line error for a ``save_to_disk`` folder of no rows. ``save_to_disk`` writes no Arrow file for one (its
+    state.json lists none), which ``load_from_disk`` then fails to read with "list index out of range"; said here, a
+    reader reports it before it logs or loads anything. A folder this can't read is left to ``load_from_disk``."""
+    try:
+        files = json.loads((folder / "state.json").read_text(encoding="utf-8"))["_data_files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if files == []:
+        raise InputError(f"{text}: {NO_ROWS}")
 
 
 def parquet_shards(folder: Path) -> list[Path]:
@@ -189,11 +204,13 @@ def _load(src: DatasetSource, streaming: bool):
     import datasets
 
     if src.kind == "disk":
+        # a DatasetDict's split alone (its own save_to_disk folder): loading the dict failed on another split that
+        # datasets can't read, one of no rows among them
+        folder = Path(src.name) / src.split if src.split is not None else Path(src.name)
         try:
-            ds = datasets.load_from_disk(src.name)
+            return datasets.load_from_disk(str(folder))
         except Exception as e:  # noqa: BLE001 - datasets raises several types for a damaged folder
             raise InputError(f"{src}: not a readable `save_to_disk` folder ({_one_line(e)})") from None
-        return ds[src.split] if src.split is not None else ds
     from .hubreach import in_cache, unreachable
 
     reason = unreachable()
@@ -249,14 +266,37 @@ def _dataset_rows(ds) -> Rows:
     except TypeError:  # an IterableDataset
         num_rows = None
     files = [Path(f["filename"]) for f in (getattr(ds, "cache_files", None) or [])]
+    names = {c: to_names for c, f in (getattr(ds, "features", None) or {}).items()
+             if c in columns and (to_names := _class_names(f)) is not None}
 
     def records() -> Iterator[Record]:
         n = 0
         for batch in batches:
+            for c, to_names in names.items():
+                batch[c] = [to_names(v) for v in batch[c]]
             for row in zip(*(batch[c] for c in columns)):
                 n += 1
                 yield Record(list(row), n + 1)  # line numbers as a table's: the first row is line 2
     return Rows(columns, records(), num_rows, files)
+
+
+def _class_names(feature):
+    """For a ``ClassLabel`` column (or a list of them: multi-label tags), a function from its stored integers to
+    their names, so every reader sees what a file would spell out (NSMC's 0/1 as negative/positive): label sets and
+    aliases match, and ``label`` copies the names into its output. -1 ("no label") is a missing value; an integer
+    past the names (no ``ClassLabel`` encoder lets one in) stays as stored. None for any other column."""
+    import datasets
+
+    if isinstance(feature, datasets.ClassLabel):
+        names = feature.names
+
+        def to_name(v):
+            return None if v is None or v == -1 else names[v] if 0 <= v < len(names) else v
+        return to_name
+    # [ClassLabel], or Sequence / List / LargeList (datasets' classes for a list column, by version) of one
+    inner = feature[0] if isinstance(feature, list) and len(feature) == 1 else getattr(feature, "feature", None)
+    one = _class_names(inner) if isinstance(inner, datasets.ClassLabel) else None
+    return None if one is None else (lambda vs: None if vs is None else [one(v) for v in vs])
 
 
 def _parquet_rows(src: DatasetSource) -> Rows:
@@ -293,8 +333,8 @@ def _same_columns(shards: list[Path], columns: list[list]) -> list:
 
 def read_dataframe(value):
     """The whole table as ``tables.read_table`` gives a file's: strings where the data holds text, '' for a
-    missing value. A ``ClassLabel`` column reads as its names (NSMC's 0/1 as negative/positive), so label sets and
-    aliases work as they do on a file that spells them out; -1 ("no label") reads as ''.
+    missing value. A ``ClassLabel`` column reads as its names (``_dataset_rows``, as every reader of a dataset sees
+    it); -1 ("no label") reads as ''.
 
     Each value as written (``tables.values_frame``, as ``tables.read_table`` reads one Parquet file): pandas'
     ``read_parquet`` / ``to_pandas`` made an integer column with a missing value float (a label 1 read as '1.0'),
@@ -303,15 +343,8 @@ def read_dataframe(value):
     if src.kind == "parquet":
         rows = _parquet_rows(src)
         return values_frame(rows.columns, rows.records, src, "parquet")
-    import datasets
-
-    ds = _load(src, streaming=False)
-    rows = _dataset_rows(ds)
-    df = values_frame(rows.columns, rows.records, src, "dataset")
-    for name, feature in ds.features.items():
-        if isinstance(feature, datasets.ClassLabel):
-            df[name] = ["" if v == "" or int(v) < 0 else feature.int2str(int(v)) for v in df[name]]
-    return df
+    rows = _dataset_rows(_load(src, streaming=False))
+    return values_frame(rows.columns, rows.records, src, "dataset")
 
 
 def iter_texts(value, text_column: str | int | None = None) -> Iterator[str]:
@@ -343,16 +376,17 @@ def corpus_file(value, text_column: str | None = None, cache: str | Path | None 
         if src.kind == "hub":
             log(f"{src}: using the copy streamed before, {target} (delete it to stream the dataset again)")
         return target
+    # the first text read before the log's line: a dataset of no rows (an empty text is "", a row still) is an error
+    # that follows no line naming a file never written
+    texts = iter_texts(src, text_column)
+    first = next(texts, None)
+    if first is None:
+        raise InputError(f"{src}: {NO_ROWS}")
     log(f"{src}: writing its texts to {target}")
-    n = 0
     with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for text in iter_texts(src, text_column):
+        for text in itertools.chain([first], texts):
             f.write(text.replace("\r", " ").replace("\n", " "))
             f.write("\n")
-            n += 1
-    if n == 0:
-        target.unlink(missing_ok=True)
-        raise InputError(f"{src}: no rows in it")
     return target
 
 
