@@ -37,7 +37,7 @@ from ..io.textcheck import is_blank
 from .guard import Guard, host_names
 from .jobs import Busy, JobStore, NotFound, SharedClassifier, disk_message
 from .labelstore import LabelFileProblem
-from .settings import AppSettings
+from .settings import APP_OVERRIDE, AppSettings
 from .teach_routes import correction_routes, teach_routes
 from .uploads import TooLarge, inspect, receive, upload_kind
 
@@ -116,7 +116,7 @@ def _models(settings: AppSettings, classifier):
         pool = Pool.read(settings.teach, settings.text_column)  # a pool without a text column: refused before loading
         start = start_point(settings.model, settings.encoder, settings.classes, settings.device, settings.precision)
         if start.classifier is not None:
-            check_trained_head(start.classifier)
+            check_trained_head(start.classifier, override=APP_OVERRIDE)
         log = _labels_log(settings, start.labels)
         shared = SharedClassifier(start.classifier, start.labels)
         teacher = Teacher(settings, shared, start, pool, log)
@@ -125,7 +125,7 @@ def _models(settings: AppSettings, classifier):
         from ..classify.classifier import Classifier
 
         classifier = Classifier.load(settings.model, device=settings.device, precision=settings.precision)
-    check_trained_head(classifier)
+    check_trained_head(classifier, override=APP_OVERRIDE)
     if settings.labels:
         log = _labels_log(settings, list(classifier.labels))
     return SharedClassifier(classifier), teacher, log

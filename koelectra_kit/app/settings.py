@@ -11,6 +11,8 @@ from ..errors import ConfigError, InputError
 from ..label.config import MAX_BATCH
 
 MB = 1 << 20
+# what the app's user can do with an encoder that has no trained head (label's --allow-generic-labels is no app flag)
+APP_OVERRIDE = "teach it in the app: --teach POOL.csv --labels LABELS.csv"
 
 
 def check_dev_columns(dev: str) -> None:
@@ -34,6 +36,51 @@ def check_dev_columns(dev: str) -> None:
             raise InputError(f"--dev {dev}: no {what} column (none of {', '.join(names[:4])}, ... is present; "
                              f"columns present: {present}); each retrain reads the dev file by these names: rename "
                              f"its column of {'reviews' if what == 'text' else 'labels'} to {usual}")
+
+
+def check_dev_labels(dev: str, classes: list[str]) -> None:
+    """``--dev``'s labels are the app's classes, read as each retrain reads the file (``retrain.read_dev``): a label
+    outside them started the app, and then failed every round with the reader's hint to set finetune's label_map= or
+    drop_unknown_labels=, keys the app has no flag for."""
+    import warnings
+
+    from ..io.labelled import read_labelled
+    from .retrain import read_dev
+
+    with warnings.catch_warnings():  # (a dev file `label` wrote: the rounds that read it say so)
+        warnings.simplefilter("ignore")
+        try:
+            read_dev(dev, classes)
+            return
+        except InputError as e:
+            problem = str(e)
+        try:  # which labels: the same rows read again, the unknown ones reported instead of refused
+            unknown = read_labelled(dev, classes, drop_unknown_labels=True).report["dropped"].get("unknown_label")
+            values = (unknown or {}).get("values") or {}
+        except InputError:  # no row left: every label is unknown, so each one in the file is named
+            values = _labels_outside(dev, classes)
+    if not values:  # not its labels (an empty file, every text empty): the reader's own line
+        raise InputError(f"--dev {problem}") from None
+    shown = ", ".join(f"{v!r} ({n} row{'s' if n != 1 else ''})" for v, n in list(values.items())[:6])
+    raise InputError(f"--dev {dev}: labels that are not the app's classes ({', '.join(classes)}): {shown}"
+                     f"{' ...' if len(values) > 6 else ''}; each retrain is scored on this file: relabel those rows "
+                     "with these classes, or take them out of it")
+
+
+def _labels_outside(dev: str, classes: list[str]) -> dict[str, int]:
+    """{label: rows} of the label column's values that name none of ``classes`` (as the reader matches them)."""
+    from ..io.labelled import LABEL_COLUMNS, label_resolver
+    from ..io.tables import pick_column, read_table
+
+    try:
+        df = read_table(dev)
+    except InputError:
+        return {}
+    column, resolve, values = pick_column(df.columns, None, LABEL_COLUMNS, dev), label_resolver(classes), {}
+    for value in (str(v).strip() for v in (df[column] if column is not None else [])):
+        if value and resolve(value) is None:
+            values[value] = values.get(value, 0) + 1
+    return dict(sorted(values.items(), key=lambda kv: -kv[1]))
 
 
 @dataclass
@@ -91,6 +138,29 @@ class AppSettings:
         if self.workdir and Path(self.workdir).exists() and not Path(self.workdir).is_dir():
             raise ConfigError(f"workdir={self.workdir} is a file; give a folder for uploads and results")
         self._validate_teach()
+        if not self.teach:
+            self._check_classifier()
+
+    def _check_classifier(self) -> None:
+        """A local encoder folder as --model outside teach mode is refused here, with the app's own way on: the
+        labeller's refusal (after loading it) ended "or pass --allow-generic-labels", a flag of `label`'s only."""
+        from ..classify.classifier import head_labels
+
+        if head_labels(self.model) == []:
+            raise ConfigError(f"--model {self.model} has no trained classification head (its labels are "
+                              "transformers' placeholders LABEL_0, LABEL_1, ...: a pretraining discriminator or a bare "
+                              f"encoder?); fine-tune it with `koelectra-kit finetune` first, or {APP_OVERRIDE}")
+
+    def start_classes(self) -> list[str] | None:
+        """The classes teach mode answers in, told from the files without loading a model (as teach.start_point
+        decides them): a classifier --model's own, else --classes or the default ones; None for a --model that is
+        not a local folder (a hub id: loading it tells)."""
+        from ..classify.classifier import head_labels
+        from ..finetune.config import DEFAULT_LABELS
+
+        if not Path(os.path.expanduser(self.model)).is_dir():
+            return None
+        return head_labels(self.model) or list(self.classes or DEFAULT_LABELS)
 
     def _validate_teach(self) -> None:
         from ..suggest.rows import STRATEGIES
@@ -128,7 +198,9 @@ class AppSettings:
             raise ConfigError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
         if self.classes is not None and (len(self.classes) < 2 or len(set(self.classes)) != len(self.classes)
                                          or not all(c.strip() for c in self.classes)):
-            raise ConfigError(f"--classes {','.join(self.classes)}: at least 2 distinct names")
+            raise ConfigError(f"--classes {','.join(self.classes) or repr('')}: at least 2 distinct names")
+        if self.dev and (classes := self.start_classes()):  # after --classes: the dev file is read against them
+            check_dev_labels(self.dev, classes)
 
     def run_token(self) -> str | None:
         """The token this run requires: the one given, a fresh random one off loopback, else None."""

@@ -48,22 +48,15 @@ class StartModel:
 
 def _has_task_head(path: Path) -> bool:
     """Whether the model folder ``path`` is a fine-tuned sequence classifier (real label names), not a bare encoder."""
-    import json
+    from ..classify.classifier import head_labels, toolkit_kind
 
-    from ..classify.classifier import placeholder_labels
-
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8")) if path.is_dir() else {}
-    except (OSError, ValueError):
-        return False
-    archs = " ".join(config.get("architectures") or [])
-    names = [v for _, v in sorted((config.get("id2label") or {}).items(), key=lambda kv: int(kv[0]))]
-    return "ForSequenceClassification" in archs and bool(names) and not placeholder_labels(names)
+    return toolkit_kind(path) is None and bool(head_labels(path))
 
 
 def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
     """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
     from ..classify.classifier import Classifier, toolkit_kind
+    from ..finetune.config import DEFAULT_LABELS
     from ..hub.modelio import check_model_source
 
     kind = toolkit_kind(model)
@@ -74,7 +67,7 @@ def start_point(model: str, encoder: str | None, classes: list[str] | None, devi
                 raise InputError(f"--model {model}: an encoder folder needs its tokenizer (tokenizer.json) to be "
                                  "fine-tuned")
             start = Path(encoder) if encoder else path
-            return StartModel(None, str(start), list(classes or ["negative", "neutral", "positive"]),
+            return StartModel(None, str(start), list(classes or DEFAULT_LABELS),
                               fine_tuned=_has_task_head(start))
     clf = Classifier.load(model, device=device, precision=precision)
     if classes and list(classes) != list(clf.labels):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io.records import texts_of
 from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
@@ -232,6 +232,19 @@ def _resolve_backend(backend: str, quantize: bool) -> str:
     return backend
 
 
+def check_precision(precision: str, quantize: bool, backend: str) -> None:
+    """A precision other than auto or fp32 where nothing would compute in it: int8 (``quantize``, either engine) and
+    ONNX (the exported fp32 graph, on CPU and GPU alike) take no dtype (``load``), and bf16 or fp16 was ignored
+    without a word, the output the same bytes as fp32's."""
+    if precision in ("auto", "fp32") or not (quantize or backend == "onnx"):
+        return
+    if quantize:
+        raise ConfigError(f"precision={precision} with quantize: int8 weights compute in int8 and fp32, whatever the "
+                          f"precision; leave precision out (auto), or drop quantize to run in {precision}")
+    raise ConfigError(f"precision={precision} with backend=onnx: onnxruntime runs the exported fp32 graph, whatever "
+                      f"the precision; leave precision out (auto), or use backend=torch to run in {precision}")
+
+
 def _int8_torch(model):
     """int8 Linear layers in torch: torchao's dynamic int8 when installed; else torch's own quantize_dynamic,
     deprecated (and removed in a later torch), with a warning that names the replacements."""
@@ -246,7 +259,12 @@ def _int8_torch(model):
 
         warnings.warn("quantize with backend=torch uses torch's deprecated quantize_dynamic: install torchao, or "
                       "use backend=onnx (pip install 'koelectra-kit[onnx]')", FutureWarning, stacklevel=3)
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        with warnings.catch_warnings():
+            # torch's own word for the deprecation just warned of, raised from inside quantize_dynamic (torch 2.13):
+            # a second warning, with a site-packages path and a line of torch's source
+            warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor.* deprecated",
+                                    category=UserWarning)
+            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     quantize_(model, Int8DynamicActivationInt8WeightConfig())
     return model
 
@@ -284,6 +302,7 @@ class Classifier:
         if threads:
             torch.set_num_threads(threads)
         _LOADED["torch"] = True
+        check_precision(precision, quantize, backend)
         name_or_dir = check_model_source(name_or_dir)
         dev = resolve_device(device)  # device=cuda without a GPU: said before the weights are read
         with loading(name_or_dir), quiet_transformers():
@@ -399,6 +418,30 @@ def _check_recorded_labels(source, labels: list[str], recorded) -> None:
         raise InputError(f"{source}/config.json: id2label lists {labels} but the model was fine-tuned with "
                          f"{[str(x) for x in recorded]} (koelectra_kit.labels; names and order must match); put "
                          "id2label back or fine-tune again")
+
+
+def head_labels(model_dir: str | Path) -> list[str] | None:
+    """The labels a local model folder's trained head answers in, read from its files without loading it: a TF-IDF or
+    ensemble folder's classifier.json, a ...ForSequenceClassification's config.json id2label. [] where config.json
+    names transformers' placeholders (LABEL_0, LABEL_1, ...; none at all reads as those): a pretraining
+    discriminator or a bare encoder, no trained head. None where the files can't tell (a hub id, a config.json that
+    can't be read, an architecture that is no classifier's): loading the model decides."""
+    path = Path(os.path.expanduser(str(model_dir)))
+    if not path.is_dir():
+        return None
+    if toolkit_kind(path):
+        from .registry import read_manifest
+
+        return [str(name) for name in read_manifest(path).get("labels") or []] or None
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        names = [str(v) for _, v in sorted((config.get("id2label") or {}).items(), key=lambda kv: int(kv[0]))]
+        archs = " ".join(config.get("architectures") or [])
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    if not names or placeholder_labels(names):
+        return []
+    return names if "ForSequenceClassification" in archs else None
 
 
 def model_info(model_dir: str | Path) -> dict:

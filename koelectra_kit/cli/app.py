@@ -88,7 +88,8 @@ def run(args) -> int:
                            batch_size=args.batch_size, device=args.device, precision=args.precision,
                            workdir=args.workdir, teach=args.teach, labels=args.labels, text_column=args.text_column,
                            dev=args.dev, retrain_every=args.retrain_every, encoder=args.encoder,
-                           classes=[c.strip() for c in args.classes.split(",")] if args.classes else None,
+                           # `is not None`: --classes "" (an unset variable) quietly meant the default classes
+                           classes=[c.strip() for c in args.classes.split(",")] if args.classes is not None else None,
                            strategy=args.strategy, seed=args.seed, retrain_overrides=list(args.retrain_set),
                            retrain_recipe=args.retrain_recipe)
     settings.validate()

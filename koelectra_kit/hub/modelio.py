@@ -82,6 +82,14 @@ def loading(name: str, what: str = "model") -> Iterator[None]:
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
+        missing = "no file named" in first or "does not appear to have a file named" in first
+        if missing and ("model.safetensors" in first or "pytorch_model.bin" in first):
+            # transformers' words for a folder (or hub repository) without weights: they name model.safetensors,
+            # which made the check below call a file that is not there "damaged or truncated"
+            fix = ("copy the whole model folder again" if Path(os.path.expanduser(name)).is_dir() else
+                   "is it a model repository (config.json + weights)?")
+            raise InputError(f"{named(what, name)}: no model.safetensors (or pytorch_model.bin) in {name}: the "
+                             f"weights file is missing; {fix}") from None
         if "safetensors" in text.lower() or "header" in first.lower():
             raise InputError(f"{named(what, name)}: model.safetensors is damaged or truncated ({first})") from None
         raise InputError(f"{named(what, name)}: can't load it ({first})") from None

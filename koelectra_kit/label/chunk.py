@@ -31,15 +31,16 @@ def prefixed(names: list[str], existing: list[str]) -> dict[str, str]:
     return {n: prefix + n for n in names}
 
 
-def check_trained_head(clf, allow_generic_labels: bool = False) -> None:
+def check_trained_head(clf, allow_generic_labels: bool = False, override: str = "--allow-generic-labels") -> None:
     """Refuse a model whose labels are transformers' placeholders (LABEL_0, LABEL_1, ...): its head was never
-    trained for a task, so every label it gives is noise."""
+    trained for a task, so every label it gives is noise. ``override``: how this command's user says to go on
+    anyway (a flag, a config key, or another way: the app has none, so its hint named a flag it refuses)."""
     if allow_generic_labels:
         return
     if placeholder_labels(clf.labels):
         raise InputError(f"{clf.source or 'the model'} has no trained classification head (its labels are "
                          f"{', '.join(clf.labels)}: a pretraining discriminator or a bare encoder?); fine-tune it "
-                         "with `koelectra-kit finetune` first, or pass --allow-generic-labels")
+                         f"with `koelectra-kit finetune` first, or {override}")
 
 
 def load_classifier(model, backend: str = "auto", **options):

@@ -111,6 +111,9 @@ class LabelConfig:
                                   "Text/CSV), or label the file unsharded into .xlsx")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r}: use one of {', '.join(BACKENDS)}")
+        from ..classify.classifier import check_precision
+
+        check_precision(self.precision, self.quantize, self.backend)  # (Classifier.load's own check, said before work)
         if self.cache_rows < 0:
             raise ConfigError(f"cache_rows={self.cache_rows} must be 0 or more (0: deduplicate within a chunk only)")
         if not self.text_column:

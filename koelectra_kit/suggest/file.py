@@ -124,7 +124,7 @@ def run_suggest(cfg: SuggestConfig, classifier=None) -> SuggestSummary:
             from ..classify.classifier import Classifier
 
             classifier = Classifier.load(cfg.model, device=cfg.device, precision=cfg.precision)
-        check_trained_head(classifier, cfg.allow_generic_labels)
+        check_trained_head(classifier, cfg.allow_generic_labels, override="pass allow_generic_labels=true")
         exclude = []
         for path in cfg.labelled:
             # only read: a torn last line is left out with one warning, the file left as it is
