@@ -138,3 +138,27 @@ def test_starting_over_says_so_and_keeps_the_earlier_rows_until_the_first_chunk(
     monkeypatch.undo()
     s = label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, resume=True)
     assert s.rows == 40 and s.new_rows == 30
+
+
+def test_resume_on_a_finished_output_is_refused_before_the_model_loads(tmp_path, tiny_classifier_dir, capsys,
+                                                                       monkeypatch):
+    """--resume on an output with nothing left to resume was refused only once the model had loaded (seconds for a
+    large one, and a quantized load's warnings printed first)."""
+    import koelectra_kit.label.run as run
+
+    src, out = _reviews(tmp_path / "in.csv"), tmp_path / "out.csv"
+    assert main(["label", "--model", str(tiny_classifier_dir), "--input", str(src), "--output", str(out),
+                 "--text-column", "review", "--no-progress"]) == 0
+    before = out.read_bytes()
+
+    def never(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(run, "load_classifier", never)
+    capsys.readouterr()
+    rc = main(["label", "--model", str(tiny_classifier_dir), "--input", str(src), "--output", str(out),
+               "--text-column", "review", "--no-progress", "--resume"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == f"error: {out} is complete (no out.csv.partial to resume); pass --overwrite to " \
+                                      "label it again"
+    assert out.read_bytes() == before and not (tmp_path / "out.csv.partial").exists()

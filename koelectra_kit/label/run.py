@@ -184,6 +184,13 @@ class FileLabeller:
             raise InputError(f"{self.src} changed as the run started (while its encoding and columns were read); "
                              "run again once it is complete")
 
+    def check_resumable(self) -> None:
+        """--resume on a finished output with nothing to resume: said before the model loads (seconds, for a large
+        one), as ``prepare_state`` would say it after."""
+        if self.cfg.resume and self.dst.exists() and (not self.partial.exists() or read_state(self.state_path) is None):
+            raise InputError(f"{self.dst} is complete (no {self.partial.name} to resume); pass --overwrite to label it "
+                             "again")
+
     def load_model(self) -> None:
         cfg = self.cfg
         if self.clf is None:
@@ -222,9 +229,7 @@ class FileLabeller:
             if cfg.progress:
                 log(f"resuming {self.partial}: {self.state.rows_done:,} rows already labelled")
         else:
-            if cfg.resume and self.dst.exists():
-                raise InputError(f"{self.dst} is complete (no {self.partial.name} to resume); pass --overwrite "
-                                 "to label it again")
+            self.check_resumable()  # (run() said it before the model loaded; a caller of the steps hears it here)
             if cfg.resume and cfg.progress:
                 log("nothing to resume: starting from the first row")
             if saved is not None and saved.get("rows_done"):
@@ -285,6 +290,7 @@ class FileLabeller:
         with PartialLock(self.partial, self.dst):  # before any file is touched: one run per output (label/lock.py)
             try:
                 self.open_input()
+                self.check_resumable()
                 self.load_model()
                 self.prepare_state()
                 with frozen_gc():
