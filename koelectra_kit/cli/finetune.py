@@ -18,10 +18,12 @@ Keys (all in configs/finetune/sentiment.yaml, which equals the built-in defaults
 dev, out, text_column, label_column, rating_column, rating_map (stars5 | nsmc10 | "1-2:negative,..."),
 labels, label_map, drop_unknown_labels, encoding, max_length, epochs, batch_size, lr, layer_decay,
 warmup_ratio, weight_decay, max_grad_norm (formerly grad_clip), class_weights (none|balanced), eval_every,
-patience, seed, precision (auto|fp32|bf16), device, max_train_rows, dev_fraction, init (pretrained|random).
+patience, seed, precision (auto|fp32|bf16), device, max_train_rows, dev_fraction, init (pretrained|random),
+save_every, save_every_minutes, resume.
 --config NAME also finds a shipped preset by name (--config sentiment, --config tiny).
 Writes OUT/ as a Hugging Face model dir (best dev macro-F1 checkpoint) + eval.json, data_report.json,
-metrics.jsonl, confusion.png, curves.png. Ctrl-C stops early and still writes the best checkpoint."""
+metrics.jsonl, confusion.png, curves.png. Ctrl-C stops early and still writes the best checkpoint; a killed or
+stopped run continues from OUT.work when the same command runs again (resume=false starts over)."""
 
 
 def register(subparsers) -> None:
