@@ -41,6 +41,12 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def _rows(folder: Path) -> list[tuple]:
+    """metrics.jsonl's rows without their timings: what a resumed run must log as the uninterrupted one did."""
+    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [(r["kind"], r["step"], r["loss"], r.get("macro_f1")) for r in rows]
+
+
 def _kill_at(step: int):
     def on_step(s: int) -> None:
         if s == step:
@@ -61,11 +67,11 @@ def test_a_killed_finetune_resumes_to_the_uninterrupted_weights(uninterrupted, t
                                                                capsys):
     train = sample_dir / "reviews_labelled.csv"
     out, work = tmp_path / "sentiment", tmp_path / "sentiment.work"
-    with pytest.raises(Killed):
-        finetune(_cfg(tiny_encoder_dir, train, out), on_step=_kill_at(37))
+    with pytest.raises(Killed):  # checkpoints every 8 steps: step 32, mid-epoch, 2 steps into a train row's window
+        finetune(_cfg(tiny_encoder_dir, train, out, "save_every=8"), on_step=_kill_at(37))
     assert not out.exists()
-    assert json.loads((work / "checkpoints" / "latest.json").read_text())["step"] == 30
-    assert max(json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()) > 30
+    assert json.loads((work / "checkpoints" / "latest.json").read_text())["step"] == 32
+    assert max(json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()) > 32
 
     # another lr is another run: refused, naming it, and the checkpoint is kept
     with pytest.raises(ConfigError, match=r"sentiment\.work holds a fine-tuning run with other settings: lr 0\.001 -> "
@@ -74,16 +80,14 @@ def test_a_killed_finetune_resumes_to_the_uninterrupted_weights(uninterrupted, t
     assert (work / "checkpoints" / "latest.json").exists()
     capsys.readouterr()
 
-    result = finetune(_cfg(tiny_encoder_dir, train, out, "log_every=7"))  # (how often it logs may change)
+    result = finetune(_cfg(tiny_encoder_dir, train, out, "save_every=8", "progress=true"))  # (how it runs may change)
     assert "resumed from" in capsys.readouterr().err
     assert _same(_weights(out), _weights(uninterrupted[0]))  # bit-exact continuation
     assert result["best"] == uninterrupted[1]["best"] and result["dev"] == uninterrupted[1]["dev"]
     assert result["train"]["steps"] == uninterrupted[1]["train"]["steps"] and result["train"]["stopped"] == "completed"
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    evals = [(r["step"], r["macro_f1"]) for r in rows if r["kind"] == "eval"]
-    whole = [json.loads(x) for x in (uninterrupted[0] / "metrics.jsonl").read_text().splitlines()]
-    assert evals == [(r["step"], r["macro_f1"]) for r in whole if r["kind"] == "eval"]  # the killed run's rows after
-    assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)  # its checkpoint went, none twice
+    # the same log: the killed run's rows after its checkpoint went, none twice, and the first train row after the
+    # resume averages the whole window (its first 2 steps were in the checkpoint)
+    assert _rows(out) == _rows(uninterrupted[0])
     assert not work.exists()  # done: the checkpoints are gone
 
 
@@ -95,21 +99,21 @@ def test_sigterm_publishes_the_best_so_far_and_the_same_command_finishes_the_run
     out, work = tmp_path / "sentiment", tmp_path / "sentiment.work"
 
     def term(step):
-        if step == 23:
+        if step == 20:  # a step with a dev evaluation: it runs before the run stops (the resume skipped it)
             os.kill(os.getpid(), signal.SIGTERM)
 
     before = signal.getsignal(signal.SIGTERM)
     first = finetune(_cfg(tiny_encoder_dir, train, out), on_step=term)
     assert signal.getsignal(signal.SIGTERM) is before
-    assert first["train"]["stopped"] == "interrupted" and first["train"]["steps"] == 23 and out.is_dir()
+    assert first["train"]["stopped"] == "interrupted" and first["train"]["steps"] == 20 and out.is_dir()
     err = capsys.readouterr().err
-    assert f"{work} keeps the run at step 23 of 78: the same command continues it" in err
-    assert json.loads((work / "checkpoints" / "latest.json").read_text())["step"] == 23
+    assert f"{work} keeps the run at step 20 of 78: the same command continues it" in err
+    assert json.loads((work / "checkpoints" / "latest.json").read_text())["step"] == 20
 
     result = finetune(_cfg(tiny_encoder_dir, train, out))
-    assert "at step 23 of 78" in capsys.readouterr().err
+    assert "at step 20 of 78" in capsys.readouterr().err
     assert result["train"]["stopped"] == "completed" and result["best"] == uninterrupted[1]["best"]
-    assert _same(_weights(out), _weights(uninterrupted[0]))
+    assert _same(_weights(out), _weights(uninterrupted[0])) and _rows(out) == _rows(uninterrupted[0])
     assert not work.exists()
 
 
@@ -222,3 +226,64 @@ def test_a_work_folder_with_trackers_files_is_a_work_folder(tmp_path):
     (work / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="is not a distill run's work folder"):
         check_work_dir(work, "distill")
+
+
+def test_a_model_folder_retrained_in_place_is_another_run(tiny_encoder_dir, sample_dir, tmp_path):
+    """model= names a path: an encoder pretrained or exported again there was resumed with the old weights' run."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    train, model = sample_dir / "reviews_labelled.csv", tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, model)
+    out = tmp_path / "sentiment"
+    with pytest.raises(Killed):
+        finetune(_cfg(model, train, out, "epochs=1"), on_step=_kill_at(12))
+    weights = load_file(model / "model.safetensors")
+    save_file({k: v * 1.01 for k, v in weights.items()}, model / "model.safetensors")
+    with pytest.raises(ConfigError, match=r"holds a fine-tuning run with other starting weights \(the model= folder "
+                                          r"holds other weights"):
+        finetune(_cfg(model, train, out, "epochs=1"))
+
+
+def test_a_lost_pointer_resumes_from_the_newest_checkpoint_and_a_damaged_one_is_one_line(tiny_encoder_dir, sample_dir,
+                                                                                      tmp_path, capsys):
+    """latest.json deleted (or damaged): the run started over without a word and pruned the checkpoint it had.
+    A truncated model.safetensors was safetensors' traceback."""
+    train = sample_dir / "reviews_labelled.csv"
+    out, work = tmp_path / "sentiment", tmp_path / "sentiment.work"
+    with pytest.raises(Killed):
+        finetune(_cfg(tiny_encoder_dir, train, out, "epochs=1"), on_step=_kill_at(24))
+    (work / "checkpoints" / "latest.json").write_text("{not json")
+    with pytest.raises(Killed):  # resumed at 20, then killed again before its next checkpoint
+        finetune(_cfg(tiny_encoder_dir, train, out, "epochs=1"), on_step=_kill_at(22))
+    err = capsys.readouterr().err
+    assert "latest.json is missing or damaged: resuming from the newest checkpoint, step-00000020" in err
+    assert "resumed from" in err and "at step 20 of 26" in err
+    (work / "checkpoints" / "latest.json").unlink()
+    with open(work / "checkpoints" / "step-00000020" / "model.safetensors", "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(InputError, match=r"checkpoint .*step-00000020 is damaged \(.*\); pass resume=false"):
+        finetune(_cfg(tiny_encoder_dir, train, out, "epochs=1"))
+
+
+@pytest.mark.parametrize("failure", ["full", "denied"])
+def test_a_checkpoint_that_cannot_be_written_is_one_line_naming_the_fix(failure, tiny_encoder_dir, sample_dir,
+                                                                        tmp_path, monkeypatch):
+    """A full disk ended in torch.save's RuntimeError ("unexpected pos ...") or safetensors' error, tracebacks both;
+    a folder it may not write in was blamed on disk space."""
+    import errno
+
+    from koelectra_kit.errors import KitError
+
+    def full(*a, **k):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 9920 vs 9814")
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("safetensors.torch.save_model", full if failure == "full" else denied)
+    fix = "free disk space" if failure == "full" else "make .*checkpoints writable"
+    with pytest.raises(KitError, match=f"could not write the step-10 checkpoint .*no earlier checkpoint exists; {fix}"):
+        finetune(_cfg(tiny_encoder_dir, sample_dir / "reviews_labelled.csv", tmp_path / "sentiment", "epochs=1"))
+    assert not list((tmp_path / "sentiment.work" / "checkpoints").glob("*step*"))

@@ -262,3 +262,16 @@ def test_a_start_folder_refitted_in_place_is_another_start(tiny_encoder_dir, tmp
     shutil.copy(tmp_path / "before.safetensors", encoder / "model.safetensors")
     with start_teach(encoder, tmp_path) as c:  # the start as it was: its round serves again
         assert c.state()["serving"] == "r001"
+
+
+def test_a_round_that_never_finishes_leaves_no_checkpoints(tmp_path):
+    """A round's fine-tune checkpoints into model.work (with --retrain-set save_every=N); round folders are never
+    trained in again, so a stopped round's checkpoints were left for good beside its removed model."""
+    from koelectra_kit.app.teach import _drop_unfinished
+
+    for name in ("model", "model.work/checkpoints/step-00000170"):
+        (tmp_path / "r001" / name).mkdir(parents=True)
+    _drop_unfinished(tmp_path / "r001", model=False)  # a failed round: its model folder stays, for its log
+    assert (tmp_path / "r001" / "model").is_dir() and not (tmp_path / "r001" / "model.work").exists()
+    _drop_unfinished(tmp_path / "r001")
+    assert not (tmp_path / "r001" / "model").exists()

@@ -155,7 +155,7 @@ class Teacher:
         for folder in sorted((self.dir / "rounds").iterdir()):
             n = _number(folder)
             if n and n not in known and folder.is_dir():
-                shutil.rmtree(folder / "model", ignore_errors=True)
+                _drop_unfinished(folder)
                 rnd = Round(round=n, labels=len(read_table_rows(folder / "train.csv")), per_class={},
                             state="interrupted", start_model=self.model_id, start_digest=self.start_digest,
                             message="the app stopped while this round trained; its labels are in the next round")
@@ -326,8 +326,9 @@ class Teacher:
             rnd.state, rnd.message = "failed", f"internal error ({type(e).__name__}: {e})"[:300]
             status = {"state": "failed", "message": f"{rnd.name} failed: {rnd.message}"}
         rnd.seconds = round(now() - t0, 1)
+        if rnd.state == "failed":
+            _drop_unfinished(folder, model=self.closing)  # (a failed round's model folder tells what it got to)
         if self.closing and rnd.state == "failed":  # stopped by the shutdown: said so, not blamed on the labels
-            shutil.rmtree(folder / "model", ignore_errors=True)
             rnd.state, rnd.message = "interrupted", "the app stopped while this round trained"
         try:
             append_round(self.dir / "rounds.jsonl", rnd)
@@ -464,6 +465,14 @@ def teach_dir(labels: str) -> Path:
     """LABELS.teach/ beside LABELS.csv: the rounds of this labels file."""
     path = Path(labels)
     return path.with_name(path.stem + ".teach")
+
+
+def _drop_unfinished(folder: Path, model: bool = True) -> None:
+    """A round that will never finish: its half-written model (``model``) and the fine-tune's checkpoints beside it
+    (model.work: round folders are never trained in again, so nothing would resume them or remove them)."""
+    if model:
+        shutil.rmtree(folder / "model", ignore_errors=True)
+    shutil.rmtree(folder / "model.work", ignore_errors=True)
 
 
 def _number(path: Path) -> int:

@@ -19,7 +19,9 @@ MAX_WEIGHTINGS = 10_000  # teacher weightings scored on dev (simplex grid points
 SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size")
 # Keys that change nothing in the trained weights: a resumed run may differ in them.
 NOT_TRAINING = ("progress", "resume", "save_every", "save_every_minutes", "eval_batch_size", "teacher_batch_size",
-                "log_every", "plots", "references", "cache_dir", "token_cache", "keep_work", "report_to")
+                "log_every", "plots", "references", "cache_dir", "token_cache", "keep_work", "report_to", "out",
+                "device")
+PATH_KEYS = ("teachers", "transfer", "exclude", "student", "train", "dev")  # compared as absolute paths on a resume
 
 
 @dataclass

@@ -23,6 +23,7 @@ from ..errors import ConfigError, InputError
 from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
                          write_text_atomic)
 from ..finetune.batching import length_grouped_batches
+from ..finetune.config import absolute_path
 from ..finetune.data import format_data_report, load_splits
 from ..finetune.model import build_optimizer, check_finite, default_lr, load_model
 from ..finetune.report import Window
@@ -35,7 +36,7 @@ from ..hub.modelio import check_model_source
 from ..runtime import (StopRequest, autocast, autocast_dtype, log, optimizer_step, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
-from .config import NOT_TRAINING, TFIDF, DistillConfig
+from .config import NOT_TRAINING, PATH_KEYS, TFIDF, DistillConfig
 from .data import exclusion_keys, format_transfer_report, load_transfer
 from .teacher import choose_weights, soften, teacher_labels, teacher_probs, texts_digest
 
@@ -177,7 +178,10 @@ class DistillRecipe:
         import json
 
         cfg = self.cfg
-        settings = {k: v for k, v in to_dict(cfg).items() if k not in NOT_TRAINING}
+        # paths compared as absolute ones: out=dk and out=$PWD/dk, or train=a.csv run from its folder and from above,
+        # are one run (a key of the paths as typed refused its own resume)
+        settings = {k: ([absolute_path(x) for x in v] if isinstance(v, list) else absolute_path(v))
+                    if k in PATH_KEYS else v for k, v in to_dict(cfg).items() if k not in NOT_TRAINING}
         h = hashlib.blake2b(digest_size=16)
         h.update(json.dumps(settings, sort_keys=True).encode() + self.soft.tobytes())
         dev, texts = texts_digest(self.splits.dev.texts), texts_digest(self.splits.train.texts + self.transfer.texts)
@@ -194,10 +198,8 @@ class DistillRecipe:
             self.progress = checkpoint.Progress()
         else:
             log(f"resumed from {self.work} at step {self.progress.step} of {self.total_steps}")
-        rows = (self.work / "metrics.jsonl").read_text(encoding="utf-8").splitlines() \
-            if (self.work / "metrics.jsonl").exists() else []
-        kept = [r for r in rows if json.loads(r)["step"] <= self.progress.step]  # a killed run's later rows go
-        write_text_atomic(self.work / "metrics.jsonl", "".join(r + "\n" for r in kept))
+        checkpoint.rows_until(self.work / "metrics.jsonl", self.progress.step)  # a killed run's later rows (and a
+        # line the kill cut short) go
 
     # -- train ----------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,8 +24,11 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..io.checkpoints import checkpoint_dirs, latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ..io.fileio import try_hold, write_text_atomic
+from ..runtime import warn
+from .report import Window
 
 T = TypeVar("T")
+OWN_FORM = ("best", "window", "stopped")  # RunState fields state.pt keeps in a form of their own (or not at all)
 WORK_FILES = ("checkpoints", "metrics.jsonl", "runs", "wandb")  # what a run writes into OUT.work
 
 
@@ -53,16 +55,19 @@ class RunState:
     eval_time: float = 0.0
     examples_seen: int = 0
     best: Best = field(default_factory=Best)
+    window: Window = field(default_factory=Window)  # the steps since the last train row (its losses on the device)
 
     def to_state(self, schedule) -> dict:
         """state.pt's dict: plain numbers and CPU tensors (read back with ``weights_only=True``), the lr schedule's
         position and every RNG stream (dropout draws from torch's)."""
         import torch
 
-        state = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("best", "stopped")}
-        b = self.best
+        state = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in OWN_FORM}
+        b, w = self.best, self.window
         state["best"] = {"macro_f1": b.macro_f1, "step": b.step, "state": b.state,
                          "logits": None if b.logits is None else torch.from_numpy(b.logits)}
+        state["window"] = {"losses": torch.stack(w.losses).float().cpu() if w.losses else torch.zeros(0),
+                           "examples": w.examples, "seconds": w.seconds}  # so the next train row is the whole run's
         state["schedule"] = schedule.state_dict()
         state["rng"] = rng_state()
         return state
@@ -71,14 +76,17 @@ class RunState:
     def from_state(cls, state: dict, schedule) -> "RunState":
         set_rng_state(state["rng"])
         schedule.load_state_dict(state["schedule"])
-        b = state["best"]
+        b, w = state["best"], state["window"]
         best = Best(b["macro_f1"], b["step"], b["state"], None if b["logits"] is None else b["logits"].numpy())
-        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name not in ("best", "stopped")}, best=best)
+        window = Window(list(w["losses"].unbind()), w["examples"], w["seconds"])
+        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name not in OWN_FORM}, best=best,
+                   window=window)
 
 
 # What a refused resume may name besides the settings (``run_parts``' digests)
 WORDS = {"train": "training rows (texts or labels)", "dev": "dev rows (texts or labels)",
-         "tokenizer": "tokenizer (another model=)"}
+         "tokenizer": "tokenizer (another model=)",
+         "weights": "starting weights (the model= folder holds other weights: retrained or exported again?)"}
 
 
 def rows_digest(texts: list[str], y) -> str:
@@ -88,6 +96,19 @@ def rows_digest(texts: list[str], y) -> str:
     for t in texts:
         h.update(t.encode("utf-8", "surrogatepass") + b"\0")
     h.update(np.asarray(y, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def weights_digest(model) -> str:
+    """A digest of ``model``'s weights as they are (a run's start: model= as loaded, its new head seeded): a model=
+    folder retrained or exported again under the same path was resumed with the checkpoint of the old weights."""
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    for name, value in model.state_dict().items():
+        if torch.is_tensor(value):
+            h.update(name.encode() + str(value.dtype).encode())
+            h.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -203,14 +224,19 @@ def load(work: Path, model, optimizer, run_key: str, parts: dict | None, words: 
     import torch
     from safetensors.torch import load_model
 
-    ckpt = latest_checkpoint(work)
+    ckpt = find_checkpoint(work)
     if ckpt is None:
         return None
+    damaged = f"checkpoint {ckpt} is damaged ({{}}); pass resume=false to start over"
     try:
         meta = json.loads((ckpt / "meta.json").read_text())
-        if meta.get("run_key") != run_key:
-            raise ConfigError(f"{work} holds a {what} run with other {differs(meta.get('run_parts'), parts, words)}; "
-                              "pass resume=false to start over (it is discarded)")
+        saved_key, saved_parts = meta.get("run_key"), meta.get("run_parts")
+    except (OSError, ValueError, AttributeError) as e:  # (AttributeError: JSON that is no object)
+        raise InputError(damaged.format(_first_line(e))) from None
+    if saved_key != run_key:
+        raise ConfigError(f"{work} holds a {what} run with other {differs(saved_parts, parts, words)}; pass "
+                          "resume=false to start over (it is discarded)")
+    try:
         load_model(model, str(ckpt / "model.safetensors"))
         opt = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True)
         state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
@@ -218,10 +244,28 @@ def load(work: Path, model, optimizer, run_key: str, parts: dict | None, words: 
         if scaler is not None and opt.get("scaler"):
             scaler.load_state_dict(opt["scaler"])
         return restore(state)
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError,
-            pickle.UnpicklingError) as e:  # (the last: torch.load of a file that is not a checkpoint)
-        raise InputError(f"checkpoint {ckpt} is damaged ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
-                         "pass resume=false to start over") from None
+    except Exception as e:  # noqa: BLE001 - safetensors, torch.load and the state's own readers raise many types
+        raise InputError(damaged.format(_first_line(e))) from None
+
+
+def find_checkpoint(work: Path) -> Path | None:
+    """The checkpoint to resume: latest.json's, or, where that is missing, damaged or names a folder that is gone,
+    the newest ``step-*`` folder (each is renamed into place whole before latest.json names it): a run whose
+    pointer was lost started over without a word and pruned the checkpoint it had."""
+    try:
+        ckpt = latest_checkpoint(work)
+    except InputError:  # (its advice, resume=<a checkpoint dir>, is pretraining's)
+        ckpt = None
+    found = checkpoint_dirs(work)
+    if ckpt is None and found:
+        ckpt = found[-1]
+        warn(f"note: {work / 'checkpoints' / 'latest.json'} is missing or damaged: resuming from the newest "
+             f"checkpoint, {ckpt.name}")
+    return ckpt
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _load_optimizer(optimizer, saved: dict) -> None:

@@ -225,10 +225,13 @@ def with_absolute_paths(cfg: FinetuneConfig) -> FinetuneConfig:
     fits its TF-IDF reference on the saved train=, and a relative one, read from another folder, named another
     file (there: the very file evaluated). Hub ids and hf: datasets stay as they are."""
     from dataclasses import replace
+
+    return replace(cfg, train=absolute_path(cfg.train), dev=absolute_path(cfg.dev), model=absolute_path(cfg.model))
+
+
+def absolute_path(value):
+    """A local file or folder's absolute path; anything else (a hub id, an hf: dataset, None) as it is."""
     from pathlib import Path
 
-    def absolute(value):
-        return str(Path(value).resolve()) if value and not str(value).startswith("hf:") and Path(value).exists() \
-            else value
-
-    return replace(cfg, train=absolute(cfg.train), dev=absolute(cfg.dev), model=absolute(cfg.model))
+    return str(Path(value).resolve()) if value and not str(value).startswith("hf:") and Path(value).exists() \
+        else value

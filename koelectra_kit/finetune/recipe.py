@@ -198,7 +198,7 @@ class FinetuneRecipe:
         self.run_parts = {"settings": json.loads(json.dumps(settings, default=str)),
                           "train": checkpoint.rows_digest(self.splits.train.texts, self.splits.train.y),
                           "dev": checkpoint.rows_digest(self.splits.dev.texts, self.splits.dev.y),
-                          "tokenizer": vocab_digest(self.tok)}
+                          "tokenizer": vocab_digest(self.tok), "weights": checkpoint.weights_digest(self.model)}
         self.run_key = checkpoint.run_key(self.run_parts)
         state = (checkpoint.load(self.work, self.model, self.optimizer, self.run_key, self.run_parts, checkpoint.WORDS,
                                  "fine-tuning", lambda saved: RunState.from_state(saved, self.schedule), self.scaler)
@@ -206,6 +206,7 @@ class FinetuneRecipe:
         if state is None:
             checkpoint.clear_work(self.work)
             return
+        state.window.losses = [loss.to(self.device) for loss in state.window.losses]  # (stacked with the next)
         self.state, self.checkpointed = state, state.step
         log(f"resumed from {self.work} at step {state.step} of {self.total_steps} (best dev macro-F1 so far "
             f"{state.best.macro_f1:.4f}, step {state.best.step})")
@@ -279,7 +280,6 @@ class FinetuneRecipe:
         self.y_train = torch.from_numpy(self.splits.train.y)
         self.bar = tqdm(total=self.total_steps, initial=st.step, desc="fine-tuning", unit="step",
                         disable=not cfg.progress, dynamic_ncols=True)
-        window = Window()
         last_save = time.perf_counter()
         graphed = None
         if self.graphs:
@@ -311,26 +311,23 @@ class FinetuneRecipe:
                         self.schedule.step()
                         st.step, st.batch = st.step + 1, st.batch + 1
                         st.examples_seen += len(idx)
-                        window.add(loss, len(idx))
+                        st.window.add(loss, len(idx))
                         self.bar.update(1)
                         if self.on_step is not None:
                             self.on_step(st.step)
-                        if stop.requested:  # at a step boundary: checkpointed, then the best model so far saved
-                            self.save_checkpoint()
-                            raise KeyboardInterrupt
                         # The host reads from the device only here, every log_every steps and before an evaluation; the
                         # step that reads waits for the GPU's queued steps, so their time is counted as training time.
                         log_now = st.step % cfg.log_every == 0 or st.step == self.total_steps
                         eval_now = st.step % self.eval_every == 0 or st.step == self.total_steps
-                        mean_loss = window.mean_loss() if log_now else None
+                        mean_loss = st.window.mean_loss() if log_now else None
                         if eval_now and not log_now:
                             synchronize(self.device)
                         dt = time.perf_counter() - t
                         st.train_time += dt
-                        window.seconds += dt
+                        st.window.seconds += dt
                         if log_now:
-                            self.log_train(window, mean_loss)
-                            window = Window()
+                            self.log_train(st.window, mean_loss)
+                            st.window = Window()
                         if eval_now:
                             self.evaluate()
                             if self.patience and st.since_best >= self.patience:
@@ -338,6 +335,9 @@ class FinetuneRecipe:
                                 break
                         if st.step >= self.total_steps:
                             break
+                        if stop.requested:  # the step done, its evaluation too: checkpointed, the best model saved
+                            self.save_checkpoint()
+                            raise KeyboardInterrupt
                         due = cfg.save_every and st.step % cfg.save_every == 0
                         if due or (cfg.save_every_minutes and time.perf_counter() - last_save
                                    >= 60 * cfg.save_every_minutes):

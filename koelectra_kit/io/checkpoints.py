@@ -7,6 +7,7 @@ in ``state.pt`` and ``meta.json``, and when it may resume, is the stage's own (`
 ``finetune.checkpoint``)."""
 from __future__ import annotations
 
+import errno
 import json
 import random
 import shutil
@@ -57,6 +58,7 @@ def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict
     ``state``: the stage's loop state (CPU tensors and numbers, with ``step``). An OSError (disk full,
     permissions) removes the partial dir and raises a KitError: the previous checkpoint and pointer are untouched."""
     import torch
+    from safetensors import SafetensorError
     from safetensors.torch import save_model
 
     root = out / "checkpoints"
@@ -77,15 +79,23 @@ def save_checkpoint(out: Path, model, optimizer, scaler, state: dict, meta: dict
             write_json_atomic(tmp / "meta.json", {**meta, "step": state["step"], "files": files,
                                                   "format": CKPT_FORMAT})
         write_json_atomic(root / "latest.json", {"checkpoint": name, "step": state["step"]})
-    except OSError as e:
+    except (OSError, RuntimeError, SafetensorError) as e:  # a full disk is each writer's own error: torch.save's
+        # RuntimeError ("unexpected pos"), safetensors' error, or an OSError
         prev = latest_checkpoint(out)
         kept = f"the previous checkpoint {prev} is intact" if prev else "no earlier checkpoint exists"
-        raise KitError(f"could not write the step-{state['step']} checkpoint in {root} "
-                       f"({e.strerror or e}); {kept}; free disk space, then rerun with resume=true") from None
+        denied = isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        fix = f"make {root} writable" if denied else "free disk space"
+        raise KitError(f"could not write the step-{state['step']} checkpoint in {root} ({_reason(e)}); {kept}; "
+                       f"{fix}, then rerun with resume=true") from None
     olds = sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != name)
     for old in olds[:max(0, len(olds) - max(keep, 1) + 1)]:
         shutil.rmtree(old, ignore_errors=True)
     return root / name
+
+
+def _reason(e: BaseException) -> str:
+    text = getattr(e, "strerror", None) or str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def latest_checkpoint(out: Path) -> Path | None:
