@@ -2,8 +2,8 @@
 trains (written with ``io.checkpoints``: a complete folder renamed into place, then ``latest.json``), so that a
 killed run, rerun with the same command, continues from its last checkpoint with the same weights, optimizer
 moments, learning-rate schedule, data position, best-so-far model and RNG streams: it ends with the weights the
-uninterrupted run would have. A checkpoint of another run (other settings, rows or tokenizer) is refused in one
-line naming what changed. Distillation keeps its checkpoints the same way (``distill.checkpoint``).
+uninterrupted run would have. A checkpoint of another run (other settings, rows, tokenizer or starting weights) is
+refused in one line naming what changed. Distillation keeps its checkpoints the same way (``distill.checkpoint``).
 
     OUT.work/checkpoints/step-00000500/   model, optimizer + schedule, RunState, meta.json (the run's key)
     OUT.work/metrics.jsonl                the log so far (a resumed run keeps the rows up to its checkpoint)
