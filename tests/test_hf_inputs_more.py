@@ -131,3 +131,24 @@ def test_corpus_file_of_no_rows_names_no_file(tmp_path, monkeypatch):
         hfdata.corpus_file(tmp_path / "none", None, tmp_path / "cache")
     assert said == []
     assert not list((tmp_path / "cache").rglob("*.txt"))
+
+
+def test_a_parquet_file_datasets_wrote_reads_its_class_labels_as_names(classlabel_ds, tiny_classifier, tmp_path):
+    """datasets keeps its features in a Parquet file's schema (to_parquet, the hub's Parquet copies): the ClassLabel
+    column read as integers there while the same dataset's save_to_disk folder read names; a Parquet file of
+    another writer (no features) reads as stored."""
+    from datasets import load_from_disk
+
+    from koelectra_kit.io.tables import read_table
+
+    load_from_disk(str(classlabel_ds / "ds")).to_parquet(tmp_path / "reviews.parquet")
+    assert read_table(tmp_path / "reviews.parquet")["label"].tolist() == NAMES  # finetune's and evaluate's reader
+    (tmp_path / "shards").mkdir()
+    load_from_disk(str(classlabel_ds / "ds")).to_parquet(tmp_path / "shards" / "train-00000-of-00001.parquet")
+    assert [r.fields[2] for r in hfdata.open_rows(tmp_path / "shards").records] == \
+        ["positive", "neutral", "negative", None, "positive"]  # a folder of shards: label's reader
+    out = tmp_path / "out.csv"
+    label_file(None, tmp_path / "reviews.parquet", out, "review", classifier=tiny_classifier, progress=False)
+    assert _csv(out)["label"].tolist() == NAMES
+    pd.DataFrame({"review": REVIEWS, "label": [2, 1, 0, 0, 2]}).to_parquet(tmp_path / "plain.parquet")
+    assert read_table(tmp_path / "plain.parquet")["label"].tolist() == [2, 1, 0, 0, 2]  # as stored

@@ -28,6 +28,7 @@ from typing import Iterator
 from ..errors import InputError
 from .fileio import atomic_path, cache_dir, check_input_file
 from ..runtime import log
+from .records import class_label_decoders
 from .tables import TEXT_COLUMNS, Record, pick_column, read_records, values_frame
 from .textcheck import checked_texts
 
@@ -266,8 +267,8 @@ def _dataset_rows(ds) -> Rows:
     except TypeError:  # an IterableDataset
         num_rows = None
     files = [Path(f["filename"]) for f in (getattr(ds, "cache_files", None) or [])]
-    names = {c: to_names for c, f in (getattr(ds, "features", None) or {}).items()
-             if c in columns and (to_names := _class_names(f)) is not None}
+    features = getattr(ds, "features", None)
+    names = {c: f for c, f in class_label_decoders(features.to_dict() if features else None).items() if c in columns}
 
     def records() -> Iterator[Record]:
         n = 0
@@ -278,25 +279,6 @@ def _dataset_rows(ds) -> Rows:
                 n += 1
                 yield Record(list(row), n + 1)  # line numbers as a table's: the first row is line 2
     return Rows(columns, records(), num_rows, files)
-
-
-def _class_names(feature):
-    """For a ``ClassLabel`` column (or a list of them: multi-label tags), a function from its stored integers to
-    their names, so every reader sees what a file would spell out (NSMC's 0/1 as negative/positive): label sets and
-    aliases match, and ``label`` copies the names into its output. -1 ("no label") is a missing value; an integer
-    past the names (no ``ClassLabel`` encoder lets one in) stays as stored. None for any other column."""
-    import datasets
-
-    if isinstance(feature, datasets.ClassLabel):
-        names = feature.names
-
-        def to_name(v):
-            return None if v is None or v == -1 else names[v] if 0 <= v < len(names) else v
-        return to_name
-    # [ClassLabel], or Sequence / List / LargeList (datasets' classes for a list column, by version) of one
-    inner = feature[0] if isinstance(feature, list) and len(feature) == 1 else getattr(feature, "feature", None)
-    one = _class_names(inner) if isinstance(inner, datasets.ClassLabel) else None
-    return None if one is None else (lambda vs: None if vs is None else [one(v) for v in vs])
 
 
 def _parquet_rows(src: DatasetSource) -> Rows:

@@ -10,7 +10,7 @@ import re
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..errors import InputError
 
@@ -157,6 +157,38 @@ def _tsv_records(lines: Iterator[str], header_len: int, start_line: int) -> Iter
             yield Record(row, lineno)
 
 
+def class_label_decoders(features: dict | None) -> dict[str, Callable]:
+    """{column: stored value -> what it means} for the ``ClassLabel`` columns of a ``datasets`` features dict in its
+    JSON form (``Features.to_dict()``, or a Parquet file's ``huggingface`` metadata), lists of them (multi-label
+    tags) included: every reader sees what a file would spell out (NSMC's 0/1 as negative/positive), so label sets
+    and aliases match and ``label`` copies the names into its output. -1 ("no label") is a missing value; an integer
+    past the names (no ``ClassLabel`` encoder lets one in) stays as stored."""
+    out = {}
+    for column, feature in (features or {}).items():
+        if (decode := _decoder(feature)) is not None:
+            out[column] = decode
+    return out
+
+
+def _decoder(feature) -> Callable | None:
+    if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list):
+        names = feature["names"]
+        return lambda v: None if v is None or v == -1 else \
+            names[v] if isinstance(v, int) and 0 <= v < len(names) else v
+    inner = feature[0] if isinstance(feature, list) and len(feature) == 1 else \
+        feature.get("feature") if isinstance(feature, dict) else None  # [ClassLabel], Sequence / List of one
+    one = _decoder(inner) if isinstance(inner, dict) and inner.get("_type") == "ClassLabel" else None
+    return None if one is None else (lambda vs: None if vs is None else [one(v) for v in vs])
+
+
+def _hf_features(schema) -> dict | None:
+    """The ``datasets`` features a Parquet file's schema records (None: a file another tool wrote)."""
+    try:
+        return json.loads((schema.metadata or {})[b"huggingface"])["info"]["features"]
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def read_records(path: Path, fmt: str, encoding: str, sep: str | None, errors: str = "strict",
                  stop: int | None = None) -> tuple[list[str], Iterator[Record]]:
     """(columns, records) streamed from the file. ``errors="replace"`` decodes bytes invalid in ``encoding``
@@ -170,11 +202,17 @@ def read_records(path: Path, fmt: str, encoding: str, sep: str | None, errors: s
         except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
             raise InputError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
         columns = pf.schema_arrow.names
+        # a file `datasets` wrote (to_parquet, the hub's Parquet copies) keeps its features in the schema: a ClassLabel
+        # column reads as its names, as the same dataset's save_to_disk folder does (hfdata), not its integers
+        decode = {columns.index(c): f for c, f in class_label_decoders(_hf_features(pf.schema_arrow)).items()
+                  if c in columns}
 
         def gen():
             n = 0
             for batch in pf.iter_batches(batch_size=8192):
                 cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+                for i, to_names in decode.items():
+                    cols[i] = [to_names(v) for v in cols[i]]
                 for row in zip(*cols):
                     n += 1
                     yield Record(list(row), n + 1)
