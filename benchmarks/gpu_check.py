@@ -40,13 +40,13 @@ STAGES = ("env", "step", "pretrain", "finetune", "label", "finetune_bench", "ste
 # torch's logs in the pretrain stage: each recompile and its reason, each graph break, and why CUDA graphs were
 # skipped (perf_hints)
 PRETRAIN_LOGS = "recompiles,graph_breaks,perf_hints"
-# not run by default: a quality lease's (--stages env,pretrain,export,quality), and where the compiled step's time
-# goes (profile)
-EXTRA_STAGES = ("export", "quality", "profile")
+# not run by default: a quality lease's (--stages env,pretrain,export,quality), where the compiled step's time
+# goes (profile), and a fine-tune stopped and resumed (resume: after the finetune stage)
+EXTRA_STAGES = ("export", "quality", "profile", "resume")
 
 
 # what gpu_check.json holds besides "gpu": the stages' figures (Check.figures), step_* one per shape and kind
-FIGURE_KEYS = ("pretrain", "finetune", "finetune_bench", "label", "export", "quality")
+FIGURE_KEYS = ("pretrain", "finetune", "finetune_bench", "label", "export", "quality", "resume")
 
 
 def is_figure_key(key: str) -> bool:
@@ -362,14 +362,7 @@ def stage_finetune(c: Check) -> None:
         c.say("finetune: skipped (no encoder from the pretrain stage)")
         return
     ft = c.out / "finetune"
-    preset = str(ROOT / "configs" / "finetune" / "tiny.yaml") if a.tiny else "sentiment"
-    rows = ["min_steps=4", "max_train_rows=64"] if a.tiny else [f"max_train_rows={a.rows}"]
-    # token_cache=false: the cache is written with `datasets`, which GPU machines may lack (tokenizing 1,000 rows
-    # without Kiwi takes a second, and is reported apart from training)
-    code, _ = c.run("finetune", kk("finetune", "--config", preset, f"model={encoder}", f"train={a.train}",
-                                   f"dev={a.dev}", f"out={ft}", f"device={a.device}", "progress=false",
-                                   "plots=false", "batch_size=32", "token_cache=false", *rows, *a.finetune_set),
-                    a.finetune_s)
+    code, _ = c.run("finetune", finetune_argv(c, ft), a.finetune_s)
     result = ft / "eval.json"
     if code == 0 and result.exists():
         r = json.loads(result.read_text())
@@ -379,6 +372,65 @@ def stage_finetune(c: Check) -> None:
         train = r.get("train", {})
         c.say(f"finetune ({r['encoder_shape']}): {train.get('examples_per_s')} examples/s at batch 32 (issue 39's "
               f"1,066 was a 6 x 256 encoder's); dev macro-F1 {r.get('macro_f1', r.get('dev', {}).get('macro_f1'))}")
+
+
+def finetune_argv(c: Check, out: Path) -> list[str]:
+    """The finetune stage's command, into ``out``."""
+    a = c.args
+    preset = str(ROOT / "configs" / "finetune" / "tiny.yaml") if a.tiny else "sentiment"
+    rows = ["min_steps=4", "max_train_rows=64"] if a.tiny else [f"max_train_rows={a.rows}"]
+    # token_cache=false: the cache is written with `datasets`, which GPU machines may lack (tokenizing 1,000 rows
+    # without Kiwi takes a second, and is reported apart from training)
+    return kk("finetune", "--config", preset, f"model={encoder_dir(c)}", f"train={a.train}", f"dev={a.dev}",
+              f"out={out}", f"device={a.device}", "progress=false", "plots=false", "batch_size=32",
+              "token_cache=false", *rows, *a.finetune_set)
+
+
+def stage_resume(c: Check) -> None:
+    """The finetune stage's run again, stopped with SIGTERM after its first dev evaluation (it checkpoints into
+    OUT.work, the step and its evaluation done) and continued by the same command, beside the uninterrupted run's
+    figures. On a GPU the checkpoint holds what only a GPU makes: CUDA graphs' optimizer state (device-tensor
+    learning rates, capturable fused AdamW and its step counters on the device)."""
+    a = c.args
+    whole = c.out / "finetune" / "eval.json"
+    if not whole.exists():
+        c.say("resume: skipped (no uninterrupted run from the finetune stage)")
+        return
+    ft = c.out / "finetune-resume"
+    argv = finetune_argv(c, ft) + (["epochs=200"] if a.tiny else [])  # (tiny: steps enough to stop part-way)
+    c.say(f"$ {shlex.join(argv)}  # stopped with SIGTERM after its first dev evaluation")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    metrics = ft.with_name(ft.name + ".work") / "metrics.jsonl"
+    with open(c.out / "resume-stopped.log", "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        deadline = time.perf_counter() + max(5.0, min(a.finetune_s, c.left() - 5))
+        while proc.poll() is None and time.perf_counter() < deadline:
+            if metrics.exists() and '"kind": "eval"' in metrics.read_text(encoding="utf-8"):
+                os.killpg(proc.pid, signal.SIGTERM)
+                break
+            time.sleep(0.1)
+        try:
+            code = proc.wait(timeout=max(5.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+    stopped = json.loads((ft / "eval.json").read_text())["train"] if (ft / "eval.json").exists() else {}
+    if code != 130 or stopped.get("stopped") != "interrupted":
+        c.say(f"resume: the stopped run ended with exit {code} ({stopped.get('stopped', 'no eval.json')}), not "
+              f"interrupted: nothing to resume (log {c.out / 'resume-stopped.log'})")
+        return
+    code, _ = c.run("resume", argv, a.finetune_s)
+    if code != 0 or not (ft / "eval.json").exists():
+        return
+    r, w = json.loads((ft / "eval.json").read_text()), json.loads(whole.read_text())
+    c.figures["resume"] = {"stopped_at": stopped["steps"], "steps": r["train"]["steps"], "best": r["best"],
+                           "macro_f1": r["dev"]["macro_f1"], "uninterrupted": None if a.tiny else
+                           {"steps": w["train"]["steps"], "best": w["best"], "macro_f1": w["dev"]["macro_f1"]}}
+    # (tiny: the resumed run is epochs=200, the finetune stage's is not the same run)
+    c.say(f"resume: stopped at step {stopped['steps']}, resumed to {r['train']['steps']}: dev macro-F1 "
+          f"{r['dev']['macro_f1']:.4f} (best step {r['best']['step']})" + ("" if a.tiny else
+          f"; uninterrupted {w['dev']['macro_f1']:.4f} (best step {w['best']['step']} of {w['train']['steps']})"))
 
 
 def stage_finetune_bench(c: Check) -> None:
@@ -706,7 +758,7 @@ def main() -> None:
           f"budget {a.budget_s:.0f}s")
     funcs = {"env": stage_env, "step": stage_step, "pretrain": stage_pretrain, "finetune": stage_finetune,
              "finetune_bench": stage_finetune_bench, "label": stage_label, "step_more": stage_step_more,
-             "export": stage_export, "quality": stage_quality, "profile": stage_profile}
+             "export": stage_export, "quality": stage_quality, "profile": stage_profile, "resume": stage_resume}
     for name in stages:
         if c.left() < 10:
             c.say(f"{name}: skipped (budget spent)")

@@ -473,3 +473,18 @@ def test_a_fine_tuned_classifier_as_the_encoder_is_one_error_line_naming_its_enc
     assert lines[0] == (f"error: --encoder {clf}: a fine-tuned classifier, not a pretrained encoder (the stages would "
                         "fine-tune what has seen labels already); pass the encoder it was fine-tuned from: "
                         "runs/gpu/a/discriminator")
+
+
+def test_the_resume_stage_stops_a_fine_tune_and_continues_it(tmp_path):
+    """--stages ...,finetune,resume (not run by default): the finetune stage's run again, SIGTERM after its first dev
+    evaluation, then the same command, which continues from OUT.work's checkpoint (on a GPU: CUDA graphs' optimizer
+    state, which no CPU run makes)."""
+    out = tmp_path / "check"
+    proc = check("--tiny", "--device", "cpu", "--out", out, "--stages", "env,pretrain,finetune,resume", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = (out / "gpu_check.txt").read_text()
+    figures = json.loads((out / "gpu_check.json").read_text())["resume"]
+    assert 0 < figures["stopped_at"] < figures["steps"] == 200 * 2, report[-2000:]  # tiny: 58 rows, batch 32
+    assert "resumed from" in (out / "resume.log").read_text() and "[resume: ok in " in report
+    assert re.search(r"resume: stopped at step \d+, resumed to 400: dev macro-F1 0\.\d{4}", report)
+    assert not (out / "finetune-resume.work").exists()
