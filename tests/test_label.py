@@ -296,6 +296,24 @@ def test_a_jsonl_output_keeps_its_values_as_read(tmp_path, tiny_classifier, tiny
     assert not (tmp_path / "d.jsonl").exists()
 
 
+def test_a_jsonl_outputs_numbers_are_written_as_the_input_spelled_them(tmp_path, tiny_classifier):
+    """A number past a float's range (1e400) was written back as Infinity, which strict JSON readers refuse, and
+    1E2 as 100.0."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"review": "정말 좋아요", "score": 1E2, "w": 1e400, "v": -1e400, "x": 0.10}\n'
+                   '{"review": "별로", "score": 3, "w": 2.5e-7, "v": null, "x": 1.0}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    label_file(None, src, out, "review", classifier=tiny_classifier, progress=False)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith('{"review": "정말 좋아요", "score": 1E2, "w": 1e400, "v": -1e400, "x": 0.10, "label": ')
+    assert lines[1].startswith('{"review": "별로", "score": 3, "w": 2.5e-7, "v": null, "x": 1.0, "label": ')
+
+    def strict(token):
+        raise ValueError(f"not JSON: {token}")
+
+    assert all(json.loads(line, parse_constant=strict)["status"] == "ok" for line in lines)
+
+
 def test_a_jsonl_output_writes_an_unlabelled_rows_scores_as_null(tmp_path, tiny_classifier):
     """An empty or malformed row has no scores: its confidence and prob_ columns were the string "<NA>" in a JSONL
     output (pandas' missing value through json.dumps' default=str), a text where a number or null belongs."""

@@ -287,6 +287,19 @@ def _whole_characters(value, path: Path, lineno: int, errors: str):
     return value
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent as a JSONL line spelled it: its value, and its text (``text``),
+    which ``label``'s JSONL output writes back (``label.writer.json_line``): ``1E2`` stays ``1E2``, not ``100.0``,
+    and ``1e400``, past a float's range, stays itself, not ``Infinity``, which strict JSON readers refuse."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str):
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
 def _jsonl_records(path: Path, f, errors: str = "strict") -> tuple[list[str], Iterator[Record]]:
     """A JSONL's columns are every key any of its objects has, in the order they first appear: an object may leave
     out a key (a review with no reply), and the first object alone lost the keys that came later (a text column
@@ -322,7 +335,7 @@ def _jsonl_records(path: Path, f, errors: str = "strict") -> tuple[list[str], It
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_float=JsonNumber)
                 if not isinstance(obj, dict):
                     raise ValueError("not an object")
                 obj = _whole_characters(obj, path, i, errors)

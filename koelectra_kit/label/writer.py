@@ -33,10 +33,18 @@ def write_chunk(f, df, fmt: str, header: bool) -> int:
 
 
 def json_line(columns: list[str], values) -> str:
-    """One JSONL object: the values as they were read (JSON's own types), numpy scalars as Python's, NaN (pandas'
-    missing value) as null, a date or time (a Parquet input's) in ISO 8601, bytes as ``binary_text``, anything else
-    JSON lacks as its text."""
-    return json.dumps(dict(zip(columns, map(_json_plain, values))), ensure_ascii=False, default=_json_other) + "\n"
+    """One JSONL object: the values as they were read (JSON's own types; a JSONL input's numbers with a fraction or
+    an exponent as it spelled them, ``records.JsonNumber``), numpy scalars as Python's, NaN (pandas' missing value) as
+    null, a date or time (a Parquet input's) in ISO 8601, bytes as ``binary_text``, anything else JSON lacks as its
+    text. Laid out as ``json.dumps`` lays out an object."""
+    return "{" + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: {_json_value(v)}" for c, v in zip(columns, values)) \
+        + "}\n"
+
+
+def _json_value(v) -> str:
+    if isinstance(v, float) and isinstance(getattr(v, "text", None), str):  # a JsonNumber: its own text
+        return v.text
+    return json.dumps(_json_plain(v), ensure_ascii=False, default=_json_other)
 
 
 def _json_plain(v):
