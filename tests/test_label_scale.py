@@ -683,3 +683,63 @@ def test_merge_sees_an_edit_in_the_middle_of_a_large_input_or_shard(tmp_path, ti
     job["output_content"] = input_fingerprint(shard, mtime=False)  # as an earlier koelectra-kit wrote it
     record.write_text(json.dumps(job), encoding="utf-8")
     assert run_cli(capsys, "label-merge", out)[0] == 0 and len(_read(out)) == 20
+
+
+def test_a_finished_output_of_another_job_is_not_taken_for_this_ones(tmp_path, tiny_classifier, tiny_classifier_dir,
+                                                                      capsys):
+    """`--resume` over many files (and `--nproc`'s ranks) skips finished outputs: a finished shard of a 10-row file
+    stood for a 30-row file's (`--nproc 2 --resume` wrote 10 rows, exit 0), and a file replaced since kept its old
+    output. A shard is checked against its job record, an unsharded output against its input's and model's times."""
+    import os
+
+    a, b = _write(tmp_path / "a.csv", n=10), _write(tmp_path / "b.csv", n=10)
+    folder = tmp_path / "outs"
+    folder.mkdir()
+    args = ["label", "--model", tiny_classifier_dir, "--input", a, b, "--output", folder, "--text-column", "review",
+            "--no-progress"]
+    assert run_cli(capsys, *args, "--shard", "1/2")[0] == 0
+    assert run_cli(capsys, *args, "--shard", "1/2", "--resume")[0] == 0  # the same job: skipped, as before
+    rc, _, err = run_cli(capsys, *args, "--shard", "1/2", "--resume", "--encoding", "utf-8-sig")
+    assert rc == 2 and "a.shard-1-of-2.csv is complete, but was labelled with another reading of the input" in err, err
+    _write(a, n=30)  # the input replaced by a bigger file
+    rc, _, err = run_cli(capsys, *args, "--shard", "1/2", "--resume")
+    assert rc == 2 and "a.shard-1-of-2.csv is complete, but was labelled with another input, row count" in err, err
+    assert len(_read(folder / "a.shard-1-of-2.csv")) == 5  # left as it was
+    assert run_cli(capsys, *args)[0] == 0  # unsharded
+    later = os.stat(folder / "a.csv").st_mtime + 5
+    os.utime(a, (later, later))  # replaced after it was labelled
+    rc, _, err = run_cli(capsys, *args, "--resume")
+    assert rc == 2 and "a.csv is complete, but its input changed after it was labelled; pass --overwrite" in err, err
+
+
+def test_merge_refuses_shards_read_another_way_and_names_how_a_model_was_loaded(tmp_path, tiny_classifier,
+                                                                                   tiny_classifier_dir, capsys):
+    """Shards of one input parsed as TSV and as CSV with a tab separator were joined (a line with a quote in two
+    layouts), exit 0; shards of one model folder loaded with another --precision were refused as "another model
+    (m vs m)"."""
+    src = tmp_path / "in.tsv"
+    src.write_text("id\treview\n" + "".join(f"{i}\t리뷰 {i} 좋아요\n" for i in range(10)), encoding="utf-8")
+    out = tmp_path / "out.tsv"
+    base = ["label", "--model", tiny_classifier_dir, "--input", src, "--output", out, "--text-column", "review",
+            "--no-progress"]
+    assert run_cli(capsys, *base, "--shard", "1/2")[0] == 0
+    assert run_cli(capsys, *base, "--shard", "2/2", "--format", "csv", "--sep", "\t")[0] == 0
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "another reading of the input (format, separator, encoding)" in err and not out.exists(), err
+    assert run_cli(capsys, *base, "--shard", "2/2", "--overwrite", "--precision", "fp32")[0] == 0
+    rc, _, err = run_cli(capsys, "label-merge", out)
+    assert rc == 2 and "another model than" in err and "--precision fp32" in err and "--precision auto" in err, err
+
+
+def test_jsonl_shards_with_a_bom_and_no_rows_merge(tmp_path, tiny_classifier):
+    """More shards than rows with --output-encoding utf-8-sig: a JSONL shard of no rows is its BOM alone, which the
+    merge took for a file cut short mid-line, and its advice (rerun the shard) made the same file again."""
+    src = _write(tmp_path / "in.csv", n=1, malformed=False)
+    ref, out = tmp_path / "ref.jsonl", tmp_path / "out.jsonl"
+    label_file(None, src, ref, "review", classifier=tiny_classifier, progress=False, output_encoding="utf-8-sig")
+    for k in (1, 2, 3):
+        label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard=f"{k}/3",
+                   output_encoding="utf-8-sig")
+    assert (tmp_path / "out.shard-1-of-3.jsonl").read_bytes() == b"\xef\xbb\xbf"
+    merged, shards = merge_shards(out)
+    assert shards == 3 and merged.read_bytes() == ref.read_bytes()

@@ -129,12 +129,46 @@ class FilesLabeller:
         out = output_target(Path(job.output))  # where FileLabeller writes it and its .partial
         return self.keep_complete and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
 
+    def _check_done(self, job: LabelConfig) -> None:
+        """A complete output about to be skipped is this job's: a shard's by its job record (input content, model as
+        loaded, reading, ...), an unsharded one's by its input and model being no newer than it. Skipped unchecked,
+        a finished shard of a 200-row file labelled by another model stood for a 2,000-row file's (`--nproc 2
+        --resume`: 200 rows, exit 0), and a file replaced since kept its old output."""
+        from .shard import JOB_IDENTITY, LATER_KEYS, read_job
+
+        out = output_target(Path(job.output))
+        record = read_job(out) if job.shard else None
+        labeller = FileLabeller(job, classifier=self.clf, cache=self.cache)
+        if record is None:
+            changed = [what for what, path in (("its input", job.input), ("the model", job.model))
+                       if path and _newest_mtime(Path(path)) > out.stat().st_mtime]
+            if changed:
+                raise InputError(f"{out} is complete, but {' and '.join(changed)} changed after it was labelled; pass "
+                                 "--overwrite to label it again")
+            return
+        try:
+            labeller.check_paths()
+            labeller.open_input()
+            labeller.load_model()
+            self.clf = labeller.clf  # loaded once, for the files still to label too
+            labeller.state = labeller.job_state()
+            now = labeller.job_identity()
+        finally:
+            getattr(getattr(labeller, "records", None), "close", lambda: None)()
+        differ = [what for key, what in JOB_IDENTITY.items()
+                  if not (key in LATER_KEYS and record.get(key) is None) and record.get(key) != now.get(key)]
+        if differ:
+            raise InputError(f"{out} is complete, but was labelled with another {', '.join(differ)} than this command "
+                             "gives (its .job.json); pass --overwrite to label it again")
+
     def run(self) -> list[LabelSummary]:
         todo = []
         for job in self.jobs:
             if not self._already_done(job):
                 todo.append(job)
-            elif job.progress:
+                continue
+            self._check_done(job)
+            if job.progress:
                 log(f"{job.output} is complete: skipped")
         for job in todo:  # every path is checked before any file is labelled
             FileLabeller(job).check_paths()
@@ -155,6 +189,16 @@ class FilesLabeller:
                                  "fix, rerun with --resume to skip them)") from None
             self.clf, human = self.current.clf, self.current.human  # loaded and read once, by the first file
         return summaries
+
+
+def _newest_mtime(path: Path) -> float:
+    """A file's modification time; a folder's (a model) newest file's. 0 where there is none (a hub id, a dataset id)."""
+    try:
+        if path.is_dir():
+            return max((f.stat().st_mtime for f in path.rglob("*") if f.is_file()), default=0.0)
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _config(model, input, output, text_column, fmt, classifier, options) -> LabelConfig:

@@ -200,18 +200,31 @@ class FileLabeller:
         if cfg.human_labels and self.human is None:  # read against the model's labels, before any row is written
             self.human = read_human_labels(cfg.human_labels, list(self.clf.labels))
 
-    def prepare_state(self) -> None:
+    def job_state(self) -> LabelState:
+        """This job as a resume record names it (nothing done yet): after ``open_input`` and ``load_model``."""
         from ..tokenizer import tokenizer_fingerprint
 
         cfg = self.cfg
-        self.state = LabelState(input=self._input_name(), input_fingerprint=self.input_fp,
-                                text_column=cfg.text_column, labels=list(self.clf.labels),
-                                model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
-                                tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
-                                                       else "none"),  # TF-IDF/ensemble: in the digest
-                                shard=cfg.shard,
-                                human_labels=self.human.digest() if self.human is not None else None,
-                                output_encoding=self._output_encoding(), reading=self._reading())
+        return LabelState(input=self._input_name(), input_fingerprint=self.input_fp,
+                          text_column=cfg.text_column, labels=list(self.clf.labels),
+                          model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
+                          tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
+                                                 else "none"),  # TF-IDF/ensemble: in the digest
+                          shard=cfg.shard,
+                          human_labels=self.human.digest() if self.human is not None else None,
+                          output_encoding=self._output_encoding(), reading=self._reading())
+
+    def job_identity(self) -> dict:
+        """What a shard's job record says every shard of one job shares (``shard.JOB_IDENTITY``), for this job."""
+        st = self.state
+        return {"input_content": self.input_fp, "rows": getattr(self, "total_rows", None),
+                "text_column": st.text_column, "labels": st.labels, "model_digest": st.model_digest,
+                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self._output_encoding(),
+                "human_labels": st.human_labels, "reading": st.reading}
+
+    def prepare_state(self) -> None:
+        cfg = self.cfg
+        self.state = self.job_state()
         saved = read_state(self.state_path) if self.partial.exists() else None
         if saved is not None and cfg.resume:
             if saved.get("input_fingerprint") not in (None, self.input_fp) and \
@@ -252,11 +265,12 @@ class FileLabeller:
     def shard_job(self) -> dict:
         """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows and
         counts."""
-        st = self.state
-        return {"input": st.input, "input_content": self.input_fp, "rows": self.total_rows,
-                "shard": self.cfg.shard, "text_column": st.text_column, "labels": st.labels, "model": st.model, "model_digest": st.model_digest,
-                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self.out_enc,
-                "human_labels": st.human_labels, "human_labels_file": self.human.path if self.human else None,
+        st, cfg = self.state, self.cfg
+        return {**self.job_identity(), "input": st.input, "shard": cfg.shard, "model": st.model,
+                # how the model was loaded: shards of one folder loaded another way have another model_digest
+                "loading": f"--precision {cfg.precision}, --quantize {'on' if cfg.quantize else 'off'}, --backend "
+                           f"{getattr(self.clf, 'backend', 'torch')}",
+                "human_labels_file": self.human.path if self.human else None,
                 # the shard file's own content (complete: written just before the rename), so label-merge can tell
                 # this shard from another's file copied over it (``shard.check_shard_files``)
                 "output_content": content_fingerprint(self.partial),

@@ -41,7 +41,9 @@ def shard_path(output: Path, k: int, n: int) -> Path:
 # the input on each machine of a cluster is the same job.
 JOB_IDENTITY = {"input_content": "input", "rows": "row count", "text_column": "text column", "labels": "labels",
                 "model_digest": "model", "tokenizer_fingerprint": "tokenizer", "output_encoding": "output encoding",
-                "human_labels": "human labels"}
+                "human_labels": "human labels", "reading": "reading of the input (format, separator, encoding)"}
+# Not in records written before they were: compared only where both records have one
+LATER_KEYS = ("reading",)
 
 
 _SHOWN = {"input_content": "input", "model_digest": "model", "tokenizer_fingerprint": "model"}
@@ -89,6 +91,8 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
             first = (path, job)
             continue
         for key, what in JOB_IDENTITY.items():
+            if key in LATER_KEYS and (job.get(key) is None or first[1].get(key) is None):
+                continue
             if job.get(key) != first[1].get(key) and key == "human_labels":
                 raise InputError(f"can't merge {output}: {path.name} was labelled with other human labels than "
                                  f"{first[0].name} ({job.get('human_labels_file')} vs "
@@ -96,6 +100,8 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
                                  "another file was given); rerun it with the others' command and --overwrite")
             if job.get(key) != first[1].get(key):
                 shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
+                if key == "model_digest" and job.get("model") == first[1].get("model") and job.get("loading"):
+                    shown = "loading"  # one folder loaded another way: the paths alone read "x vs x"
                 other = "other" if what.endswith("s") else "another"  # (labels: "another labels" read wrong)
                 raise InputError(f"can't merge {output}: {path.name} was labelled with {other} {what} than "
                                  f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
@@ -181,8 +187,8 @@ def _header_length(path: Path) -> int:
 def _cut_short(path: Path) -> bool:
     """The labeller ends every file it writes with a line end (and renames a shard into place only when whole),
     so a shard that doesn't was truncated afterwards: merging it would lose rows without a word."""
-    if path.stat().st_size == 0:
-        return False  # a JSONL shard of no rows
+    if path.stat().st_size in (0, len(BOM)) and path.read_bytes() in (b"", BOM):
+        return False  # a JSONL shard of no rows (with --output-encoding utf-8-sig: its BOM alone)
     with open(path, "rb") as f:
         f.seek(-1, os.SEEK_END)
         return f.read(1) != b"\n"
