@@ -138,7 +138,6 @@ class FilesLabeller:
 
         out = output_target(Path(job.output))
         record = read_job(out) if job.shard else None
-        labeller = FileLabeller(job, classifier=self.clf, cache=self.cache)
         if record is None:
             changed = [what for what, path in (("its input", job.input), ("the model", job.model))
                        if path and _newest_mtime(Path(path)) > out.stat().st_mtime]
@@ -146,6 +145,7 @@ class FilesLabeller:
                 raise InputError(f"{out} is complete, but {' and '.join(changed)} changed after it was labelled; pass "
                                  "--overwrite to label it again")
             return
+        labeller = FileLabeller(job, classifier=self.clf, cache=self.cache)
         try:
             labeller.check_paths()
             labeller.open_input()
