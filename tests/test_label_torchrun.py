@@ -93,6 +93,11 @@ def test_what_a_torchrun_label_job_cannot_be_is_refused_before_labelling(two_ran
     assert "done.csv is complete; pass --overwrite" in line
     assert (tmp_path / "done.csv").read_text(encoding="utf-8") == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done.csv", "reviews.csv"]
+    # shards an earlier run of 3 processes left: the join refused them only after every rank had labelled
+    (tmp_path / "s.shard-1-of-3.csv").write_text("kept\n", encoding="utf-8")
+    line = _one_error(capsys, main([*common, "--output", str(tmp_path / "s.csv")]))
+    assert "shards of an earlier run of 3 processes are beside it (s.shard-1-of-3.csv, ...)" in line
+    assert "--nproc 3 to continue that run" in line and not (tmp_path / "s.shard-1-of-2.csv").exists()
 
 
 def test_each_rank_takes_its_shard_its_gpu_or_its_share_of_the_cores(monkeypatch, tmp_path):

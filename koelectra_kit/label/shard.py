@@ -139,17 +139,29 @@ def row_range(total: int, k: int, n: int) -> tuple[int, int]:
     return (k - 1) * total // n, k * total // n
 
 
-def find_shards(output: Path) -> list[Path]:
-    """Shards 1..N of ``output``, in order; a missing or unfinished shard is an error naming it."""
+def _shard_files(output: Path) -> dict[int, dict[int, Path]]:
+    """{N: {k: path}} of the shard files (finished ones) beside ``output``."""
     pattern = re.compile(rf"{re.escape(output.stem)}\.shard-(\d+)-of-(\d+){re.escape(output.suffix)}")
     found: dict[int, dict[int, Path]] = {}
     folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"{output}: folder {folder} does not exist")
-    for p in folder.iterdir():
+    for p in folder.iterdir() if folder.is_dir() else ():
         m = pattern.fullmatch(p.name)
         if m:
             found.setdefault(int(m.group(2)), {})[int(m.group(1))] = p
+    return found
+
+
+def shard_counts(output: Path) -> list[int]:
+    """The shard counts (N) of the shard files beside ``output``: more than one, and label-merge refuses them."""
+    return sorted(_shard_files(output))
+
+
+def find_shards(output: Path) -> list[Path]:
+    """Shards 1..N of ``output``, in order; a missing or unfinished shard is an error naming it."""
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{output}: folder {folder} does not exist")
+    found = _shard_files(output)
     if not found:
         raise InputError(f"no shards of {output} (files named {shard_path(output, 1, 2).name}, ...) in {folder}")
     if len(found) > 1:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import ConfigError, InputError
 from ..runtime import world_size
 from .config import LabelConfig
-from .shard import job_path, merge_shards, read_job, shard_path
+from .shard import job_path, merge_shards, read_job, shard_counts, shard_path
 from .summary import LabelSummary, plot_distribution
 
 # Ranks wait for the slowest one's shard; with --resume one rank may have finished days ago. torchrun ends the job
@@ -138,6 +138,11 @@ def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:
         if out.exists() and not cfg.overwrite:
             state = "is complete" if cfg.resume else "exists"
             raise InputError(f"{out} {state}; pass --overwrite to label it again")
+        stale = sorted({n for n in shard_counts(out) if n != world})
+        if stale:  # the join would find them beside this job's and refuse, after every rank had labelled
+            raise InputError(f"{out}: shards of an earlier run of {', '.join(map(str, stale))} processes are beside it "
+                             f"({shard_path(out, 1, stale[0]).name}, ...); remove them, or run with --nproc "
+                             f"{stale[0]} to continue that run")
     return outputs
 
 
