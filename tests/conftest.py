@@ -44,6 +44,7 @@ EXTENDED_TESTS = {
     "tests/test_gpu_check.py::test_the_bundle_has_the_shared_datas_layout_and_says_the_device_command",
     "tests/test_gpu_check.py::test_a_quality_lease_packs_its_run_and_tables_what_it_fine_tuned",
     "tests/test_gpu_check.py::test_the_profile_stage_says_where_the_compiled_steps_time_goes",
+    "tests/test_gpu_check.py::test_the_resume_stage_stops_a_fine_tune_and_continues_it",
     "tests/test_pretrain_step.py::test_a_compiled_run_trains_as_the_eager_one",
     "tests/test_pretrain_step.py::test_the_compiled_step_has_no_reason_to_skip_cuda_graphs",
     "tests/test_distill.py::test_budget_recipe_script_smoke_run",

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..finetune import checkpoint
 # the folder's rules are fine-tuning's; the distill recipe reaches them through this module
-from ..finetune.checkpoint import (check_work_dir, clear_work, hold_work, release_work,  # noqa: F401
-                                   rows_until, work_dir)
+from ..finetune.checkpoint import (check_work_dir, clear_work, hold_work, publish_work_files,  # noqa: F401
+                                   release_work, rows_until, work_dir)
 from ..io.checkpoints import rng_state, set_rng_state
 
 

@@ -341,10 +341,7 @@ class DistillRecipe:
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", {**sp.report, "transfer": self.transfer.report})
         write_text_atomic(staging / "distill_config.yaml", dump_yaml(cfg))
-        shutil.copy(self.work / "metrics.jsonl", staging / "metrics.jsonl")
-        for tracked in ("runs", "wandb"):  # report_to's files (TensorBoard's, wandb's), as fine-tuning leaves them
-            if (self.work / tracked).is_dir():
-                shutil.copytree(self.work / tracked, staging / tracked)
+        checkpoint.publish_work_files(self.work, staging)  # metrics.jsonl, report_to's files, as fine-tuning's
         if cfg.plots:
             from ..io.plots import plot_confusion
 

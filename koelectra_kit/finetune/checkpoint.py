@@ -198,6 +198,15 @@ def clear_work(work: Path) -> None:
             f.unlink()
 
 
+def publish_work_files(work: Path, staging: Path) -> None:
+    """What the run kept in OUT.work that the output folder keeps too: metrics.jsonl and report_to's files
+    (TensorBoard's runs/, wandb/), copied into the folder being built."""
+    shutil.copy(work / "metrics.jsonl", staging / "metrics.jsonl")
+    for tracked in ("runs", "wandb"):
+        if (work / tracked).is_dir():
+            shutil.copytree(work / tracked, staging / tracked)
+
+
 def save(work: Path, model, optimizer, state: dict, run_key: str, parts: dict | None = None, scaler=None) -> None:
     """One checkpoint (the previous one pruned once this one is in place)."""
     save_checkpoint(work, model, optimizer, scaler, state, {"run_key": run_key, "run_parts": parts}, keep=1)

@@ -409,10 +409,7 @@ class FinetuneRecipe:
         write_json_atomic(staging / "eval.json", result)
         write_json_atomic(staging / "data_report.json", self.splits.report)
         write_text_atomic(staging / "finetune_config.yaml", dump_yaml(with_absolute_paths(cfg)))
-        shutil.copy(self.work / "metrics.jsonl", staging / "metrics.jsonl")
-        for tracked in ("runs", "wandb"):  # report_to's files (TensorBoard's, wandb's)
-            if (self.work / tracked).is_dir():
-                shutil.copytree(self.work / tracked, staging / tracked)
+        checkpoint.publish_work_files(self.work, staging)
         from ..classify.modelcard import classifier_card, write_card
 
         write_card(classifier_card(cfg, result, self.labels, self.tok, self.splits.report), staging)
