@@ -345,7 +345,7 @@ def test_from_an_encoder_rounds_fit_tfidf_until_2000_labels_unless_asked_for_the
         report = (tmp_path / "full" / "labels.teach" / "rounds" / "r001" / "log.txt").read_text(encoding="utf-8")
         assert "heldout.csv" not in report
     # where the rounds start: a bare encoder (also as --encoder beside a classifier) or a classifier's own weights
-    from koelectra_kit.app.teach import start_point
+    from koelectra_kit.app.start import start_point
 
     def fine_tuned(model, encoder=None):
         return start_point(str(model), encoder and str(encoder), None, "cpu", "fp32").fine_tuned

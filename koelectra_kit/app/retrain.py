@@ -95,7 +95,7 @@ class Round:
     dev: str = ""  # what the scores are on: the --dev file, or the held-out labels
     seconds: float = 0.0
     start_model: str = ""  # the --model the app ran with (a later app run with another --model starts afresh)
-    # ... and what it held (teach.start_digest): the same folder refitted in place is another start too. "" in
+    # ... and what it held (start.start_digest): the same folder refitted in place is another start too. "" in
     # rounds.jsonl written before it was recorded (those rounds go by the path alone)
     start_digest: str = ""
     recipe: str = ""  # full | tfidf (what auto chose); "" in rounds.jsonl written before there was a choice

@@ -111,7 +111,8 @@ def _models(settings: AppSettings, classifier):
     teacher = log = None
     if settings.teach:
         from .pool import Pool
-        from .teach import Teacher, start_point
+        from .start import start_point
+        from .teach import Teacher
 
         pool = Pool.read(settings.teach, settings.text_column)  # a pool without a text column: refused before loading
         start = start_point(settings.model, settings.encoder, settings.classes, settings.device, settings.precision)

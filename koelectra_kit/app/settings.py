@@ -107,7 +107,7 @@ class AppSettings:
     # sentiment, ...); None = a held-out 10% of the labels
     dev: str | None = None
     retrain_every: int = 50  # a background retrain after this many new labels (and on the button)
-    encoder: str | None = None  # what retrains start from; None = decided from --model (teach.start_point)
+    encoder: str | None = None  # what retrains start from; None = decided from --model (start.start_point)
     classes: list[str] | None = None  # the label names when --model is an encoder (no classifier to read them from)
     strategy: str = "margin"  # which rows to ask first (suggest/rows.py): margin | entropy | random
     seed: int = 42  # the random first sample's order and each retrain's seed
@@ -152,7 +152,7 @@ class AppSettings:
                               f"encoder?); fine-tune it with `koelectra-kit finetune` first, or {APP_OVERRIDE}")
 
     def start_classes(self) -> list[str] | None:
-        """The classes teach mode answers in, told from the files without loading a model (as teach.start_point
+        """The classes teach mode answers in, told from the files without loading a model (as start.start_point
         decides them): a classifier --model's own, else --classes or the default ones; None for a --model that is
         not a local folder (a hub id: loading it tells)."""
         from ..classify.classifier import head_labels

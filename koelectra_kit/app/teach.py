@@ -6,25 +6,19 @@ retrain rounds (``retrain.py``), and the one classifier the whole app serves (``
 box, the file jobs and the queue all use the newest round's best folder once it is ready). One worker thread runs
 a retrain and then scores the pool with its model; the page reads ``public()``.
 
-**What a retrain starts from** (``start_point``): the ``--encoder`` given; else, for an encoder folder (a pretraining
-discriminator), itself; for a fine-tuned classifier folder, its own weights (they already know the task, which is
-worth more than the bare encoder's with a few hundred labels; ``finetune`` keeps its head when the labels agree);
-for an ensemble, its encoder member. A TF-IDF folder has no encoder: ``--encoder`` is required. Every round starts
-from that same point and trains on all the labels so far, never from the previous round.
+What a retrain starts from, and what ties a round to that start: ``start.py``.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import subprocess
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, InputError, KitError
+from ..errors import InputError, KitError
 from .labelstore import Event, LabelLog
 from .pool import Pool, Queue, score
 from .jobs import Busy
@@ -32,80 +26,10 @@ from .retrain import (Progress, Round, answers_of, append_round, baseline_args, 
                       finetune_args, now, read_dev, read_rounds, read_table_rows, recipe_for, run_finetune,
                       trained_on, write_rows)
 from .serving import HeldOut, StartData, compare
+from .start import StartModel, model_identity, start_digest
 
 logger = logging.getLogger("koelectra_kit.app")
 MAX_ID = 100  # characters of a client-made answer id
-
-
-@dataclass
-class StartModel:
-    classifier: object | None  # a loaded Classifier, or None (an encoder alone: no classifier until round 1)
-    encoder: str  # what every retrain starts from
-    labels: list[str]
-    fine_tuned: bool = True  # whether ``encoder`` is a classifier already (its head knows the task): recipe_for
-    kind: str | None = None  # tfidf | ensemble | None (a transformers folder): where its training data is recorded
-
-
-def _has_task_head(path: Path) -> bool:
-    """Whether the model folder ``path`` is a fine-tuned sequence classifier (real label names), not a bare encoder."""
-    from ..classify.classifier import head_labels, toolkit_kind
-
-    return toolkit_kind(path) is None and bool(head_labels(path))
-
-
-def start_point(model: str, encoder: str | None, classes: list[str] | None, device: str, precision: str) -> StartModel:
-    """Load ``--model`` as a classifier when it is one; decide what retrains start from (see the module doc)."""
-    from ..classify.classifier import Classifier, toolkit_kind
-    from ..finetune.config import DEFAULT_LABELS
-    from ..hub.modelio import check_model_source
-
-    kind = toolkit_kind(model)
-    if kind is None:
-        path = Path(check_model_source(model, "--model"))
-        if not _has_task_head(path):
-            if not (path / "tokenizer.json").exists() and not (path / "koelectra_tokenizer.json").exists():
-                raise InputError(f"--model {model}: an encoder folder needs its tokenizer (tokenizer.json) to be "
-                                 "fine-tuned")
-            start = Path(encoder) if encoder else path
-            return StartModel(None, str(start), list(classes or DEFAULT_LABELS),
-                              fine_tuned=_has_task_head(start))
-    clf = Classifier.load(model, device=device, precision=precision)
-    if classes and list(classes) != list(clf.labels):
-        raise ConfigError(f"--classes {','.join(classes)}: {model} answers {', '.join(clf.labels)}; leave --classes "
-                          "out (it is for an encoder without a classifier)")
-    if encoder:
-        return StartModel(clf, str(encoder), list(clf.labels), fine_tuned=_has_task_head(Path(encoder)), kind=kind)
-    if kind == "tfidf":
-        raise ConfigError(f"--model {model} is a TF-IDF folder: retrains fine-tune an encoder; add --encoder DIR (a "
-                          "pretrained or fine-tuned encoder folder)")
-    if kind == "ensemble":
-        members = [p for p in getattr(clf, "paths", []) if toolkit_kind(Path(model) / p) is None]
-        if not members:
-            raise ConfigError(f"--model {model}: this ensemble has no encoder member; add --encoder DIR")
-        return StartModel(clf, str((Path(model) / members[0]).resolve()), list(clf.labels))
-    return StartModel(clf, str(Path(model).resolve()), list(clf.labels))
-
-
-def _model_identity(model: str) -> str:
-    """A --model as rounds.jsonl records it: an existing folder as its resolved path, a hub id as it is."""
-    return str(Path(model).resolve()) if model and Path(model).exists() else model
-
-
-def start_digest(start: StartModel) -> str:
-    """What the rounds start from, by content: the start classifier's ``model_digest`` (the weights or the TF-IDF
-    model as loaded), or an encoder folder's files. A `--model` folder refitted in place (`baseline out=` the same
-    folder on more rows) kept its path, so its earlier rounds were served in its place and judged against it: 0.4648
-    dev macro-F1 served over the refitted start's 0.4867. "" for a hub encoder (its id is its identity)."""
-    from ..classify.classifier import model_digest
-    from ..label.resume import content_fingerprint
-
-    if start.classifier is not None:
-        return model_digest(start.classifier)
-    folder = Path(start.encoder)
-    if not folder.is_dir():
-        return ""
-    files = "|".join(f"{f.name}:{content_fingerprint(f)}" for f in sorted(folder.iterdir()) if f.is_file())
-    return hashlib.sha256(files.encode()).hexdigest()[:24]
 
 
 class Teacher:
@@ -116,10 +40,10 @@ class Teacher:
         (self.dir / "rounds").mkdir(parents=True, exist_ok=True)
         # the --model as a resolved path: `--model enc/` from another folder is the same start (a round history
         # dropped for a spelling served the start model again, in place of a better round)
-        self.model_id = _model_identity(settings.model)
+        self.model_id = model_identity(settings.model)
         self.start_digest = start_digest(start)  # and by content: a folder refitted in place is another start
         self.rounds = [r for r in read_rounds(self.dir / "rounds.jsonl")
-                       if self.model_id in (r.start_model, _model_identity(r.start_model))
+                       if self.model_id in (r.start_model, model_identity(r.start_model))
                        and r.start_digest in ("", self.start_digest)]
         self.heldout = HeldOut(self.dir / "heldout.jsonl")
         # a TF-IDF start's recorded training rows: TF-IDF rounds refit on them plus the answers (serving.py)
