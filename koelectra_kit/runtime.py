@@ -181,11 +181,24 @@ def cpu_has_bf16() -> bool:
         return False
 
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def check_precision_name(precision) -> None:
+    """``precision`` is one of ``PRECISIONS``: the Python API took any other ("FP32", "float32", "fp8") for auto,
+    bf16 on a CPU that has it, where the command line refuses them."""
+    from .errors import ConfigError
+
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision={precision!r}: one of {', '.join(PRECISIONS)}")
+
+
 def autocast_dtype(device, precision: str = "auto"):
     """Pick the autocast dtype: ``auto`` -> bf16 where the hardware runs it fast, fp16 on older GPUs,
     else None (fp32). ``fp32``/``bf16``/``fp16`` force a choice. Master weights always stay fp32."""
     import torch
 
+    check_precision_name(precision)
     if precision == "fp32":
         return None
     if precision == "bf16":

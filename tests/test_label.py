@@ -163,20 +163,24 @@ def test_resume_refuses_another_output_encoding(tmp_path, tiny_classifier):
 def test_resume_refuses_another_way_of_reading_the_input(tmp_path, tiny_classifier):
     """A .tsv resumed with --format csv --sep '\\t' was accepted: the first rows parsed as TSV, the rest as CSV (a
     quote starts a quoted cell there), and a row the first run would label came out flagged. The format, separator
-    and encoding-errors setting are the job's too."""
+    and encoding are the job's too; what a bad byte does is not (rows read whole under strict read the same under
+    replace: the message of a run stopped by a bad byte says to go on with --encoding-errors replace and --resume,
+    which was refused)."""
     from koelectra_kit.errors import InputError
 
     src = tmp_path / "in.tsv"
     src.write_text("review\n" + "\n".join(f'"{i}번" 정말 좋아요' for i in range(30)) + "\n", encoding="utf-8")
+    label_file(None, src, tmp_path / "ref.csv", "review", classifier=tiny_classifier, progress=False)
     with pytest.raises(KeyboardInterrupt):
         label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, chunk_rows=10,
                    _after_chunk=lambda n: (_ for _ in ()).throw(KeyboardInterrupt))
-    for other in ({"fmt": "csv", "sep": "\\t"}, {"encoding_errors": "replace"}):
-        with pytest.raises(InputError, match="another reading"):
-            label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False,
-                       resume=True, **other)
-    s = label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True)
+    with pytest.raises(InputError, match="another reading"):
+        label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False,
+                   resume=True, fmt="csv", sep="\\t")
+    s = label_file(None, src, tmp_path / "o.csv", "review", classifier=tiny_classifier, progress=False, resume=True,
+                   encoding_errors="replace")
     assert s.rows == 30 and s.new_rows == 20
+    assert (tmp_path / "o.csv").read_bytes() == (tmp_path / "ref.csv").read_bytes()
 
 
 def test_a_labelled_file_labelled_again_keeps_the_first_models_columns(tmp_path, tiny_classifier):
@@ -534,3 +538,42 @@ def test_the_python_api_reads_texts_as_a_file_reads_cells(tiny_classifier):
         label_dataframe(pd.DataFrame([["좋아요", "x"]], columns=["review", "review"]), classifier=tiny_classifier)
     with pytest.raises(InputError, match="takes a pandas DataFrame, not list"):
         label_dataframe([{"review": "좋아요"}], classifier=tiny_classifier)
+
+
+def test_python_api_refuses_what_the_command_line_refuses(tiny_classifier, tiny_classifier_dir):
+    """The Python paths took what the command line refuses: precision="FP32", "float32" or "fp8" ran as auto (bf16
+    where the CPU has it); model= beside classifier= was ignored; classifier="folder" was an AttributeError; a rating
+    column named as the text was labelled, digits as reviews."""
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.errors import ConfigError, InputError
+
+    df = pd.DataFrame({"review": ["좋아요 최고", "별로예요"], "rating": [10, 1]})
+    for precision in ("FP32", "float32", "fp8"):
+        with pytest.raises(ConfigError, match=rf"precision='{precision}': one of auto, fp32, bf16, fp16"):
+            Classifier.load(tiny_classifier_dir, precision=precision)
+        with pytest.raises(ConfigError, match="precision="):
+            label_dataframe(df, model=str(tiny_classifier_dir), precision=precision)
+    with pytest.raises(ConfigError, match="model= and classifier= both given"):
+        label_dataframe(df, model=str(tiny_classifier_dir), classifier=tiny_classifier)
+    with pytest.raises(ConfigError, match="give model="):
+        label_dataframe(df)
+    with pytest.raises(ConfigError, match="a loaded Classifier"):
+        label_dataframe(df, classifier=str(tiny_classifier_dir))
+    with pytest.raises(ConfigError, match="text_column=\\['review'\\]"):
+        label_dataframe(df, classifier=tiny_classifier, text_column=["review"])
+    numbers = pd.DataFrame({"review": [str(i) for i in range(30)]})
+    with pytest.raises(InputError, match="holds only numbers"):
+        label_dataframe(numbers, classifier=tiny_classifier)
+
+
+def test_an_array_cell_holds_no_text_on_every_path(tmp_path, tiny_classifier):
+    """pandas reads a Parquet list column as numpy arrays: label_dataframe labelled "['최고' '굿']" as a review, status
+    ok, where label flags the same cell."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3], "review": [["최고", "굿"], ["별로"], []]}), src)
+    out = label_dataframe(pd.read_parquet(src), classifier=tiny_classifier)
+    assert out["status"].tolist() == ["error: the text is a JSON array, not a string"] * 3
+    assert out["label"].tolist() == [""] * 3

@@ -108,7 +108,8 @@ def test_several_inputs_and_a_glob_give_one_output_each(tmp_path, tiny_classifie
     (tmp_path / "out2").mkdir()
     rc, _, err = run_cli(capsys, *base, "--input", str(data / "*"), "--output", tmp_path / "out2")
     assert rc == 0, err
-    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["a.csv", "b.csv", "c.csv"]
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir() if not p.name.startswith(".")) == \
+        ["a.csv", "b.csv", "c.csv"]
     assert _read(tmp_path / "out2" / "c.csv")["label"].tolist() == _read(out / "b.csv")["label"].tolist()
     rc, _, err = run_cli(capsys, *base, "--input", a, b, "--output-suffix", ".labelled.csv")
     assert rc == 0, err
@@ -117,8 +118,8 @@ def test_several_inputs_and_a_glob_give_one_output_each(tmp_path, tiny_classifie
     rc, _, err = run_cli(capsys, *base, "--input", str(data / "*.csv"), "--output-suffix", ".labelled.csv",
                          "--overwrite")
     assert rc == 0, err
-    assert sorted(p.name for p in data.iterdir()) == ["a.csv", "a.labelled.csv", "b.csv", "b.labelled.csv",
-                                                     "c.parquet"]
+    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == \
+        ["a.csv", "a.labelled.csv", "b.csv", "b.labelled.csv", "c.parquet"]
 
 
 def test_several_inputs_resume_skips_finished_files(tmp_path, tiny_classifier):
@@ -156,7 +157,7 @@ def test_a_file_that_fails_after_others_says_theirs_are_complete(tmp_path, tiny_
     with pytest.raises(InputError, match=r"no column 'review'.*\(1 file\(s\) labelled before it are complete: "
                                          r".*a\.csv; after the fix, rerun with --resume to skip them\)"):
         label_files(None, [a, tmp_path / "b.csv"], out, "review", classifier=tiny_classifier, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["a.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [".a.csv.job.json", "a.csv"]
 
 
 @pytest.mark.parametrize("flags, needle", [
@@ -667,7 +668,7 @@ def test_merge_sees_an_edit_in_the_middle_of_a_large_input_or_shard(tmp_path, ti
     src.write_bytes(bytes(data))
     label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="2/2")
     rc, _, err = run_cli(capsys, "label-merge", out)
-    assert rc == 2 and err.count("\n") == 1 and "another input" in err and not out.exists(), err
+    assert rc == 2 and err.count("\n") == 1 and "in.csv changed between the shard runs" in err and not out.exists(), err
     label_file(None, src, out, "review", classifier=tiny_classifier, progress=False, shard="1/2", overwrite=True)
     shard = tmp_path / "out.shard-1-of-2.csv"
     kept = shard.read_bytes()
@@ -705,11 +706,82 @@ def test_a_finished_output_of_another_job_is_not_taken_for_this_ones(tmp_path, t
     rc, _, err = run_cli(capsys, *args, "--shard", "1/2", "--resume")
     assert rc == 2 and "a.shard-1-of-2.csv is complete, but was labelled with another input, row count" in err, err
     assert len(_read(folder / "a.shard-1-of-2.csv")) == 5  # left as it was
-    assert run_cli(capsys, *args)[0] == 0  # unsharded
+    assert run_cli(capsys, *args)[0] == 0  # unsharded: each finished output has its record (.a.csv.job.json)
     later = os.stat(folder / "a.csv").st_mtime + 5
-    os.utime(a, (later, later))  # replaced after it was labelled
+    os.utime(a, (later, later))  # touched: the same bytes, still this job's
+    assert run_cli(capsys, *args, "--resume")[0] == 0
+    _write(a, n=12)  # replaced after it was labelled
+    rc, _, err = run_cli(capsys, *args, "--resume")
+    assert rc == 2 and "a.csv is complete, but was labelled with another input than this command" in err, err
+    (folder / ".a.csv.job.json").unlink()  # an output of a version that kept no record: judged by the times
+    os.utime(a, (later, later))
     rc, _, err = run_cli(capsys, *args, "--resume")
     assert rc == 2 and "a.csv is complete, but its input changed after it was labelled; pass --overwrite" in err, err
+
+
+def test_many_files_resume_skips_only_outputs_of_this_job(tmp_path, tiny_classifier_dir, tiny_classifier, capsys):
+    """A many-file `--resume` skipped every finished output whose input and model were no newer than it: outputs a
+    TF-IDF model had labelled were kept beside a new model's (exit 0), and with another text column or other human
+    labels too. Each finished output of a many-file run now keeps a hidden record (.NAME.job.json) it is checked by;
+    a run that writes the output again without one removes it."""
+    from koelectra_kit.classify.tfidf import TfidfClassifier
+
+    data = tmp_path / "in"
+    data.mkdir()
+    a = _write(data / "a.csv", n=10)
+    _write(data / "b.csv", n=10)
+    texts = [f"리뷰 {i} {'좋아요' if i % 2 else '별로'}" for i in range(40)]
+    other = tmp_path / "tfidf"
+    import numpy as np
+
+    labels = ["negative", "neutral", "positive"]
+    TfidfClassifier.fit(texts, np.array([2 if i % 2 else 0 for i in range(40)]), labels).save(other)
+    out = tmp_path / "out"
+    out.mkdir()
+    common = ["--input", str(data / "*.csv"), "--output", out, "--text-column", "review", "--no-progress"]
+    assert run_cli(capsys, "label", "--model", other, *common)[0] == 0
+    record = json.loads((out / ".a.csv.job.json").read_text(encoding="utf-8"))
+    assert record["input"] == str(a.resolve()) and record["output_content"].startswith("c2:")
+    assert sorted(p.name for p in out.iterdir()) == [".a.csv.job.json", ".b.csv.job.json", "a.csv", "b.csv"]
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, *common, "--resume")
+    assert rc == 2 and "a.csv is complete, but was labelled with another model" in err, err
+    assert run_cli(capsys, "label", "--model", other, *common, "--resume")[0] == 0  # its own job: skipped
+    # one file labelled again on its own (no record kept): the many-file run's record of it goes
+    assert run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", a, "--output", out / "a.csv",
+                   "--text-column", "review", "--no-progress", "--overwrite")[0] == 0
+    assert not (out / ".a.csv.job.json").exists() and (out / ".b.csv.job.json").exists()
+    # a pattern over a folder of outputs and their records never takes a record for an input
+    assert run_cli(capsys, "label", "--model", other, "--input", str(out / "*"), "--output-suffix", ".again.csv",
+                   "--text-column", "review", "--no-progress")[0] == 0
+    assert (out / "b.again.csv").exists() and not any(".job.again" in p.name for p in out.iterdir())
+
+
+def test_a_finished_shard_resumed_alone_is_skipped(tmp_path, tiny_classifier_dir, capsys):
+    """scale-out.md: "each one resumes with --resume like any run": a SLURM array resubmitted with --resume failed
+    its finished tasks (a finished shard was "complete; pass --overwrite"). Skipped when its job record is this
+    job's; another model's is refused."""
+    src = _write(tmp_path / "in.csv", n=10)
+    base = ["label", "--input", src, "--output", tmp_path / "o.csv", "--text-column", "review", "--no-progress",
+            "--shard", "1/2"]
+    assert run_cli(capsys, *base, "--model", tiny_classifier_dir)[0] == 0
+    before = (tmp_path / "o.shard-1-of-2.csv").read_bytes()
+    assert run_cli(capsys, *base, "--model", tiny_classifier_dir, "--resume")[0] == 0
+    assert (tmp_path / "o.shard-1-of-2.csv").read_bytes() == before
+    rc, _, err = run_cli(capsys, *base, "--model", tiny_classifier_dir, "--resume", "--precision", "fp32")
+    assert rc == 2 and "is complete, but was labelled with another model" in err, err
+
+
+def test_a_folder_of_files_as_input_says_to_give_a_pattern(tmp_path, tiny_classifier_dir, capsys):
+    """A folder of CSV files given as --input was called "a dataset: label it in a run of its own"."""
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    _write(folder / "a.tsv", n=3)
+    (tmp_path / "out").mkdir()
+    for output in (tmp_path / "out", tmp_path / "x.csv"):
+        rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", folder, "--output", output,
+                             "--text-column", "review")
+        assert rc == 2 and f"is a folder, not a dataset; to label the files in it, give a quoted pattern: --input " \
+                           f"'{folder}/*.tsv'" in err, err
 
 
 def test_merge_refuses_shards_read_another_way_and_names_how_a_model_was_loaded(tmp_path, tiny_classifier,
@@ -743,3 +815,21 @@ def test_jsonl_shards_with_a_bom_and_no_rows_merge(tmp_path, tiny_classifier):
     assert (tmp_path / "out.shard-1-of-3.jsonl").read_bytes() == b"\xef\xbb\xbf"
     merged, shards = merge_shards(out)
     assert shards == 3 and merged.read_bytes() == ref.read_bytes()
+
+
+def test_a_shard_run_that_fails_on_a_later_file_names_the_shards_done(tmp_path, tiny_classifier):
+    """Under --nproc (each rank a shard of every file), a bad second file's message called a.shard-1-of-2.csv a
+    complete output: the outputs are joined only at the end, and the suggested --resume with --encoding-errors
+    replace was then refused as another reading of the finished shard."""
+    from koelectra_kit.errors import InputError
+
+    a = _write(tmp_path / "a.csv", n=10)
+    bad = tmp_path / "b.csv"
+    bad.write_bytes("review\n".encode() + "".join(f"리뷰 {i}\n" for i in range(10)).encode() + b"\xff\xfe\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(InputError, match=r"\(1 file\(s\) before it have this process's shard 1/2 complete: "):
+        label_files(None, [a, bad], out, "review", classifier=tiny_classifier, progress=False, shard="1/2")
+    summaries = label_files(None, [a, bad], out, "review", classifier=tiny_classifier, progress=False, shard="1/2",
+                            resume=True, encoding_errors="replace")
+    assert [s.output for s in summaries] == [str(out / "b.shard-1-of-2.csv")]  # a's finished shard skipped

@@ -165,7 +165,8 @@ def test_an_output_suffix_gives_a_workbook_beside_each_input(tmp_path, tiny_clas
                             output_suffix=".labelled.xlsx")
     assert [s.rows for s in summaries] == [len(REVIEWS), 2]
     assert _values(tmp_path / "b.labelled.xlsx")[1][1] == REVIEWS[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.labelled.xlsx", "b.csv", "b.labelled.xlsx"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
+        ["a.csv", "a.labelled.xlsx", "b.csv", "b.labelled.xlsx"]
 
 
 def test_what_an_xlsx_output_cant_be_is_one_line(tmp_path, tiny_classifier_dir, capsys):

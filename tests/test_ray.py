@@ -52,3 +52,31 @@ def test_ray_adapter_labels_every_row_once_like_label(local_ray, tmp_path, tiny_
     for col in ("prob_negative", "prob_neutral", "prob_positive"):
         want = pd.to_numeric(ref[col].replace("", np.nan)).to_numpy(dtype=float)
         np.testing.assert_allclose(got[col].to_numpy(dtype=float, na_value=np.nan), want, atol=1e-4)
+
+
+def test_ray_refuses_before_any_actor_starts_and_flags_cells_as_label(local_ray, tmp_path, tiny_classifier_dir):
+    """Ray reported a mistyped option, a folder that is no model or a missing column from a dead actor (wrapped in its
+    own exceptions, after its start-up); a list, dict or binary cell came back status "empty" (label says why)."""
+    from koelectra_kit.errors import ConfigError, InputError
+    from koelectra_kit.label.ray_adapter import label_dataset
+
+    ds = ray.data.from_pandas(pd.DataFrame({"review": ["좋아요 최고", "별로"]}))
+    model = str(tiny_classifier_dir)
+    with pytest.raises(ConfigError, match="unknown option\\(s\\) precison"):
+        label_dataset(ds, model, precison="fp32")
+    with pytest.raises(ConfigError, match="batch_rows=None"):
+        label_dataset(ds, model, batch_rows=None)
+    with pytest.raises(ConfigError, match="precision='fp8'"):
+        label_dataset(ds, model, precision="fp8")
+    with pytest.raises(InputError, match="not a model folder"):
+        label_dataset(ds, str(tmp_path))
+    with pytest.raises(InputError, match="no column 'text'"):
+        label_dataset(ds, model, text_column="text")
+    import pyarrow as pa
+
+    for column, status in (([["최고", "굿"], []], "error: the text is a JSON array, not a string"),
+                           (pa.array([b"\xff\xfe bad", b"\xc3"], type=pa.binary()),
+                            "error: the text is binary data, not UTF-8 text")):
+        cells = ray.data.from_arrow(pa.table({"id": [1, 2], "review": column}))
+        got = label_dataset(cells, model, device="cpu", precision="fp32", threads=1).to_pandas()
+        assert got["status"].tolist() == [status] * 2

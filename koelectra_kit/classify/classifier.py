@@ -33,7 +33,7 @@ from ..io.records import texts_of
 from ..hub.modelio import check_model_source, loading
 from .predictions import Predictions
 from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
-from ..runtime import autocast, autocast_dtype, pad_multiple, quiet_transformers, resolve_device
+from ..runtime import autocast, autocast_dtype, check_precision_name, pad_multiple, quiet_transformers, resolve_device
 
 
 def placeholder_labels(labels) -> bool:
@@ -284,6 +284,7 @@ class Classifier:
         (local dir or hub id). ``backend``: torch, onnx (onnxruntime on the exported graph, see onnx_backend) or
         auto (onnx when quantizing and onnxruntime is installed, else torch). ``quantize``: int8 weights and
         dynamic activations, CPU only: onnxruntime's quantizer (onnx) or torchao (torch)."""
+        check_precision_name(precision)  # before anything loads: a TF-IDF folder uses none, its members may
         kind = toolkit_kind(name_or_dir)
         if kind:  # the toolkit's own folders (classifier.json): their classes, found through the registry
             if quantize or backend == "onnx":
@@ -347,7 +348,9 @@ class Classifier:
 
     def predict(self, texts, batch_size: int | None = None, group: int | None = None, overlap: bool | None = None,
                 normalized: bool = False) -> Predictions:
-        """Labels and probabilities for ``texts`` (any sequence of str; None/NaN count as empty), in order.
+        """Labels and probabilities for ``texts`` (any sequence of str), in order. None, NaN and values that hold no
+        text (a dict, a list, bytes that are not UTF-8) are scored as the empty text is; ``label_dataframe`` and
+        ``label`` give such rows no label (status ``empty``, or ``error: ...`` with the reason).
         ``batch_size``: texts per model call (None: ``default_batch_size``, 128 on a CPU, 256 on a GPU).
         ``normalized``: the texts are ``self.tok.normalize``'s output already (skips normalizing them again).
         ``overlap``: tokenize the next group in a thread while the model runs (default: on GPUs only; on a CPU,

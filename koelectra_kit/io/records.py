@@ -114,7 +114,8 @@ def cell_text(value) -> tuple[str, str | None]:
     """(the text a text column's cell holds, why it holds none or None). None and NaN are empty; bytes (a Parquet
     binary column: Spark and older writers store strings so, with no UTF-8 mark) are their UTF-8 text; a number or a
     bool its str(), as a review of "10" is. A JSON object or array (a JSONL or Parquet nested value) and bytes that
-    are not UTF-8 hold no review: labelled as their Python repr ("{'t': '별로'}", "b'\\xec...'"), status ok."""
+    are not UTF-8 hold no review: empty, and the reason (``label`` gives the row that status, ``error: ...``). A numpy
+    array is an array too (what pandas reads a Parquet list column as): its printed form was labelled as a review."""
     if isinstance(value, str):  # first: nearly every cell is one
         return value, None
     if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' missing values: pd.NA, pd.NaT
@@ -126,7 +127,7 @@ def cell_text(value) -> tuple[str, str | None]:
             return bytes(value).decode("utf-8"), None
         except UnicodeDecodeError:
             return "", "the text is binary data, not UTF-8 text"
-    if isinstance(value, (dict, list, tuple)):
+    if isinstance(value, (dict, list, tuple)) or getattr(value, "ndim", 0):  # (a numpy scalar's ndim is 0)
         return "", f"the text is a JSON {'object' if isinstance(value, dict) else 'array'}, not a string"
     return str(value), None
 

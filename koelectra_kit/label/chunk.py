@@ -5,16 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..classify.classifier import placeholder_labels
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io.labelcols import label_prefixes
 from ..io.records import cell_text
 from ..io.tables import column_hint
-from ..io.textcheck import is_blank
+from ..io.textcheck import check_text_column, is_blank
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
 # the first max_length tokens anyway, and a 1M-character field must not cost seconds of Kiwi time.
 CHARS_PER_TOKEN_CAP = 32
+# Rows of a DataFrame or batch whose text column is checked to hold text (``check_text_column``): label checks its
+# first chunk, 20,000 rows by default
+CHECKED_ROWS = 20_000
 
 
 def output_columns(labels: list[str], existing: list[str]) -> dict[str, str]:
@@ -104,6 +107,19 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     return out, names
 
 
+def check_model_args(model, classifier) -> None:
+    """``model=`` (a folder or hub id) or ``classifier=`` (one loaded): exactly one of them. Both given, ``model`` was
+    ignored; ``classifier="folder"`` failed deep inside with an AttributeError."""
+    if model is not None and classifier is not None:
+        raise ConfigError("model= and classifier= both given: give one (model= a folder or hub id, classifier= a "
+                          "loaded Classifier)")
+    if classifier is None and model is None:
+        raise ConfigError("give model= (a model folder or hub id) or classifier= (a loaded Classifier)")
+    if classifier is not None and not callable(getattr(classifier, "predict", None)):
+        raise ConfigError(f"classifier={classifier!r}: a loaded Classifier (Classifier.load(...)); a folder or hub id "
+                          "goes in model=")
+
+
 def label_dataframe(df, model=None, text_column: str = "review", batch_size: int | None = None, classifier=None,
                     allow_generic_labels: bool = False, dedupe: bool = True, human_labels=None, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
@@ -116,6 +132,9 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"label_dataframe takes a pandas DataFrame, not {type(df).__name__} (a list of dicts: "
                          "pd.DataFrame(rows))")
+    check_model_args(model, classifier)
+    if not isinstance(text_column, (str, int)) or isinstance(text_column, bool):
+        raise ConfigError(f"text_column={text_column!r}: the name of the one column that holds the texts")
     if text_column not in df.columns:
         raise InputError(f"no column {text_column!r}; columns present: {list(df.columns)}"
                          f"{column_hint(text_column, df.columns)}")
@@ -123,6 +142,8 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
         raise InputError(f"column {text_column!r} appears {(df.columns == text_column).sum()} times; rename all but "
                          "the one that holds the texts")
     check_batch_size(batch_size)
+    # a rating or id column named as the text is refused, as label refuses it (its first rows, as label's first chunk)
+    check_text_column(df[text_column].head(CHECKED_ROWS).tolist(), text_column, list(df.columns), "the DataFrame")
     clf = classifier or Classifier.load(model, **load_kwargs)
     check_trained_head(clf, allow_generic_labels)
     human = None

@@ -47,8 +47,28 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
     return [p for p in paths if not (p.resolve() in seen or seen.add(p.resolve()))], many
 
 
+def _check_folder_input(src: Path) -> None:
+    """A folder given as --input is a dataset (``save_to_disk``, Parquet files) or refused here as what it is: a folder
+    of CSV files was called "a dataset: label it in a run of its own" (with --output DIR/), which it is not."""
+    from ..io.hfdata import parse_source
+    from ..io.tables import FORMATS
+    from ..io.workbook import EXCEL_SUFFIXES
+
+    try:
+        parse_source(src)
+    except InputError:
+        suffixes = sorted({f.suffix.lower() for f in src.iterdir() if f.is_file() and not f.name.startswith(".")
+                           and f.suffix.lower() in (*FORMATS, *EXCEL_SUFFIXES)})
+        if not suffixes:
+            raise
+        raise InputError(f"--input {src} is a folder, not a dataset; to label the files in it, give a quoted pattern: "
+                         f"--input '{src / ('*' + suffixes[0])}'") from None
+
+
 def _output_for(cfg: LabelConfig, src: Path, many: bool) -> Path:
     if is_dataset_source(src):  # no file to name the output after, or to write beside
+        if src.is_dir():
+            _check_folder_input(src)
         if cfg.output_suffix or many or cfg.output.endswith(("/", os.sep)):
             raise InputError(f"{src} is a dataset: label it in a run of its own, into a file you name "
                              "(--output FILE.csv, .tsv, .jsonl or .xlsx)")
@@ -118,7 +138,9 @@ class FilesLabeller:
 
     def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, keep_complete: bool = False):
         self.jobs, self.many = plan_jobs(cfg)
-        self.keep_complete = keep_complete or self.many  # with --resume, a complete output is skipped, not refused
+        # with --resume, a complete output is skipped, not refused: a many-file run's (its record says whose it is)
+        # and a shard's (its job record: a SLURM array resubmitted with --resume skips its finished tasks)
+        self.keep_complete = keep_complete or self.many or bool(cfg.shard)
         self.clf, self.after_chunk = classifier, after_chunk
         self.cache = PredictionCache(cfg.cache_rows) if cfg.dedupe else None
         self.current: FileLabeller | None = None
@@ -134,10 +156,13 @@ class FilesLabeller:
         loaded, reading, ...), an unsharded one's by its input and model being no newer than it. Skipped unchecked,
         a finished shard of a 200-row file labelled by another model stood for a 2,000-row file's (`--nproc 2
         --resume`: 200 rows, exit 0), and a file replaced since kept its old output."""
-        from .shard import JOB_IDENTITY, LATER_KEYS, read_job
+        from .resume import same_content
+        from .shard import JOB_IDENTITY, LATER_KEYS, done_path, job_path, read_job, same_job_value
 
         out = output_target(Path(job.output))
-        record = read_job(out) if job.shard else None
+        record = read_job(out) if job.shard else read_job(out, done_path(out))
+        if record is not None and not job.shard and not same_content(out, str(record.get("output_content"))):
+            record = None  # written over since by a run that keeps no record (or edited): judged as one without
         if record is None:
             changed = [what for what, path in (("its input", job.input), ("the model", job.model))
                        if path and _newest_mtime(Path(path)) > out.stat().st_mtime]
@@ -156,10 +181,12 @@ class FilesLabeller:
         finally:
             getattr(getattr(labeller, "records", None), "close", lambda: None)()
         differ = [what for key, what in JOB_IDENTITY.items()
-                  if not (key in LATER_KEYS and record.get(key) is None) and record.get(key) != now.get(key)]
+                  if not (key in LATER_KEYS and record.get(key) is None)
+                  and not same_job_value(key, record.get(key), now.get(key))]
         if differ:
             raise InputError(f"{out} is complete, but was labelled with another {', '.join(differ)} than this command "
-                             "gives (its .job.json); pass --overwrite to label it again")
+                             f"gives (its record, {(job_path(out) if job.shard else done_path(out)).name}); pass "
+                             "--overwrite to label it again")
 
     def run(self) -> list[LabelSummary]:
         todo = []
@@ -178,6 +205,7 @@ class FilesLabeller:
         for job in todo:
             self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache,
                                         human=human)
+            self.current.record_done = self.many
             try:
                 summaries.append(self.current.run())
             except InputError as e:
@@ -185,8 +213,10 @@ class FilesLabeller:
                     raise
                 # the files before it are complete: said, so that their outputs are not taken for half-written
                 done = ", ".join(s.output for s in summaries[:3]) + (" ..." if len(summaries) > 3 else "")
-                raise InputError(f"{e} ({len(summaries)} file(s) labelled before it are complete: {done}; after the "
-                                 "fix, rerun with --resume to skip them)") from None
+                what = "file(s) labelled before it are complete" if not job.shard else \
+                    f"file(s) before it have this process's shard {job.shard} complete"  # (torchrun: joined at the end)
+                raise InputError(f"{e} ({len(summaries)} {what}: {done}; after the fix, rerun with --resume to skip "
+                                 "them)") from None
             self.clf, human = self.current.clf, self.current.human  # loaded and read once, by the first file
         return summaries
 

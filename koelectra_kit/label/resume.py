@@ -19,6 +19,13 @@ IDENTITY = ("input_fingerprint", "text_column", "labels", "model_digest", "token
 KEPT_LATER = ("output_encoding", "reading")  # absent from older records, which resumed without them
 
 
+def reading_key(reading: str | None) -> str | None:
+    """How the input was read, for comparing two runs' records: the format, separator and encoding, not what a bad
+    byte did (``errors=``). Rows read whole under ``strict`` read the same under ``replace``, so a run stopped by a
+    bad byte goes on with ``--encoding-errors replace`` (its message says to); refusing it left only starting over."""
+    return None if reading is None else reading.split(" errors=")[0]
+
+
 CONTENT = "c2:"  # marks ``content_fingerprint``'s values: a job record without it holds the older, partial one
 
 
@@ -89,7 +96,10 @@ class LabelState:
         for key in IDENTITY:
             if key in KEPT_LATER and key not in saved:
                 continue  # a record from before it was kept: as those resumed
-            if saved.get(key) != getattr(self, key):
+            ours, theirs = getattr(self, key), saved.get(key)
+            if key == "reading":
+                ours, theirs = reading_key(ours), reading_key(theirs)
+            if theirs != ours:
                 what = _DIFFERS.get(key) or (f"another {key.replace('_', ' ')} "
                                              f"({_short(saved.get(key))} vs {_short(getattr(self, key))})")
                 raise InputError(f"can't resume {partial}: it was made with {what}; drop --resume to start over")

@@ -32,7 +32,7 @@ from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
 from .lock import PartialLock
 from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
-from .shard import job_path, row_range, write_job
+from .shard import done_path, job_path, row_range, write_job
 from .summary import LabelSummary, plot_distribution
 from .writer import check_json_keys, encoded, write_chunk
 
@@ -52,6 +52,9 @@ class FileLabeller:
         self.cache = cache if cache is not None or not cfg.dedupe else PredictionCache(cfg.cache_rows)
         self.src = self.dst = self.converted = None
         self.human = human  # cfg.human_labels as read (once per run: FilesLabeller hands it to the next file)
+        # a record beside the finished output (shard.done_path): a many-file run's, whose --resume skips finished
+        # outputs (FilesLabeller sets it); one file's --resume refuses a finished output instead
+        self.record_done = False
 
     # -- setup, in order
     def check_paths(self) -> None:
@@ -262,22 +265,27 @@ class FileLabeller:
             return codecs.lookup(self.cfg.output_encoding).name
         return "utf-8-sig" if self.out_fmt == "csv" else "utf-8"
 
-    def shard_job(self) -> dict:
-        """What label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the shard's own rows and
-        counts."""
+    def job_record(self) -> dict:
+        """What a finished output's record holds: the job (``shard.JOB_IDENTITY``), how the model was loaded, and
+        the rows and counts. A shard's adds its number and content (``shard_job``); a many-file run's finished
+        output's (``shard.done_path``: what ``--resume`` checks before skipping it) its content once in place."""
         st, cfg = self.state, self.cfg
-        return {**self.job_identity(), "input": st.input, "shard": cfg.shard, "model": st.model,
+        return {**self.job_identity(), "input": st.input, "model": st.model,
                 # how the model was loaded: shards of one folder loaded another way have another model_digest
                 "loading": f"--precision {cfg.precision}, --quantize {'on' if cfg.quantize else 'off'}, --backend "
                            f"{getattr(self.clf, 'backend', 'torch')}",
                 "human_labels_file": self.human.path if self.human else None,
-                # the shard file's own content (complete: written just before the rename), so label-merge can tell
-                # this shard from another's file copied over it (``shard.check_shard_files``)
-                "output_content": content_fingerprint(self.partial),
-                # the shard's counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
+                # the counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
                 "counts": {"rows": st.rows_done, "per_label": st.per_label, "status": st.status,
                            "malformed": st.malformed, "reused": st.reused, "human": st.human,
                            "flattened": st.flattened, "human_conflicts": self.human.conflicts if self.human else 0}}
+
+    def shard_job(self) -> dict:
+        """A shard's job record: what label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the
+        shard's own number, rows and counts."""
+        # the shard file's own content (complete: written just before the rename), so label-merge can tell this
+        # shard from another's file copied over it (``shard.check_shard_files``)
+        return {**self.job_record(), "shard": self.cfg.shard, "output_content": content_fingerprint(self.partial)}
 
     def _input_name(self) -> str:
         return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())
@@ -340,6 +348,8 @@ class FileLabeller:
             change = self.guard.check(self.partial, self.state_path) if self.guard is not None else None
             if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
                 write_job(self.dst, self.shard_job())
+            record = self.job_record() if self.record_done and not cfg.shard else None
+            done_path(self.dst).unlink(missing_ok=True)  # an earlier run's: it no longer describes the output
             if self.workbook:
                 excel.to_workbook(self.partial, self.dst, self.state.rows_done, self.clf.labels, self.columns,
                                   self.out_enc, self.cfg.progress)
@@ -348,6 +358,9 @@ class FileLabeller:
             else:
                 os.replace(self.partial, self.dst)
                 self.state_path.unlink(missing_ok=True)
+            if record:  # after the output is in place: its content is part of the record
+                write_job(self.dst, {**record, "output_content": content_fingerprint(self.dst)},
+                          path=done_path(self.dst))
         finally:
             bar.close()
         if change and (note := self.guard.note(change, self.dst)):

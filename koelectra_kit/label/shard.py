@@ -53,17 +53,36 @@ def job_path(shard: Path) -> Path:
     return shard.with_name(shard.name + ".job.json")
 
 
-def write_job(shard: Path, job: dict) -> None:
-    write_json_atomic(job_path(shard), job)
+def done_path(output: Path) -> Path:
+    """A many-file run's record of a finished output, beside it and hidden (``.NAME.job.json``): what ``--resume``
+    checks it by before skipping it. Hidden, unlike a shard's (copied with its shard between machines), so that a
+    pattern over the folder (``--input 'data/*'`` with ``--output-suffix``) never takes it for an input."""
+    return output.with_name(f".{output.name}.job.json")
 
 
-def read_job(shard: Path) -> dict | None:
+def same_job_value(key: str, recorded, now) -> bool:
+    """Whether two job records agree on ``key`` (the reading by ``resume.reading_key``: not by what a bad byte did)."""
+    if key == "reading":
+        from .resume import reading_key
+
+        return reading_key(recorded) == reading_key(now)
+    return recorded == now
+
+
+def write_job(shard: Path, job: dict, path: Path | None = None) -> None:
+    """``shard``'s job record (or the record at ``path``: ``done_path``'s)."""
+    write_json_atomic(path or job_path(shard), job)
+
+
+def read_job(shard: Path, path: Path | None = None) -> dict | None:
+    """``shard``'s job record (or the record at ``path``: ``done_path``'s), None where there is none."""
+    path = path or job_path(shard)
     try:
-        job = json.loads(job_path(shard).read_text(encoding="utf-8"))
+        job = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        raise InputError(f"{job_path(shard)} is damaged; rerun shard {shard.name} with --overwrite") from None
+        raise InputError(f"{path} is damaged; rerun {shard.name} with --overwrite") from None
     return job if isinstance(job, dict) else None
 
 
@@ -93,19 +112,24 @@ def check_one_job(output: Path, shards: list[Path]) -> None:
         for key, what in JOB_IDENTITY.items():
             if key in LATER_KEYS and (job.get(key) is None or first[1].get(key) is None):
                 continue
-            if job.get(key) != first[1].get(key) and key == "human_labels":
+            if same_job_value(key, job.get(key), first[1].get(key)):
+                continue
+            if key == "human_labels":
                 raise InputError(f"can't merge {output}: {path.name} was labelled with other human labels than "
                                  f"{first[0].name} ({job.get('human_labels_file')} vs "
                                  f"{first[1].get('human_labels_file')}: the labels changed between the shard runs, or "
                                  "another file was given); rerun it with the others' command and --overwrite")
-            if job.get(key) != first[1].get(key):
-                shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
-                if key == "model_digest" and job.get("model") == first[1].get("model") and job.get("loading"):
-                    shown = "loading"  # one folder loaded another way: the paths alone read "x vs x"
-                other = "other" if what.endswith("s") else "another"  # (labels: "another labels" read wrong)
-                raise InputError(f"can't merge {output}: {path.name} was labelled with {other} {what} than "
-                                 f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
-                                 "different jobs?); rerun it with the others' command and --overwrite")
+            shown = _SHOWN.get(key, key)  # a digest means nothing to a user: its path does
+            if key == "model_digest" and job.get("model") == first[1].get("model") and job.get("loading"):
+                shown = "loading"  # one folder loaded another way: the paths alone read "x vs x"
+            other = "other" if what.endswith("s") else "another"  # (labels: "another labels" read wrong)
+            if key == "input_content" and job.get("input") == first[1].get("input"):  # one path: "x vs x"
+                raise InputError(f"can't merge {output}: {job.get('input')} changed between the shard runs ("
+                                 f"{path.name} was labelled from other content than {first[0].name}); rerun every "
+                                 "shard on the file as it is now, with --overwrite")
+            raise InputError(f"can't merge {output}: {path.name} was labelled with {other} {what} than "
+                             f"{first[0].name} ({job.get(shown)} vs {first[1].get(shown)}: shards of "
+                             "different jobs?); rerun it with the others' command and --overwrite")
 
 
 def check_shard_files(output: Path, shards: list[Path]) -> None:
