@@ -129,15 +129,16 @@ def test_exact_resume_after_a_kill(tiny_cfg, tmp_path):
 
 
 def test_a_resume_that_logs_no_row_keeps_the_uninterrupted_runs_summary(tiny_cfg, tmp_path):
-    """Metrics every 4 steps, killed at step 5 and resumed from step 4 to 6: the resumed part logs no row, and its
-    summary had final: null (and no below-unigram warning) where the uninterrupted run has step 4's row."""
+    """Metrics every 4 steps, killed at step 5 and resumed from step 4 to 6: its summary had final: null (and no
+    below-unigram warning) where the uninterrupted run has a row. Both end with the budget's last row (steps 5-6)."""
     common = ("max_steps=6", "save_every=4", "log_every=4")
     full, resumed = killed_and_resumed(tiny_cfg, tmp_path, common, 5)
 
     def strip(row):
         return {k: v for k, v in row.items() if k not in ("elapsed_s", "tokens_per_s")}
 
-    assert full["final"]["step"] == 4 and strip(resumed["final"]) == strip(full["final"])
+    assert full["final"]["step"] == 6 and strip(resumed["final"]) == strip(full["final"])
+    assert [r["step"] for r in read_metrics(tmp_path / "cut" / "metrics.jsonl")] == [4, 6]
     assert resumed.get("warning") == full.get("warning")
     assert resumed["rank_param_digests"] == full["rank_param_digests"]
 
@@ -171,6 +172,31 @@ def test_ctrl_c_stops_at_a_step_and_exports_and_a_rerun_continues_exactly(tiny_c
     assert resumed["rank_param_digests"] == full["rank_param_digests"]
     a, b = (load_file(tmp_path / n / "discriminator" / "model.safetensors") for n in ("full", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_budgets_last_steps_get_a_row_and_the_card_says_where_the_run_ended(tiny_cfg, tmp_path):
+    """A run shorter than log_every (cpu-30min logs every 100 steps and stops on a time budget) left metrics.jsonl
+    empty, no curves.png, summary final null and a model card of "? steps, 0 tokens seen"; one that ended between
+    two rows had a card of the last row's steps. The budget's last steps get their row; the card says the run's."""
+    done = pretrain(tiny_cfg("max_steps=5", "log_every=100", "plots=true", f"out={tmp_path / 'short'}"))
+    rows = read_metrics(tmp_path / "short" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [5] and done["final"]["step"] == 5 and "curves" in done
+    card = (tmp_path / "short" / "discriminator" / "README.md").read_text(encoding="utf-8")
+    assert f"{done['tokens']:,} tokens seen" in card and "- Recipe: 5 steps, batch" in card
+    assert "precision auto" not in card and ("precision fp32" in card or "precision bfloat16" in card)
+
+    import os
+    import signal
+
+    def stop(step, row):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    cut = pretrain(tiny_cfg("max_steps=8", "log_every=2", f"out={tmp_path / 'cut'}"), on_step=stop)
+    card = (tmp_path / "cut" / "discriminator" / "README.md").read_text(encoding="utf-8")
+    assert cut["steps"] == 3 and "- Recipe: 3 steps (stopped before the end of its budget)" in card
+    assert "(the last logged row, step 2)" in card
+    assert [r["step"] for r in read_metrics(tmp_path / "cut" / "metrics.jsonl")] == [2]  # a stop logs no extra row
 
 
 def test_existing_run_needs_resume_or_overwrite(tiny_cfg):

@@ -116,6 +116,16 @@ def damage(folder: Path, how: str) -> None:
         (folder / "prepared.json").write_text(json.dumps({**info, "format": 99}))
     elif how == "not json":
         (folder / "prepared.json").write_text("{")
+    elif how in ("same-size edit", "ids past the vocabulary"):  # new files: the folder's are links to the cache
+        data = bytearray((folder / "rows.arrow").read_bytes())
+        value = (5, 0) if how == "same-size edit" else (0xFF, 0xFF)  # id 5, or 65535 against a 2,000-token vocab
+        for i in range(len(data) // 2 - 400, len(data) // 2, 2):
+            data[i], data[i + 1] = value
+        (folder / "rows.arrow").unlink()
+        (folder / "rows.arrow").write_bytes(bytes(data))
+        if how == "ids past the vocabulary":  # a folder of a version that kept no digest of its rows
+            info = json.loads((folder / "prepared.json").read_text())
+            (folder / "prepared.json").write_text(json.dumps({k: v for k, v in info.items() if k != "rows_digest"}))
     elif how in ("fewer rows", "shorter rows", "info seq_len"):  # hand-edited: read as they say, trained on less
         name, key, value = {"fewer rows": ("meta.json", "rows", 5), "shorter rows": ("meta.json", "seq_len", 32),
                             "info seq_len": ("prepared.json", "seq_len", 32)}[how]
@@ -132,6 +142,8 @@ def damage(folder: Path, how: str) -> None:
     ("fewer rows", "meta.json says 5 of"),
     ("shorter rows", "of 32, prepared.json says"),
     ("info seq_len", "prepared.json says"),
+    ("same-size edit", "rows.arrow is not the file `prepare` wrote"),
+    ("ids past the vocabulary", "holds id 65535, past its tokenizer's 2000 tokens"),
 ])
 def test_a_damaged_folder_is_one_line_and_no_run_folder(prepared, tmp_path, capsys, how, needle):
     copy = tmp_path / "copy"
@@ -182,6 +194,10 @@ def test_continued_pretraining_from_a_folder_prepared_with_the_same_init(tiny_ru
     rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={folder}", f"init={tiny_run}",
                          f"out={tmp_path / 'cont'}", *RUN)
     assert rc == 0 and f"continuing from {tiny_run}" in err, err
+    # without init= it trained from random weights, no word
+    rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={folder}", f"out={tmp_path / 'scratch'}",
+                         *RUN)
+    one_line_error(rc, err, f"was made for continued pretraining from init={tiny_run}: pass init={tiny_run}")
     other = tmp_path / "other-vocab"
     rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
                          f"out={other}", "vocab_size=700", "progress=false")
@@ -190,3 +206,33 @@ def test_continued_pretraining_from_a_folder_prepared_with_the_same_init(tiny_ru
                          f"out={tmp_path / 'bad'}", *RUN)
     one_line_error(rc, err, "another vocabulary")
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_folder_written_over_in_place_neither_trains_nor_poisons_the_cache(tmp_path, capsys, sample_dir,
+                                                                              pretrain_tokenizer):
+    """A prepared folder's rows.arrow is a hard link to the packed cache's: `cp` of another folder's files over it
+    wrote the cache's too, and a run from the corpus then trained on the other corpus while naming its own (exit 0),
+    as did every folder prepared from that corpus after. The folder's rows are checked by their digest, the cache's
+    by its own record (meta.json is copied into the folder, not linked), and a changed cache entry is packed again.
+    A .DS_Store added to the folder's tokenizer/ is no change."""
+    cache = tmp_path / "cache"
+    common = ["--config", TINY, f"tokenizer={pretrain_tokenizer}", f"cache_dir={cache}", "progress=false"]
+    other = tmp_path / "other.txt"
+    other.write_text("".join(f"다른 말뭉치 문장 {i} 입니다 정말로\n" for i in range(400)), encoding="utf-8")
+    comments = sample_dir / "comments.txt"
+    for name, corpus in (("a", comments), ("b", other)):
+        assert run_cli(capsys, "prepare", *common, f"corpus={corpus}", f"out={tmp_path / name}")[0] == 0
+    a, b = tmp_path / "a", tmp_path / "b"
+    texts = json.loads((a / "prepared.json").read_text())["texts"]
+    assert (a / "meta.json").stat().st_nlink == 1  # copied, not linked
+    with open(a / "rows.arrow", "wb") as f:  # as `cp b/rows.arrow a/rows.arrow` writes: into the linked file
+        f.write((b / "rows.arrow").read_bytes())
+    shutil.copyfile(b / "meta.json", a / "meta.json")
+    rc, _, err = run_cli(capsys, "pretrain", *common[:2], f"prepared={a}", f"out={tmp_path / 'r'}", *RUN)
+    one_line_error(rc, err, "rows.arrow is not the file `prepare` wrote")
+    rc, _, err = run_cli(capsys, "pretrain", *common, f"corpus={comments}", f"out={tmp_path / 'r2'}", *RUN)
+    assert rc == 0 and "changed since they were written" in err, err
+    summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert summary["data"]["texts"] == texts  # the comments, not the other corpus
+    (b / "tokenizer" / ".DS_Store").write_bytes(b"\0\1")
+    assert run_cli(capsys, "pretrain", *common[:2], f"prepared={b}", f"out={tmp_path / 'r3'}", *RUN)[0] == 0

@@ -185,6 +185,10 @@ def encoder_card(run: dict, metrics: dict | None, tok, n_params: int | None = No
                          tags=["koelectra-kit", "electra", "korean", "pretraining"])
     m, model = metrics or {}, run.get("model") or {}
     stats = ", ".join(f"{k} {m[k]:.3f}" for k in ("disc_acc", "disc_auc", "gen_acc") if isinstance(m.get(k), float))
+    if stats and m.get("step") != run.get("steps", m.get("step")):
+        stats += f" (the last logged row, step {m['step']})"
+    stop_note = " (stopped before the end of its budget)" if run.get("stopped") == "interrupted" else ""
+    steps, tokens = run.get("steps", m.get("step", "?")), run.get("tokens", m.get("tokens", 0))
     body = f"""
 # {name}
 
@@ -203,10 +207,10 @@ Fine-tune: `koelectra-kit finetune --config sentiment model={name} train=reviews
 ## Training
 
 - Command: `koelectra-kit pretrain {f"prepared={run['prepared']}" if run.get('prepared') else f"corpus=[{','.join(corpus)}]"} out={run.get('out', 'RUN')}` with the settings below
-- Data: {", ".join(f"`{c}`" for c in corpus) or "(not recorded)"}; {m.get('tokens', 0):,} tokens seen
+- Data: {", ".join(f"`{c}`" for c in corpus) or "(not recorded)"}; {tokens:,} tokens seen
 - Model: hidden {model.get('hidden_size')}, {model.get('num_layers')} layers, {model.get('num_heads')} heads,
   sequence length {run.get('seq_len')}{f", {n_params / 1e6:.1f}M parameters" if n_params else ""}
-- Recipe: {m.get('step', '?')} steps, batch {run.get('batch_size')}, peak lr {run.get('lr')}, schedule
+- Recipe: {steps} steps{stop_note}, batch {run.get('batch_size')}, peak lr {run.get('lr')}, schedule
   {run.get('schedule')}; device {run.get('device')}, precision {run.get('precision')}
 - Last training-batch statistics (not a held-out evaluation): {stats or "not recorded"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.fileio import staged_dir
+from ..io.fileio import hash_file, staged_dir
 from ..runtime import log, warn
 from .config import TFIDF
 
@@ -58,12 +58,6 @@ def check_labels(spec: str, theirs: list[str], labels: list[str]) -> list[int]:
     return [theirs.index(lab) for lab in labels]
 
 
-def _file_digest(path: Path, h) -> None:
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-
-
 def teacher_fingerprint(spec: str, train_texts: list[str], y_train: np.ndarray, baseline) -> str:
     """Content, not path: a retrained teacher in the same folder is a new cache entry; a copied one is not."""
     h = hashlib.blake2b(digest_size=16)
@@ -100,7 +94,7 @@ def _folder_digest(folder: Path, h) -> None:
     for f in sorted(folder.iterdir()):
         if f.is_file() and (f.suffix in (".json", ".safetensors", ".bin", ".txt")) and f.name != "eval.json":
             h.update(f.name.encode() + b"\0")
-            _file_digest(f, h)
+            hash_file(f, h)
     if (folder / MANIFEST).is_file() and read_manifest(folder).get("type") == "ensemble":
         for member in read_manifest(folder).get("members", []):
             if isinstance(member, dict) and (folder / str(member.get("path"))).is_dir():

@@ -37,6 +37,22 @@ def try_hold(fd: int) -> bool | None:
         return None
 
 
+def hash_file(path: str | Path, h) -> None:
+    """``path``'s bytes into the hashlib object ``h``, streamed (4 MiB at a time: RAM stays flat)."""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The file's content as a short SHA-256 (24 hex digits; ~1 GB/s where the CPU has SHA instructions)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    hash_file(path, h)
+    return h.hexdigest()[:24]
+
+
 def cache_dir(override: str | Path | None = None) -> Path:
     """Where caches live (Kiwi pre-split, packed ids, token ids): ``override``, else ``$KOELECTRA_CACHE``,
     else ``~/.cache/koelectra-kit``."""

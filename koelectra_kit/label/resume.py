@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..classify.classifier import model_digest  # noqa: F401 - what label/run.py takes from here
 from ..errors import InputError
+from ..io.fileio import file_sha256
 
 STATE_VERSION = 3  # 3: TSV written unquoted, JSONL columns every object's keys (a partial of 2 would mix them)
 # What must match for a resume to continue the same job (what differs is named in the refusal).
@@ -34,11 +35,7 @@ def content_fingerprint(path: Path) -> str:
     copies of one file on several machines, what a shard's job record keeps of its input and its output. The first
     and last MiB missed an edit in the middle of a file over 2 MiB between two shard runs, or of a shard before
     label-merge."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return CONTENT + h.hexdigest()[:24]
+    return CONTENT + file_sha256(path)
 
 
 def same_content(path: Path, recorded: str) -> bool:

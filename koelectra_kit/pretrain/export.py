@@ -27,10 +27,12 @@ def run_record(out: Path) -> tuple[dict, dict | None]:
     return run, (rows[-1] if rows else None)
 
 
-def export_models(model, tok, out: Path) -> dict[str, Path]:
+def export_models(model, tok, out: Path, ended: dict | None = None) -> dict[str, Path]:
     """``out/discriminator``: the encoder (``ElectraForPreTraining``; for mlm the ``ElectraModel`` of the masked
     LM) + tokenizer, loadable by ``AutoModel`` / ``ElectraForSequenceClassification``. ``out/generator``:
-    ``ElectraForMaskedLM`` + tokenizer (fill-mask demos). Each dir is written beside and swapped in whole."""
+    ``ElectraForMaskedLM`` + tokenizer (fill-mask demos). Each dir is written beside and swapped in whole.
+    ``ended``: how the run ended (steps, tokens, stopped, the precision used), for the model card: the last metrics
+    row is not the end of a run stopped between two rows."""
     from ..classify.modelcard import encoder_card, write_card
     from ..tokenizer.saving import vocab_digest
 
@@ -53,7 +55,8 @@ def export_models(model, tok, out: Path) -> dict[str, Path]:
                 tok.save(tmp)
                 if name == "discriminator":
                     n_params = sum(p.numel() for p in m.parameters())
-                    run_info = {"out": str(out), **run, "device": str(next(m.parameters()).device)}
+                    run_info = {"out": str(out), **run, "device": str(next(m.parameters()).device),
+                                **(ended or {})}
                     write_card(encoder_card(run_info, last_row, tok, n_params), tmp)
         except OSError as e:
             raise KitError(f"could not write {final} ({e.strerror or e}); the checkpoints in {out / 'checkpoints'} "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..io.fileio import cache_dir, staged_dir, write_json_atomic
+from ..io.fileio import cache_dir, file_sha256, staged_dir, write_json_atomic
 from ..io.output import check_not_input, check_out_dir
 from ..runtime import log
 from .config import PretrainConfig
@@ -71,8 +71,10 @@ def prepare(cfg: PretrainConfig) -> Path:
         tok_fp = tokenizer_fingerprint(tok)
         cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_dir(cfg.cache_dir))
         checked_rows(PackedRows(cache), cache, main=False)  # here, not on the machine the folder is carried to
-        for name in ("rows.arrow", "meta.json"):
-            _link_or_copy(cache / name, stage / name)
+        # the big file linked (no second copy), its description copied: a meta.json linked too was rewritten with
+        # the cache's by a `cp` over the folder's, and the cache then vouched for rows of another corpus
+        _link_or_copy(cache / "rows.arrow", stage / "rows.arrow")
+        shutil.copyfile(cache / "meta.json", stage / "meta.json")
         meta = json.loads((stage / "meta.json").read_text())
         from .. import __version__
 
@@ -82,8 +84,11 @@ def prepare(cfg: PretrainConfig) -> Path:
             "text_column": cfg.text_column, "seq_len": cfg.seq_len, "tokenizer_fingerprint": tok_fp,
             "tokenizer_files": files_digest(stage / "tokenizer"),
             "tokenizer_source": cfg.init or cfg.tokenizer or "trained on the corpus",
+            "init": cfg.init,  # continued pretraining: pretrain from here needs the same init= (check_init_vocab)
             "tokenizer": {"model": tok.model, "presplit": tok.presplit, "vocab_size": tok.vocab_size},
-            "rows": meta["rows"], "tokens": meta["tokens"], "texts": meta["texts"]})
+            "rows": meta["rows"], "tokens": meta["tokens"], "texts": meta["texts"],
+            # the ids' file as written: checked where the folder is trained from (a same-size edit trained silently)
+            "rows_digest": meta.get("rows_digest") or file_sha256(stage / "rows.arrow")})
     log(f"prepared {meta['texts']:,} texts -> {meta['rows']:,} sequences of {cfg.seq_len} tokens "
         f"({meta['tokens']:,} tokens) in {out} ({time.time() - t0:.0f}s); train from it anywhere with "
         f"`koelectra-kit pretrain prepared={out} ...`")
@@ -104,7 +109,9 @@ def files_digest(folder: Path) -> str:
     from ..tokenizer.wordlist import FILE as WORD_LIST
 
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != WORD_LIST):
+    # (hidden files left out: a .DS_Store a Mac or a zip tool adds to a carried folder is no change)
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != WORD_LIST
+                    and not any(part.startswith(".") for part in p.relative_to(folder).parts)):
         h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -161,8 +168,12 @@ def open_prepared(path: str | Path) -> Prepared:
     rows_size = (d / "rows.arrow").stat().st_size
     itemsize = 2 if meta.get("dtype") == "uint16" else 4
     if not isinstance(meta.get("rows"), int) or rows_size < meta["rows"] * meta.get("seq_len", 0) * itemsize:
-        raise InputError(f"prepared={path}: rows.arrow holds {rows_size:,} bytes, fewer than its "
-                         f"{meta.get('rows')} rows need (a copy cut short?); copy the whole folder again")
+        raise InputError(f"prepared={path}: rows.arrow holds {rows_size:,} bytes, fewer than meta.json's "
+                         f"{meta.get('rows')} rows of {meta.get('seq_len')} tokens need (rows.arrow cut short, or "
+                         "meta.json edited or from another folder); copy the whole folder again")
+    if info.get("rows_digest") and file_sha256(d / "rows.arrow") != info["rows_digest"]:
+        raise InputError(f"prepared={path}: rows.arrow is not the file `prepare` wrote (its content changed since: "
+                         "written over, or damaged in a copy); copy the whole folder again (or prepare it again)")
     try:
         data = PackedRows(d)
     except Exception as e:  # noqa: BLE001 - a damaged Arrow file: one line, not pyarrow's traceback
@@ -178,6 +189,11 @@ def open_prepared(path: str | Path) -> Prepared:
                          + ", ".join(f"{name} says {rows:,} of {seq}" if isinstance(rows, int) else
                                      f"{name} says {rows} of {seq}" for name, (rows, seq) in said.items())
                          + ": its files do not belong together; copy the whole folder again (or prepare it again)")
+    top = max(int(block.max()) for block in data.blocks)
+    if top >= tok.vocab_size:  # (a folder without a digest): an IndexError, or a device-side assert, mid-run
+        raise InputError(f"prepared={path}: rows.arrow holds id {top}, past its tokenizer's {tok.vocab_size} tokens: "
+                         "its rows are damaged or not this tokenizer's; copy the whole folder again (or prepare it "
+                         "again)")
     return Prepared(d, tok, data, info)
 
 
@@ -207,9 +223,17 @@ def apply_prepared_shape(cfg: PretrainConfig, prepared: Prepared) -> list[str]:
 
 def check_init_vocab(cfg: PretrainConfig, prepared: Prepared) -> None:
     """Continued pretraining from a prepared folder: its ids must be the init checkpoint's vocabulary (prepare
-    with the same init=, which packs with that checkpoint's tokenizer)."""
+    with the same init=, which packs with that checkpoint's tokenizer). A folder prepared with init= trained from
+    random weights when pretrain was given no init= (ten GPU-minutes from scratch, no word): refused."""
     from .continued import init_tokenizer
 
+    made_for = prepared.info.get("init")
+    if not cfg.init:
+        if made_for:
+            raise InputError(f"prepared={prepared.path} was made for continued pretraining from init={made_for}: "
+                             f"pass init={made_for} (without it the run starts from random weights), or prepare "
+                             f"with tokenizer={made_for} to train from scratch with its vocabulary")
+        return
     theirs = init_tokenizer(cfg)
     if theirs.backend.get_vocab() != prepared.tok.backend.get_vocab():
         raise InputError(f"prepared={prepared.path} was made with another vocabulary than init={cfg.init}'s "

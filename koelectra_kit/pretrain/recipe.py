@@ -125,10 +125,9 @@ class PretrainRecipe:
             from .prepared import apply_prepared_shape, open_prepared
 
             self.prepared = open_prepared(self.cfg.prepared)
-            if self.cfg.init:
-                from .prepared import check_init_vocab
+            from .prepared import check_init_vocab
 
-                check_init_vocab(self.cfg, self.prepared)
+            check_init_vocab(self.cfg, self.prepared)
             self.notes(apply_prepared_shape(self.cfg, self.prepared))
             return
         check_corpus_outside_run(self.out, self.cfg.corpus)
@@ -373,6 +372,17 @@ class PretrainRecipe:
                     last_save, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 if self.on_step is not None:
                     self.on_step(s.step, row)
+            if not interrupted and s.window:
+                # the budget's last steps, short of a log_every window: their row (a run shorter than log_every
+                # left metrics.jsonl empty, no curves, a model card of "? steps"). Not for a stop: a resume logs
+                # the uninterrupted run's rows. Logged before the final checkpoint, so a resume adds no second one.
+                last_row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm,
+                                       time.perf_counter() - t_window, tokens_window)
+                s.window.clear()
+                if self.main:
+                    self.report(last_row, bar, metrics_f)
+                if not math.isfinite(last_row["loss"]):
+                    self.check_finite()
         agreed.settle()
         if saved_at != s.step:
             self.save_checkpoint()
@@ -456,7 +466,10 @@ class PretrainRecipe:
         if self.main:
             if not summary["ranks_in_sync"]:
                 warn(f"warning: DDP ranks ended with different weights ({digests}); this is a bug, please report it")
-            exported = export_models(self.model, self.tok, out)
+            exported = export_models(self.model, self.tok, out, {
+                "steps": s.step, "tokens": s.tokens, "stopped": stopped,
+                # the arithmetic used, not the setting (auto)
+                "precision": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else "fp32"})
             summary["exported"] = {k: str(v) for k, v in exported.items()}
             if cfg.plots and read_metrics(out / "metrics.jsonl"):
                 summary["curves"] = str(plot_curves(out))
