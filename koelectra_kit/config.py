@@ -247,7 +247,11 @@ def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...
         raise ConfigError(f"{path}: base: {base!r} should be the file name of the config it builds on "
                           "(base: gpu-10min.yaml)")
     if base:
-        data = _merge(read_yaml(path.parent / base, None, (*_seen, path.resolve())), data)
+        beside = path.parent / base
+        # a file beside this one, else a shipped preset's name for the command (`base: sentiment` in a user's YAML,
+        # as --config sentiment names it)
+        where = beside if beside.is_file() or not stage else preset_path(base, stage)
+        data = _merge(read_yaml(where, stage, (*_seen, path.resolve())), data)
     return data
 
 
@@ -300,10 +304,39 @@ def parse_overrides(overrides: list[str] | None) -> dict:
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
     """Defaults of ``cls`` <- YAML at ``path`` (or a shipped preset named so, see ``preset_path``) <-
-    ``key=value`` overrides; typed and validated. ``cls.STAGE`` names the presets folder to look in."""
-    data = read_yaml(path, getattr(cls, "STAGE", None)) if path else {}
-    data = _merge(data, parse_overrides(overrides))
-    return _build(cls, data)
+    ``key=value`` overrides; typed and validated. ``cls.STAGE`` names the presets folder to look in. A renamed key
+    is renamed in its own layer, so an override's old name overrides the preset's new one."""
+    data = _new_names(cls, read_yaml(path, getattr(cls, "STAGE", None)) if path else {})
+    data = _merge(data, _new_names(cls, parse_overrides(overrides)))
+    cfg = _build(cls, data)
+    from .runtime import get_logger
+
+    logger = get_logger()
+    if logger.isEnabledFor(10):  # --verbose (logging.DEBUG), every command: only finetune's recipe said it
+        logger.debug(f"resolved config ({getattr(cls, 'STAGE', cls.__name__)}):\n  "
+                     + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
+    return cfg
+
+
+def _new_names(cls: type, data: dict, prefix: str = "") -> dict:
+    """One layer of a config (a YAML file, the overrides) with its renamed keys under their new names (a notice
+    each): renamed after the merge, ``grad_clip=1.0`` against a preset's ``max_grad_norm`` read as both set."""
+    renamed = getattr(cls, "RENAMED", {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = _hints(cls)
+    out = {}
+    for key, value in data.items():
+        if key in renamed and key not in fields:
+            new = renamed[key]
+            if new in data:
+                raise ConfigError(f"both '{prefix}{key}' and its new name '{prefix}{new}' are set; keep '{prefix}{new}'")
+            _notice_renamed(prefix + key, prefix + new)
+            key = new
+        tp = hints.get(key)
+        if isinstance(value, dict) and dataclasses.is_dataclass(tp):
+            value = _new_names(tp, value, f"{prefix}{key}.")
+        out[key] = value
+    return out
 
 
 def to_dict(cfg: Any) -> dict:

@@ -928,6 +928,8 @@ def test_app_busy_port_and_unknown_host_are_one_line():
     (["--text-column", "nope"], "nope"),
     (["--labelled", "/no/such.csv"], "file not found"),
     (["--show", "-1"], "--show"),
+    # was said by finetune after the tokenizer and pretraining had run (30 minutes with --preset cpu-30min)
+    (["finetune.max_length=4096"], "finetune.max_length=4096 exceeds the pretrained encoder's max_position_embeddings"),
 ])
 def test_quickstart_checks_everything_before_the_first_step(capsys, tmp_path, flags, needle):
     out = tmp_path / "qs"

@@ -533,3 +533,20 @@ def test_another_tokenizer_of_no_more_tokens_copied_beside_the_weights_is_refuse
     rc, _, err = run_cli(capsys, "finetune", "--config", "tiny", f"model={tmp_path / 'ft'}", "epochs=1",
                          f"train={sample_dir / 'reviews_labelled.csv'}", f"out={tmp_path / 'ft2'}")
     assert_one_line_error(rc, err, f"model={tmp_path / 'ft'}: {needle}")
+
+
+def test_a_tab_separated_corpus_named_csv_says_so_on_a_line_of_its_own(capsys, tmp_path, sample_dir):
+    """pretrain and tokenizer train read a TSV named .csv as one column and said "no column 'document'; columns
+    present: id<TAB>...<TAB>document" (naming the column it called missing), written after the pre-split's progress
+    bar on the bar's line, so that no line began with error:."""
+    lines = ["id\tdocument"] + [f"{i}\t{t}" for i, t in enumerate(
+        (sample_dir / "comments.txt").read_text(encoding="utf-8").splitlines()[:50])]
+    corpus = tmp_path / "tsv_as.csv"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for argv in (["pretrain", "--config", TINY_PRE, f"corpus={corpus}", "text_column=document",
+                  f"out={tmp_path / 'p'}", f"cache_dir={tmp_path / 'c'}"],
+                 ["tokenizer", "train", "--config", "tiny", f"input={corpus}", f"out={tmp_path / 't'}"]):
+        rc, _, err = run_cli(capsys, *argv)
+        last = err.strip().splitlines()[-1]
+        assert rc == 2 and last.startswith("error: ") and "holding tabs" in last and "name the file .tsv" in last, err
+        assert "Traceback" not in err

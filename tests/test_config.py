@@ -262,3 +262,40 @@ def test_a_distill_weight_grid_too_big_to_score_is_one_error():
         load_config(DistillConfig, None, [*base, "weight_step=0.001"])
     load_config(DistillConfig, None, [*base, "weight_step=0.01"])  # 5,151
     load_config(DistillConfig, None, [*base, "weight_step=0.001", "teacher_weights=[1,1,1]"])  # no grid
+
+
+def test_an_old_key_overrides_the_presets_new_one_and_base_names_a_preset(tmp_path, capsys):
+    """`finetune --config sentiment grad_clip=1.0` was "both 'grad_clip' and its new name 'max_grad_norm' are set"
+    (the preset sets max_grad_norm): a renamed key is renamed in its own layer. `base: sentiment` in a user's YAML
+    was "config file not found: DIR/sentiment" where --config sentiment finds the preset."""
+    from koelectra_kit.finetune import FinetuneConfig
+
+    cfg = load_config(FinetuneConfig, "sentiment", ["grad_clip=0.5", "model=m", "train=t.csv", "out=o"])
+    assert cfg.max_grad_norm == 0.5
+    with pytest.raises(ConfigError, match="both 'grad_clip' and its new name 'max_grad_norm' are set"):
+        load_config(FinetuneConfig, "sentiment", ["grad_clip=0.5", "max_grad_norm=2", "model=m", "train=t.csv"])
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("# koelectra-kit finetune --config mine.yaml\nbase: sentiment\nlr: 0.0001\n", encoding="utf-8")
+    cfg = load_config(FinetuneConfig, mine, ["model=m", "train=t.csv", "out=o"])
+    preset = load_config(FinetuneConfig, "sentiment", ["model=m", "train=t.csv", "out=o"])
+    assert cfg.lr == 0.0001 and cfg.epochs == preset.epochs and cfg.min_steps == preset.min_steps
+    (tmp_path / "sentiment.yaml").write_text("epochs: 7\n", encoding="utf-8")  # the file it names, beside it, wins
+    mine.write_text("base: sentiment.yaml\nlr: 0.0001\n", encoding="utf-8")
+    assert read_yaml(mine, "finetune") == {"epochs": 7, "lr": 0.0001}
+
+
+def test_verbose_shows_the_resolved_config_for_every_config_command(tmp_path, capsys, tiny_classifier_dir, sample_dir):
+    """Every --help says --verbose "also logs the resolved config"; label, evaluate, baseline, suggest and tokenizer
+    train did not (only finetune's and pretrain's recipes logged it)."""
+    from koelectra_kit.cli import main
+
+    commands = [["label", "--model", str(tiny_classifier_dir), "--input", str(sample_dir / "reviews_unlabelled.csv"),
+                 "--output", str(tmp_path / "o.csv"), "--no-progress"],
+                ["tokenizer", "train", "--config", "tiny", f"input={sample_dir / 'comments.txt'}",
+                 f"out={tmp_path / 'tok'}", "progress=false"]]
+    for argv, stage in zip(commands, ("label", "tokenizer")):
+        assert main([*argv, "--verbose"]) == 0
+        err = capsys.readouterr().err
+        assert f"resolved config ({stage}):" in err and err.count("resolved config") == 1, err
+    assert main([*commands[0], "--overwrite"]) == 0
+    assert "resolved config" not in capsys.readouterr().err

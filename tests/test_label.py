@@ -316,6 +316,13 @@ def test_a_jsonl_outputs_numbers_are_written_as_the_input_spelled_them(tmp_path,
         raise ValueError(f"not JSON: {token}")
 
     assert all(json.loads(line, parse_constant=strict)["status"] == "ok" for line in lines)
+    # and into a CSV or TSV: "written back exactly as read" held for JSONL only (1E2 became 100.0, 1e400 inf)
+    for ext in ("csv", "tsv"):
+        label_file(None, src, tmp_path / f"out.{ext}", "review", classifier=tiny_classifier, progress=False)
+        rows = pd.read_csv(tmp_path / f"out.{ext}", sep="," if ext == "csv" else "\t", dtype=str,
+                           keep_default_na=False, encoding="utf-8-sig")
+        assert rows[["score", "w", "v", "x"]].values.tolist() == [["1E2", "1e400", "-1e400", "0.10"],
+                                                                  ["3", "2.5e-7", "", "1.0"]]
 
 
 def test_a_jsonl_output_writes_an_unlabelled_rows_scores_as_null(tmp_path, tiny_classifier):

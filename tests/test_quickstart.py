@@ -69,3 +69,18 @@ def test_quickstart_refuses_overriding_the_keys_that_chain_its_stages(capsys, tm
         assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), (item, captured.err)
         assert item in lines[0] and needle in lines[0], lines[0]
         assert "===" not in captured.out and not (tmp_path / "qs").exists()
+
+
+def test_the_preview_shows_the_models_labels_beside_a_label_column_of_the_input(tmp_path, capsys):
+    """--unlabelled with a label column of its own: label writes the model's as pred_label, and the preview showed
+    the input's gold labels under "first 5 labelled rows" (negative where the model had said neutral)."""
+    from argparse import Namespace
+
+    from koelectra_kit.cli.quickstart import _show
+
+    (tmp_path / "labelled.csv").write_text(
+        "review,label,pred_label,pred_confidence,pred_status\n좋아요,negative,positive,0.9,ok\n", encoding="utf-8")
+    _show(Namespace(out=str(tmp_path), text_column="review", show=5), 1.0)
+    table = capsys.readouterr().out.split("labelled rows of")[1].splitlines()
+    assert table[1].split() == ["review", "pred_label", "pred_confidence", "pred_status"]
+    assert table[2].split() == ["좋아요", "positive", "0.9", "ok"]

@@ -157,9 +157,22 @@ def _error(line: str) -> int:
     """Print the one ``error:`` line (also kept for ``--nproc``'s launcher when this is one of its ranks); exit 2."""
     from .launch import note_error
 
+    _close_bars()
     print(line, file=sys.stderr)
     note_error(line)
     return 2
+
+
+def _close_bars() -> None:
+    """Progress bars the failed step left open, closed first (without their last state): the ``error:`` line was
+    written after a bar's text on its line ("pre-splitting x.csv:   0%|   error: ..."), so no line began with it."""
+    tqdm = sys.modules.get("tqdm.std")
+    if tqdm is None:
+        return
+    terminal = sys.stderr.isatty()
+    for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+        bar.leave = not terminal  # a terminal's cleared from its line; a log's ended with its line break
+        bar.close()
 
 
 def main(argv: list[str] | None = None) -> int:

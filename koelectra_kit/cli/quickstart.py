@@ -209,7 +209,7 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
                 raise InputError(f"{flag} {path} is {'' if where == made.resolve() else 'in '}{made}, which the "
                                  f"quickstart writes; move it out of --out {out}, or choose another --out")
     parser = build_parser()
-    label_cfg = None
+    label_cfg = pretrain_cfg = None
     for _, argv in steps:
         try:
             parsed = parser.parse_args(argv)
@@ -221,10 +221,18 @@ def check_plan(args, steps: list[tuple[str, list[str]]]) -> None:
             label_cfg = label_config(parsed)
         else:
             cfg = load_config(_config_class(argv[0]), parsed.config, parsed.overrides)
+            if argv[0] == "pretrain":
+                pretrain_cfg = cfg
             if argv[0] == "finetune":  # --labelled's columns and labels now, not after tokenizer and pretraining
                 from ..finetune.data import load_splits
 
                 load_splits(cfg)
+                # the encoder pretraining makes reads at most its positions: said after pretraining before
+                positions = pretrain_cfg.model.max_position_embeddings if pretrain_cfg else None
+                if positions and cfg.max_length > positions:
+                    raise ConfigError(f"finetune.max_length={cfg.max_length} exceeds the pretrained encoder's "
+                                      f"max_position_embeddings={positions}; lower it, or raise "
+                                      "pretrain.model.max_position_embeddings")
     unlabelled = args.unlabelled or _sample("reviews_unlabelled.csv")
     if label_cfg is not None and (label_cfg.encoding_errors != "strict" or label_cfg.format or label_cfg.sep):
         return  # label.* reading options this header peek does not speak: label checks the file itself
@@ -269,12 +277,22 @@ def _columns(path: str, encoding: str | None) -> list[str] | None:
 def _show(args, seconds: float) -> None:
     import pandas as pd
 
+    from ..io.labelcols import label_prefixes
     from ..io.tables import read_table
 
     out = Path(args.out)
     labelled_csv = out / "labelled.csv"
     table = read_table(labelled_csv)
-    show = [c for c in (args.text_column, "label", "confidence", "status") if c in table.columns]
+    # the columns label added: pred_label ... where the input had a label column of its own (its gold labels were
+    # shown as the model's)
+    prefix = ""
+    for candidate in label_prefixes():
+        if f"{candidate}label" not in table.columns:
+            break
+        if f"{candidate}confidence" in table.columns:
+            prefix = candidate
+    show = [c for c in (args.text_column, f"{prefix}label", f"{prefix}confidence", f"{prefix}status")
+            if c in table.columns]
     with pd.option_context("display.max_colwidth", 40, "display.width", 120):
         print(f"\nfirst {args.show} labelled rows of {labelled_csv}:")
         print(table[show].head(args.show).to_string(index=False))

@@ -25,7 +25,7 @@ from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_stagin
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, cross_entropy, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (StopRequest, autocast_dtype, get_logger, log, pad_multiple, quiet_transformers,
+from ..runtime import (StopRequest, autocast_dtype, log, pad_multiple, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
 from .batching import length_grouped_batches, shuffled_batches
@@ -90,7 +90,6 @@ class FinetuneRecipe:
         self.tfidf_future = None  # on a GPU: the TF-IDF fit running beside training (run, _background_fit)
         self.metrics: MetricsLog | None = None
         self.bar = None
-        get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
 
     # -- setup ---------------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ from .. import runtime
 from . import hfdata
 from ..errors import InputError
 from .textcheck import checked_texts
-from .tables import TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_workbook
+from .tables import (TEXT_COLUMNS, detect_encoding, is_wide, pick_column, read_records, refuse_other_separator,
+                     refuse_workbook, table_separator_fix)
 
 # suffix -> tables format; any other file is plain text, one text a line
 TABLE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -174,6 +175,9 @@ def _read_table(path: Path, fmt: str, encoding: str | None, text_column, said: l
 
 def _table_texts(path: Path, fmt: str, enc: str | None, text_column, stats: dict, errors: str) -> Iterator[str]:
     columns, records = read_records(path, fmt, enc, None, errors=errors)
+    # a tab-separated file named .csv read as one column whose name holds the others: "no column 'document';
+    # columns present: id<TAB>...<TAB>document" named the column it said was missing (a corpus has no format key)
+    refuse_other_separator(path, fmt, [str(c) for c in columns], fix=lambda other: table_separator_fix(other, None))
     if isinstance(text_column, int):
         idx = text_column
     else:

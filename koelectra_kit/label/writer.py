@@ -97,25 +97,40 @@ _PLAIN_KINDS = {"string", "empty", "integer", "floating", "mixed-integer-float",
 
 def plain_cells(df):
     """``df`` with each JSON object or array (a JSONL's nested value, a Parquet list, struct or map) as its JSON text,
-    as the input held it, and each binary value as ``binary_text``; pandas wrote their Python repr ("{'a': 1, 'b':
-    None}", "['x', 'y']", "b'\\x00'"), which no reader takes back."""
+    as the input held it, each binary value as ``binary_text``, and each number a JSONL spelled with a fraction or
+    an exponent as it spelled it (``records.JsonNumber``, as the JSONL output writes it); pandas wrote their Python
+    repr ("{'a': 1, 'b': None}", "['x', 'y']", "b'\\x00'") and str(float) (1E2 as 100.0, 1e400 as inf)."""
     from pandas.api.types import infer_dtype, is_numeric_dtype
 
     out = df
     for j in range(df.shape[1]):
         col = df.iloc[:, j]
-        # a column of plain scalars (pandas' C type scan: "string", "floating", ...) holds none of them; a Python
-        # call per cell was a seventh of labelling time with a small model
-        if is_numeric_dtype(col.dtype) or infer_dtype(col, skipna=True) in _PLAIN_KINDS:
+        if is_numeric_dtype(col.dtype):  # (the prob_ columns label adds): plain numbers
             continue
-        hit = col.map(lambda v: isinstance(v, (dict, list, tuple, bytes, bytearray))).to_numpy(bool)
+        kind = infer_dtype(col, skipna=True)
+        # a column of plain scalars (pandas' C type scan: "string", ...) holds none of them; a Python call per cell
+        # was a seventh of labelling time with a small model. Floats may be JsonNumbers: looked at.
+        if kind in _PLAIN_KINDS and kind not in ("floating", "mixed-integer-float"):
+            continue
+        hit = col.map(_needs_text).to_numpy(bool)
         if hit.any():
             out = out.copy() if out is df else out
             values = col.to_numpy(dtype=object, copy=True)
-            values[hit] = [binary_text(v) if isinstance(v, (bytes, bytearray)) else
-                           json.dumps(v, ensure_ascii=False, default=_json_other) for v in values[hit]]
+            values[hit] = [_cell_text(v) for v in values[hit]]
             out.isetitem(j, values)
     return out
+
+
+def _needs_text(v) -> bool:
+    return isinstance(v, (dict, list, tuple, bytes, bytearray)) or isinstance(getattr(v, "text", None), str)
+
+
+def _cell_text(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return binary_text(v)
+    if isinstance(v, float):  # a JsonNumber
+        return v.text
+    return json.dumps(v, ensure_ascii=False, default=_json_other)
 
 
 _BREAKS = re.compile(r"\r\n|[\t\r\n]")

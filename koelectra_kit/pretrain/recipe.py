@@ -167,8 +167,6 @@ class PretrainRecipe:
         self.dist.barrier()
         if self.main:
             out.mkdir(parents=True, exist_ok=True)
-            # with --verbose, as the other commands: 90 lines before a run's one error line, and out/config.yaml has it
-            get_logger().debug("resolved config:\n  " + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
             if self.ckpt is None:  # a resume's once its checkpoint accepts it (a refused one's was left as the run's)
                 write_text_atomic(out / "config.yaml", dump_yaml(cfg))
 
