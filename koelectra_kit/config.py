@@ -112,14 +112,8 @@ def _build(cls: type[T], data: dict, prefix: str = "") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = _hints(cls)
     kwargs = {}
-    renamed = getattr(cls, "RENAMED", {})  # old key -> current key: old configs and commands keep working
-    for key, value in data.items():
-        if key in renamed and key not in fields:
-            new = renamed[key]
-            if new in data:
-                raise ConfigError(f"both '{prefix}{key}' and its new name '{prefix}{new}' are set; keep '{prefix}{new}'")
-            _notice_renamed(prefix + key, prefix + new)
-            key = new
+    # old key -> current key (``RENAMED``): old configs and commands keep working (load_config renamed each layer)
+    for key, value in _new_names(cls, data, prefix).items():
         if key not in fields:
             raise ConfigError(_unknown_key_message(prefix + key, list(fields), prefix))
         kwargs[key] = _coerce(value, hints[key], prefix + key)
