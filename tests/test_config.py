@@ -299,3 +299,18 @@ def test_verbose_shows_the_resolved_config_for_every_config_command(tmp_path, ca
         assert f"resolved config ({stage}):" in err and err.count("resolved config") == 1, err
     assert main([*commands[0], "--overwrite"]) == 0
     assert "resolved config" not in capsys.readouterr().err
+
+
+def test_a_text_column_for_text_files_and_a_vocabulary_too_small_are_refused_up_front():
+    """text_column=document on a .txt corpus chose nothing and was recorded in prepared.json as if it had; prepare
+    and pretrain with vocab_size=5 logged "training a 5-token tokenizer" before refusing it."""
+    from koelectra_kit.pretrain import PretrainConfig
+    from koelectra_kit.tokenizer import TokenizerConfig
+
+    with pytest.raises(ConfigError, match="text_column=document: corpus is text files, one text a line"):
+        load_config(PretrainConfig, "tiny", ["corpus=[a.txt,b.TXT]", "text_column=document", "out=o"])
+    with pytest.raises(ConfigError, match="text_column=document: input is text files"):
+        load_config(TokenizerConfig, "tiny", ["input=a.txt", "text_column=document", "out=o"])
+    load_config(PretrainConfig, "tiny", ["corpus=[a.txt,b.csv]", "text_column=document", "out=o"])  # b's column
+    with pytest.raises(ConfigError, match="vocab_size 5 is too small"):
+        load_config(PretrainConfig, "tiny", ["corpus=a.txt", "vocab_size=5", "out=o"])

@@ -125,6 +125,18 @@ def test_bad_backend_and_missing_export_request_are_one_line(finetuned_dir, caps
     assert "is not a model folder (no config.json or classifier.json)" in capsys.readouterr().err
 
 
+def test_an_onnx_export_of_a_name_that_is_no_folder_says_so(capsys, monkeypatch, tmp_path):
+    """A mistyped --model (offline, or a hub id that does not exist) was "has no usable tokenizer ... export a folder
+    written by `koelectra-kit finetune`"."""
+    from koelectra_kit.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--model", "nonexist", "--onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --model nonexist: no such folder, and as a hub id it can't be loaded"), err
+
+
 def test_a_folders_onnx_made_from_other_weights_is_not_used(finetuned_dir, tiny_classifier_dir, tmp_path, capsys):
     """Only file times were compared: `export --model A --out B/onnx` made B label with A's graph (exit 0)."""
     import shutil

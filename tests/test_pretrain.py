@@ -246,8 +246,11 @@ def test_resume_with_another_tokenizer_is_refused(tiny_cfg, tmp_path, sample_dir
     train_tokenizer(TokenizerConfig(input=[str(sample_dir / "comments.txt")], out=str(other), vocab_size=1500))
     with pytest.raises(InputError, match="another tokenizer"):
         pretrain(tiny_cfg("max_steps=3", "resume=true", f"tokenizer={other}"))
-    with pytest.raises(ConfigError, match="model shape"):
+    with pytest.raises(ConfigError, match="a resume keeps the checkpoint's model"):
         pretrain(tiny_cfg("max_steps=3", "resume=true", "model.hidden_size=32"))
+    # dropout is no shape: it was refused as "the model shape can't change"
+    with pytest.raises(ConfigError, match=r"model.hidden_dropout .* keeps the checkpoint's model \(shape, dropout"):
+        pretrain(tiny_cfg("max_steps=3", "resume=true", "model.hidden_dropout=0.3"))
 
 
 def test_a_resume_without_the_tokenizer_it_was_trained_with_names_it(tiny_cfg, tmp_path, sample_dir):
@@ -419,7 +422,7 @@ def test_resume_on_other_data_is_refused_and_a_changed_recipe_is_named(tiny_cfg,
     err = capsys.readouterr().err
     assert "note: resumed with lr " in err and "-> 0.0001: in effect from step 2 on" in err
     assert "note: resumed with max_steps 2 -> 4: the learning-rate schedule is a function of the budget" in err
-    with pytest.raises(ConfigError, match="trained with seq_len 64 -> 32; the model shape"):  # the shape, not
+    with pytest.raises(ConfigError, match="trained with seq_len 64 -> 32; a resume keeps"):  # the shape, not
         pretrain(tiny_cfg(f"corpus={corpus}", "max_steps=6", "resume=true", "seq_len=32"))  # "other data"
     # a refused resume left its own settings in config.yaml, the record of how the run's weights were trained
     assert "seq_len: 64" in (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8")

@@ -56,6 +56,13 @@ def test_a_resume_without_the_init_it_continues_or_with_one_it_did_not_names_it(
     pretrain(tiny_cfg(f"out={plain}", "max_steps=2", "save_every=2"))
     with pytest.raises(ConfigError, match=f"was not trained from init=: drop init={tiny_run}"):
         pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={plain}", "max_steps=3", "resume=true"))
+    # another init= of another shape: named as init=, not as "generator.hidden_size 32 -> None, ..."
+    lonely = tmp_path / "encoder"
+    shutil.copytree(tiny_run / "discriminator", lonely)
+    with pytest.raises(ConfigError, match=f"continues init={tiny_run}; this run gives init={lonely}, a model of "
+                                          f"another shape: pass init={tiny_run} again"):
+        pretrain(tiny_cfg(f"init={lonely}", "tokenizer=null", f"out={out}", "max_steps=3", "resume=true",
+                          "generator.size=0.25"))
     assert pretrain(tiny_cfg(f"init={tiny_run}", "tokenizer=null", f"out={out}", "max_steps=3",
                              "resume=true"))["steps"] == 3
 

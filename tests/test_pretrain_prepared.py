@@ -236,3 +236,12 @@ def test_a_folder_written_over_in_place_neither_trains_nor_poisons_the_cache(tmp
     assert summary["data"]["texts"] == texts  # the comments, not the other corpus
     (b / "tokenizer" / ".DS_Store").write_bytes(b"\0\1")
     assert run_cli(capsys, "pretrain", *common[:2], f"prepared={b}", f"out={tmp_path / 'r3'}", *RUN)[0] == 0
+
+
+def test_prepare_says_which_keys_are_for_the_training_run(tmp_path, capsys, sample_dir, pretrain_tokenizer):
+    """resume=true (or lr=) given to prepare was accepted without a word."""
+    rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
+                         f"tokenizer={pretrain_tokenizer}", f"out={tmp_path / 'p'}", f"cache_dir={tmp_path / 'c'}",
+                         "progress=false", "resume=true", "lr=0.01")
+    assert rc == 0, err
+    assert "note: prepare packs the data; lr, resume are for the training run" in err

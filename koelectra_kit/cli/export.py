@@ -100,6 +100,8 @@ def run(args) -> int:
 def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None = None) -> list[str]:
     """Export ``model_dir``'s classifier into ``out`` (model.onnx, and model_quantized.onnx with ``int8``), each
     checked against torch on a probe batch; returns the report lines."""
+    from pathlib import Path
+
     import numpy as np
     import torch
     from transformers import AutoModelForSequenceClassification
@@ -119,6 +121,8 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     try:  # the .onnx runs with the folder's tokenizer (Classifier.load(MODEL, backend="onnx"), label --backend onnx)
         KoTokenizer.from_pretrained(source)
     except InputError as e:
+        if not Path(source).is_dir():  # a name that is no folder here, tried as a hub id: not "no usable tokenizer"
+            raise InputError(f"--model {source}: no such folder, and as a hub id it can't be loaded ({e})") from None
         raise InputError(f"--model {source} has no usable tokenizer ({e}); the .onnx would run with none: export a "
                          "folder written by `koelectra-kit finetune`") from None
     if out.exists() and not out.is_dir():

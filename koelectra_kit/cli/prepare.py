@@ -29,8 +29,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..config import dump_yaml, load_config
+    from ..config import dump_yaml, load_config, parse_overrides
     from ..errors import ConfigError
+    from ..runtime import warn
     from ..pretrain import PretrainConfig
     from ..pretrain.prepared import prepare
 
@@ -40,5 +41,14 @@ def run(args) -> int:
         return 0
     if cfg.prepared:
         raise ConfigError("prepare makes a prepared folder (out=DIR) from corpus=; it takes no prepared=")
+    ignored = sorted(set(parse_overrides(list(args.overrides))) - PREPARE_KEYS)
+    if ignored:  # a pretrain command line given to prepare (resume=true, lr=...): accepted, and nothing said
+        warn(f"note: prepare packs the data; {', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for the "
+             "training run: give them to `koelectra-kit pretrain prepared=...`")
     prepare(cfg)
     return 0
+
+
+# The keys prepare uses: the corpus, the tokenizer (given, init's, or the one it trains) and the packing
+PREPARE_KEYS = {"corpus", "text_column", "tokenizer", "init", "vocab_size", "tokenizer_model", "presplit", "seq_len",
+                "num_workers", "cache_dir", "out", "overwrite", "progress"}

@@ -182,7 +182,7 @@ class FinetuneRecipe:
             # initial_lr, the peak: the scheduler has already put each group's lr at warm-up's first step
             f"{self.layer_decay:g}{'' if cfg.layer_decay is not None else ' (by depth)'} -> embeddings "
             f"{min(g['initial_lr'] for g in self.optimizer.param_groups):.2g}; "
-            f"{total} steps ({self.epochs:.3g} epochs of {self.steps_per_epoch}"
+            f"{total} steps ({self.epochs:.4g} epochs of {self.steps_per_epoch}"
             f"{f', raised to min_steps={cfg.min_steps}' if floored else ''}), warm-up {warmup}, "
             f"dev every {self.eval_every} steps" + (f", early stopping after {self.patience} without a better "
                                                     "macro-F1" if self.patience else ""))

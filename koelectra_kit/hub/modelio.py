@@ -31,7 +31,10 @@ def check_model_source(name_or_dir: str | Path, what: str = "model") -> str:
             if (path / "classifier.json").is_file():  # (classify.registry's MANIFEST: hub/ does not import classify/)
                 raise InputError(f"{named(what, name)} is a TF-IDF or ensemble classifier folder (classifier.json), not a "
                                  "model folder (config.json + weights): it has no encoder to train or load here")
-            raise InputError(f"{named(what, name)} is not a model folder (no config.json)")
+            inside = next((path / sub for sub in ("discriminator", "model") if (path / sub / "config.json").is_file()),
+                          None)  # a pretraining run's folder (pretrain init= takes it whole), an app round's
+            raise InputError(f"{named(what, name)} is not a model folder (no config.json)"
+                             + (f"; the model in it is {inside}" if inside else ""))
         return str(path)
     looks_local = (not _HUB_ID.match(name) or name.startswith((".", "~")) or
                    ("/" in name and Path(name.split("/")[0]).is_dir()))

@@ -267,8 +267,13 @@ def read_checkpoint(ckpt: Path, model, optimizer, scaler, vocab_size: int, tok_f
     shape = ("objective", "model", "generator", "seq_len")
     for key in shape:  # before the data: another seq_len packs other rows, and the shape is what changed
         if key in saved and saved[key] != now[key]:
-            raise ConfigError(f"checkpoint {ckpt} was trained with {_changed(saved[key], now[key], key)}; the model "
-                              "shape can't change on resume")
+            if saved.get("init") and saved.get("init") != now.get("init"):  # init= sets the shape: name it, not sizes
+                raise ConfigError(f"checkpoint {ckpt} continues init={saved['init']}; this run gives "
+                                  f"init={now.get('init')}, a model of another shape: pass init={saved['init']} "
+                                  "again to resume it")
+            raise ConfigError(f"checkpoint {ckpt} was trained with {_changed(saved[key], now[key], key)}; a resume "
+                              "keeps the checkpoint's model (shape, dropout, objective) and sequence length: give "
+                              "its values again, or start over with overwrite=true")
     if data_fp and meta.get("data_fingerprint", data_fp) != data_fp:  # absent: a checkpoint from before it was kept
         raise InputError(f"checkpoint {ckpt} was trained on other data than this run's (the corpus or prepared "
                          "folder changed since): its data position would land on other rows; resume with the data "

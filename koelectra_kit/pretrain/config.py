@@ -188,7 +188,7 @@ class PretrainConfig:
         if self.prepared and self.corpus:
             raise ConfigError(f"prepared={self.prepared} already holds the corpus as ids: drop corpus= (or drop "
                               "prepared= to pack the corpus here)")
-        check_text_column(self.text_column)
+        check_text_column(self.text_column, self.corpus)
         if self.resume not in (False, "", "false", "False") and self.overwrite:
             shown = "true" if self.resume is True else self.resume
             raise ConfigError(f"resume={shown} and overwrite=true contradict each other: resume continues out's run, "

@@ -81,7 +81,7 @@ def prepare_tokenizer(cfg: PretrainConfig, out: Path, dist_ctx, corpus: list[Pat
             train_tokenizer(TokenizerConfig(input=[str(p) for p in files], out=str(tok_dir),
                                             vocab_size=cfg.vocab_size, model=cfg.tokenizer_model,
                                             presplit=cfg.presplit,
-                                            progress=cfg.progress, **kwargs))
+                                            progress=cfg.progress, **kwargs), shown_as=shown_as)
             write_json_atomic(record, request)
         dist_ctx.barrier()
     return KoTokenizer.from_pretrained(tok_dir)

@@ -27,18 +27,25 @@ MAX_VOCAB_SIZE = 1_000_000
 
 
 def check_vocab_size(vocab_size: int) -> None:
-    """A ``ConfigError`` when ``vocab_size`` is more than any vocabulary this toolkit trains."""
+    """A ``ConfigError`` when ``vocab_size`` is less or more than any vocabulary this toolkit trains (said before the
+    run logs "training a 5-token tokenizer")."""
+    if vocab_size < len(SPECIAL_TOKENS) + 50:
+        raise ConfigError(f"vocab_size {vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
     if vocab_size > MAX_VOCAB_SIZE:
         raise ConfigError(f"vocab_size {vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} a vocabulary may have "
                           "(Korean tokenizers have 30k-130k)")
 
 
-def check_text_column(text_column: str | None) -> None:
+def check_text_column(text_column: str | None, inputs: list[str] | None = None, key: str = "corpus") -> None:
     """``text_column=`` with nothing after it (an unset shell variable) is a ``ConfigError``: it read as "no column
-    given", and the column was guessed without a word. Leaving the key out is what asks for the guess."""
+    given", and the column was guessed without a word. Leaving the key out is what asks for the guess. Given for
+    ``inputs`` that are all .txt files (one text a line, no columns), it chose nothing, and was recorded as if it had."""
     if text_column is not None and not text_column.strip():
         raise ConfigError("text_column is empty: name the column that holds the text (or leave the key out to use "
                           "the first of the usual names: review, text, document, ...)")
+    if text_column is not None and inputs and all(str(p).lower().endswith(".txt") for p in inputs):
+        raise ConfigError(f"text_column={text_column}: {key} is text files, one text a line with no columns to choose "
+                          "from; drop text_column= (it names a column of a .csv, .tsv, .jsonl or .parquet corpus)")
 
 
 @dataclass
@@ -81,10 +88,8 @@ class TokenizerConfig:
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR")
         check_distinct_inputs(self.input, "input")
-        check_text_column(self.text_column)
+        check_text_column(self.text_column, self.input, "input")
         check_cache_dir(self.cache_dir)  # before any Kiwi work: a file there failed as "Not a directory"
-        if self.vocab_size < len(SPECIAL_TOKENS) + 50:
-            raise ConfigError(f"vocab_size {self.vocab_size} is too small (at least {len(SPECIAL_TOKENS) + 50})")
         check_vocab_size(self.vocab_size)
         if self.min_frequency < 0:
             raise ConfigError(f"min_frequency must be >= 0 (pairs seen fewer times are not merged), got {self.min_frequency}")

@@ -6,6 +6,7 @@ bytes, see ``fallback``), so no character is lost to [UNK]."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from collections import Counter
@@ -23,8 +24,9 @@ from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
 
-def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
-    """Pre-split the corpus (cached), train the subword model on it, save to ``cfg.out``; returns the tokenizer."""
+def train_tokenizer(cfg: TokenizerConfig, shown_as: str | Path | None = None) -> KoTokenizer:
+    """Pre-split the corpus (cached), train the subword model on it, save to ``cfg.out``; returns the tokenizer.
+    ``shown_as``: the folder the log names (``prepare`` trains into a staging folder renamed later)."""
     from tokenizers import AddedToken
 
     cfg.validate()
@@ -58,7 +60,7 @@ def train_tokenizer(cfg: TokenizerConfig) -> KoTokenizer:
         runtime.warn(replaced)
     if cfg.progress:
         runtime.log(f"trained a {tok.vocab_size}-token {cfg.model} tokenizer (pre-split: {cfg.presplit}) in "
-                    f"{time.perf_counter() - t0:.1f}s -> {cfg.out}")
+                    f"{time.perf_counter() - t0:.1f}s -> {shown_as or cfg.out}")
     return tok
 
 
@@ -132,7 +134,8 @@ def _train_wordpiece(files: list[Path], cfg: TokenizerConfig):
     trainer = trainers.WordPieceTrainer(
         vocab_size=len(SPECIAL_TOKENS) if chars else cfg.vocab_size, min_frequency=cfg.min_frequency,
         special_tokens=[*SPECIAL_TOKENS, *forms], limit_alphabet=alphabet, initial_alphabet=kept,
-        continuing_subword_prefix="##", show_progress=cfg.progress)
+        # (the Rust trainer's bars print blank lines where stderr is no terminal: a log, a pipe)
+        continuing_subword_prefix="##", show_progress=cfg.progress and sys.stderr.isatty())
     backend.train([str(f) for f in files], trainer)
     if forms:
         backend = _only_specials(backend)
