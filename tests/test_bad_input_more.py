@@ -271,8 +271,13 @@ def test_a_column_that_differs_in_spaces_or_case_is_suggested(capsys, tmp_path, 
     src = tmp_path / "in.csv"
     src.write_text("id, review \n1,좋아요\n", encoding="utf-8")
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
-                         tmp_path / "o.csv")
-    assert_one_line_error(rc, err, "no column 'review'", "did you mean ' review '?")
+                         tmp_path / "o.csv", "--text-column", "review ")
+    assert_one_line_error(rc, err, "no column 'review '", "did you mean ' review '?")
+    # with no --text-column, the usual names are looked for as finetune and evaluate look (case and spaces aside)
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", src, "--output",
+                         tmp_path / "o.csv", "--no-progress")
+    assert rc == 0 and "has no column 'review': labelling its column ' review '" in err, err
+    (tmp_path / "o.csv").unlink()
     src.write_text("Review,label\n좋아요,positive\n", encoding="utf-8")
     rc, _, err = run_cli(capsys, "evaluate", "--model", tiny_classifier_dir, "--data", src, "--text-column", "review")
     assert_one_line_error(rc, err, "did you mean 'Review'?")

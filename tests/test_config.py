@@ -301,16 +301,17 @@ def test_verbose_shows_the_resolved_config_for_every_config_command(tmp_path, ca
     assert "resolved config" not in capsys.readouterr().err
 
 
-def test_a_text_column_for_text_files_and_a_vocabulary_too_small_are_refused_up_front():
+def test_a_text_column_for_text_files_and_a_vocabulary_too_small_are_refused_up_front(capsys):
     """text_column=document on a .txt corpus chose nothing and was recorded in prepared.json as if it had; prepare
     and pretrain with vocab_size=5 logged "training a 5-token tokenizer" before refusing it."""
     from koelectra_kit.pretrain import PretrainConfig
-    from koelectra_kit.tokenizer import TokenizerConfig
 
     with pytest.raises(ConfigError, match="text_column=document: corpus is text files, one text a line"):
         load_config(PretrainConfig, "tiny", ["corpus=[a.txt,b.TXT]", "text_column=document", "out=o"])
-    with pytest.raises(ConfigError, match="text_column=document: input is text files"):
-        load_config(TokenizerConfig, "tiny", ["input=a.txt", "text_column=document", "out=o"])
+    from koelectra_kit.cli import main
+
+    assert main(["tokenizer", "train", "--config", "tiny", "input=a.txt", "text_column=document", "out=o"]) == 2
+    assert "error: text_column=document: input is text files" in capsys.readouterr().err
     load_config(PretrainConfig, "tiny", ["corpus=[a.txt,b.csv]", "text_column=document", "out=o"])  # b's column
     with pytest.raises(ConfigError, match="vocab_size 5 is too small"):
         load_config(PretrainConfig, "tiny", ["corpus=a.txt", "vocab_size=5", "out=o"])

@@ -584,3 +584,18 @@ def test_an_array_cell_holds_no_text_on_every_path(tmp_path, tiny_classifier):
     out = label_dataframe(pd.read_parquet(src), classifier=tiny_classifier)
     assert out["status"].tolist() == ["error: the text is a JSON array, not a string"] * 3
     assert out["label"].tolist() == [""] * 3
+
+
+def test_without_a_text_column_an_nsmc_file_has_its_document_column_labelled(tmp_path, tiny_classifier, capsys):
+    """label looked for `review` only, where finetune, evaluate and suggest take the first of the usual names: an
+    NSMC file (id, document, label) was "no column 'review'". The default falls back to them, with a note."""
+    src = tmp_path / "nsmc.tsv"
+    src.write_text("id\tdocument\tlabel\n1\t정말 재밌어요\tpositive\n2\t별로였다\tnegative\n", encoding="utf-8")
+    s = label_file(None, src, tmp_path / "o.csv", classifier=tiny_classifier, progress=False)
+    assert s.rows == 2 and "has no column 'review': labelling its column 'document'" in capsys.readouterr().err
+    out = pd.read_csv(tmp_path / "o.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    assert out["pred_status"].tolist() == ["ok", "ok"] and out["label"].tolist() == ["positive", "negative"]
+    from koelectra_kit.errors import InputError
+
+    with pytest.raises(InputError, match="no column 'body'"):  # a column named is never replaced
+        label_file(None, src, tmp_path / "o2.csv", "body", classifier=tiny_classifier, progress=False)

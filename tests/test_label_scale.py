@@ -151,7 +151,7 @@ def test_a_file_that_fails_after_others_says_theirs_are_complete(tmp_path, tiny_
     from koelectra_kit.errors import InputError
 
     a = _write(tmp_path / "a.csv", n=20)
-    (tmp_path / "b.csv").write_text("text\n좋아요\n", encoding="utf-8")  # no review column
+    (tmp_path / "b.csv").write_text("note\n좋아요\n", encoding="utf-8")  # no text column of any usual name
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(InputError, match=r"no column 'review'.*\(1 file\(s\) labelled before it are complete: "

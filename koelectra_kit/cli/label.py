@@ -51,7 +51,8 @@ FLAGS = {
                               "help": "inference engine (default auto: what the classifier picks)"}),
     "--cache-rows": ("cache_rows", {"type": int, "help": "predictions remembered for repeated texts across chunks "
                                                          "(default 100000; 0: within a chunk only)"}),
-    "--text-column": ("text_column", {"help": "column holding the text (default: review)"}),
+    "--text-column": ("text_column", {"help": "column holding the text (default: review, else the first of text, "
+                                                "document, comment, ... that exists, with a note)"}),
     "--format": ("format", {"choices": ["csv", "tsv", "jsonl", "parquet", "txt"],
                             "help": "input format (default: extension; txt: one review per line, no header)"}),
     "--sep": ("sep", {"help": "field separator for csv-like input (default: by extension)"}),

@@ -60,9 +60,11 @@ def run_train(args) -> int:
     from ..config import load_config
     from ..io.hfdata import corpus_paths
     from ..tokenizer import TokenizerConfig, train_tokenizer
+    from ..tokenizer.config import check_text_column
 
     cfg = load_config(TokenizerConfig, args.config, args.overrides)
     cfg.validate()  # before a dataset's texts are written out
+    check_text_column(cfg.text_column, cfg.input, "input")  # the files as given (a dataset becomes a .txt below)
     # a dataset (hf:OWNER/NAME[:SPLIT], a save_to_disk or Parquet folder) becomes its texts' file in the cache
     cfg.input = [str(p) for p in corpus_paths(cfg.input, cfg.text_column, cfg.cache_dir)]
     train_tokenizer(cfg)

@@ -50,7 +50,7 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
 def _check_folder_input(src: Path) -> None:
     """A folder given as --input is a dataset (``save_to_disk``, Parquet files) or refused here as what it is: a folder
     of CSV files was called "a dataset: label it in a run of its own" (with --output DIR/), which it is not."""
-    from ..io.hfdata import parse_source
+    from ..io.hfdata import DATASET_MARKERS, DICT_MARKER, parse_source
     from ..io.tables import FORMATS
     from ..io.workbook import EXCEL_SUFFIXES
 
@@ -59,8 +59,8 @@ def _check_folder_input(src: Path) -> None:
     except InputError:
         suffixes = sorted({f.suffix.lower() for f in src.iterdir() if f.is_file() and not f.name.startswith(".")
                            and f.suffix.lower() in (*FORMATS, *EXCEL_SUFFIXES)})
-        if not suffixes:
-            raise
+        if not suffixes or any((src / m).is_file() for m in (*DATASET_MARKERS, DICT_MARKER)):
+            raise  # no files to label in it, or a dataset's own error (one of no rows, say)
         raise InputError(f"--input {src} is a folder, not a dataset; to label the files in it, give a quoted pattern: "
                          f"--input '{src / ('*' + suffixes[0])}'") from None
 

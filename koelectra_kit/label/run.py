@@ -19,8 +19,8 @@ from ..io.fileio import check_input_file, file_kind, same_file
 from ..io.hfdata import is_dataset_source, open_rows, parse_source
 from ..io.records import cell_text
 from ..runtime import log, warn
-from ..io.tables import (FORMATS, LINES_COLUMN, check_lines_file, column_hint, detect_encoding,
-                         likeliest_encoding, read_records, refuse_other_separator, table_format)
+from ..io.tables import (FORMATS, LINES_COLUMN, TEXT_COLUMNS, check_lines_file, column_hint, detect_encoding,
+                         likeliest_encoding, pick_column, read_records, refuse_other_separator, table_format)
 from ..io.textcheck import check_text_column
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, other_sheets_hint, xlsx_to_csv
 from . import excel
@@ -161,6 +161,14 @@ class FileLabeller:
             refuse_other_separator(self.src, self.read_fmt, self.columns,
                                    cfg.sep or ("\t" if self.read_fmt == "tsv" else ","),
                                    _separator_fix if cfg.sep is None else _given_separator_fix(self.read_fmt))
+        if cfg.text_column not in self.columns and cfg.text_column == LabelConfig.text_column:
+            # the default (review) is not there: the first of the usual names, as finetune, evaluate and suggest
+            # pick it (an NSMC file's document was "no column 'review'"), said in a note
+            picked = pick_column([str(c) for c in self.columns], None, TEXT_COLUMNS, self.src)
+            if picked is not None:
+                warn(f"note: {self.src} has no column {cfg.text_column!r}: labelling its column {picked!r} "
+                     "(--text-column names another)")
+                self.cfg = cfg = replace(cfg, text_column=picked)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}"

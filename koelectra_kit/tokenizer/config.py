@@ -88,7 +88,7 @@ class TokenizerConfig:
         if not self.out:
             raise ConfigError("out is not set: pass out=DIR")
         check_distinct_inputs(self.input, "input")
-        check_text_column(self.text_column, self.input, "input")
+        check_text_column(self.text_column)  # (against .txt inputs: cli/tokenizer.py, before datasets become files)
         check_cache_dir(self.cache_dir)  # before any Kiwi work: a file there failed as "Not a directory"
         check_vocab_size(self.vocab_size)
         if self.min_frequency < 0:
