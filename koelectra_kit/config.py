@@ -217,8 +217,9 @@ def preset_path(name: str | Path, stage: str | None = None) -> Path:
     raise ConfigError(f"config file not found: {name}")
 
 
-def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...] = ()) -> dict:
-    """Read a config YAML (a path, or a shipped preset's name for ``stage``), following ``base:`` chains."""
+def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...] = (), cls: type | None = None) -> dict:
+    """Read a config YAML (a path, or a shipped preset's name for ``stage``), following ``base:`` chains; with
+    ``cls``, each file's renamed keys under their new names before it is merged over its base (``_new_names``)."""
     path = preset_path(path, stage)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -245,7 +246,9 @@ def read_yaml(path: str | Path, stage: str | None = None, _seen: tuple[Path, ...
         # a file beside this one, else a shipped preset's name for the command (`base: sentiment` in a user's YAML,
         # as --config sentiment names it)
         where = beside if beside.is_file() or not stage else preset_path(base, stage)
-        data = _merge(read_yaml(where, stage, (*_seen, path.resolve())), data)
+        data = _merge(read_yaml(where, stage, (*_seen, path.resolve()), cls), _new_names(cls, data) if cls else data)
+    elif cls:
+        data = _new_names(cls, data)
     return data
 
 
@@ -300,7 +303,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     """Defaults of ``cls`` <- YAML at ``path`` (or a shipped preset named so, see ``preset_path``) <-
     ``key=value`` overrides; typed and validated. ``cls.STAGE`` names the presets folder to look in. A renamed key
     is renamed in its own layer, so an override's old name overrides the preset's new one."""
-    data = _new_names(cls, read_yaml(path, getattr(cls, "STAGE", None)) if path else {})
+    data = read_yaml(path, getattr(cls, "STAGE", None), cls=cls) if path else {}
     data = _merge(data, _new_names(cls, parse_overrides(overrides)))
     cfg = _build(cls, data)
     from .runtime import get_logger

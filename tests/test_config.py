@@ -279,6 +279,8 @@ def test_an_old_key_overrides_the_presets_new_one_and_base_names_a_preset(tmp_pa
     cfg = load_config(FinetuneConfig, mine, ["model=m", "train=t.csv", "out=o"])
     preset = load_config(FinetuneConfig, "sentiment", ["model=m", "train=t.csv", "out=o"])
     assert cfg.lr == 0.0001 and cfg.epochs == preset.epochs and cfg.min_steps == preset.min_steps
+    mine.write_text("base: sentiment\ngrad_clip: 2.0\n", encoding="utf-8")  # an old name over the base's new one
+    assert load_config(FinetuneConfig, mine, ["model=m", "train=t.csv"]).max_grad_norm == 2.0
     (tmp_path / "sentiment.yaml").write_text("epochs: 7\n", encoding="utf-8")  # the file it names, beside it, wins
     mine.write_text("base: sentiment.yaml\nlr: 0.0001\n", encoding="utf-8")
     assert read_yaml(mine, "finetune") == {"epochs": 7, "lr": 0.0001}

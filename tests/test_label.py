@@ -562,6 +562,8 @@ def test_python_api_refuses_what_the_command_line_refuses(tiny_classifier, tiny_
             label_dataframe(df, model=str(tiny_classifier_dir), precision=precision)
     with pytest.raises(ConfigError, match="model= and classifier= both given"):
         label_dataframe(df, model=str(tiny_classifier_dir), classifier=tiny_classifier)
+    with pytest.raises(ConfigError, match="precision: how to load model=; a classifier= given is loaded already"):
+        label_dataframe(df, classifier=tiny_classifier, precision="fp16")
     with pytest.raises(ConfigError, match="give model="):
         label_dataframe(df)
     with pytest.raises(ConfigError, match="a loaded Classifier"):
@@ -597,5 +599,9 @@ def test_without_a_text_column_an_nsmc_file_has_its_document_column_labelled(tmp
     assert out["pred_status"].tolist() == ["ok", "ok"] and out["label"].tolist() == ["positive", "negative"]
     from koelectra_kit.errors import InputError
 
-    with pytest.raises(InputError, match="no column 'body'"):  # a column named is never replaced
-        label_file(None, src, tmp_path / "o2.csv", "body", classifier=tiny_classifier, progress=False)
+    for named in ("body", "review"):  # a column named is never replaced, review included
+        with pytest.raises(InputError, match=f"no column '{named}'"):
+            label_file(None, src, tmp_path / "o2.csv", named, classifier=tiny_classifier, progress=False)
+    (tmp_path / "none.csv").write_text("id,note\n1,좋아요\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"no text column among \['id', 'note'\] .*pass --text-column NAME"):
+        label_file(None, tmp_path / "none.csv", tmp_path / "o3.csv", classifier=tiny_classifier, progress=False)

@@ -54,7 +54,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_writes(tmp_p
     assert seen["untouched"]
     got = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert s.rows == 40 and list(got["id"]) == [f"{i:03d}" for i in range(40)]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.csv.job.json", "in.csv", "out.csv"]
 
 
 def test_the_next_run_takes_the_name_once_the_first_is_done(tmp_path, tiny_classifier):

@@ -114,7 +114,7 @@ def test_an_output_symlink_writes_its_target_and_keeps_the_link(capsys, base, sr
     assert rc == 0, err
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert len(pd.read_csv(target, dtype=str, encoding="utf-8-sig")) == 60
-    assert sorted(p.name for p in target.parent.iterdir()) == ["labelled.csv"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [".labelled.csv.job.json", "labelled.csv"]
 
 
 def test_label_merge_into_a_symlink_writes_its_target_as_label_does(capsys, base, src, tmp_path):

@@ -3,6 +3,7 @@ each, ``--shard K/N`` + ``label-merge`` giving the unsharded bytes, a killed sha
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -746,10 +747,22 @@ def test_many_files_resume_skips_only_outputs_of_this_job(tmp_path, tiny_classif
     rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, *common, "--resume")
     assert rc == 2 and "a.csv is complete, but was labelled with another model" in err, err
     assert run_cli(capsys, "label", "--model", other, *common, "--resume")[0] == 0  # its own job: skipped
-    # one file labelled again on its own (no record kept): the many-file run's record of it goes
+    # one file labelled again on its own, by the other model: its record says so (it was removed, and the many-file
+    # --resume then kept that output by the times alone, exit 0)
     assert run_cli(capsys, "label", "--model", tiny_classifier_dir, "--input", a, "--output", out / "a.csv",
                    "--text-column", "review", "--no-progress", "--overwrite")[0] == 0
-    assert not (out / ".a.csv.job.json").exists() and (out / ".b.csv.job.json").exists()
+    rc, _, err = run_cli(capsys, "label", "--model", other, *common, "--resume")
+    assert rc == 2 and "a.csv is complete, but was labelled with another model" in err, err
+    # an output copied over (or edited, or saved again in Excel) is no longer what its record describes
+    shutil.copyfile(out / "b.csv", out / "a.csv")
+    rc, _, err = run_cli(capsys, "label", "--model", tiny_classifier_dir, *common, "--resume")
+    assert rc == 2 and "a.csv is complete, but changed since it was labelled" in err, err
+    assert "delete .a.csv.job.json beside it to keep it" in err
+    (out / ".a.csv.job.json").write_text("[1, 2]", encoding="utf-8")  # damaged: the way on names that one file
+    rc, _, err = run_cli(capsys, "label", "--model", other, *common, "--resume")
+    assert rc == 2 and ".a.csv.job.json is damaged (not a job record); delete it to keep a.csv as it is" in err, err
+    (out / ".a.csv.job.json").unlink()  # kept as it is: judged by the times
+    assert run_cli(capsys, "label", "--model", other, *common, "--resume")[0] == 0
     # a pattern over a folder of outputs and their records never takes a record for an input
     assert run_cli(capsys, "label", "--model", other, "--input", str(out / "*"), "--output-suffix", ".again.csv",
                    "--text-column", "review", "--no-progress")[0] == 0

@@ -199,6 +199,20 @@ def test_the_budgets_last_steps_get_a_row_and_the_card_says_where_the_run_ended(
     assert [r["step"] for r in read_metrics(tmp_path / "cut" / "metrics.jsonl")] == [2]  # a stop logs no extra row
 
 
+def test_a_finished_run_resumed_or_extended_logs_each_step_once(tiny_cfg, tmp_path):
+    """A checkpoint taken at the budget's last step held that row's unlogged window: resume=true of the finished run
+    ended in an UnboundLocalError (no step, no lr to log the row with), and an extended budget counted those steps in
+    two rows. The checkpoint is written again once the last row is logged."""
+    common = ("max_steps=6", "log_every=4", "save_every=3", f"out={tmp_path / 'r'}")
+    done = pretrain(tiny_cfg(*common))
+    again = pretrain(tiny_cfg(*common, "resume=true"))
+    assert again["steps"] == 6 and again["rank_param_digests"] == done["rank_param_digests"]
+    assert [r["step"] for r in read_metrics(tmp_path / "r" / "metrics.jsonl")] == [4, 6]
+    pretrain(tiny_cfg(*common[1:], "max_steps=9", "resume=true"))
+    rows = read_metrics(tmp_path / "r" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [4, 6, 8, 9]
+
+
 def test_existing_run_needs_resume_or_overwrite(tiny_cfg):
     pretrain(tiny_cfg("max_steps=2"))
     with pytest.raises(ConfigError, match="resume=true"):

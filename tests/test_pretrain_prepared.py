@@ -197,7 +197,9 @@ def test_continued_pretraining_from_a_folder_prepared_with_the_same_init(tiny_ru
     # without init= it trained from random weights, no word
     rc, _, err = run_cli(capsys, "pretrain", "--config", TINY, f"prepared={folder}", f"out={tmp_path / 'scratch'}",
                          *RUN)
-    one_line_error(rc, err, f"was made for continued pretraining from init={tiny_run}: pass init={tiny_run}")
+    one_line_error(rc, err, f"was made for continued pretraining from init={tiny_run}: pass init={tiny_run}",
+                   f"or prepare with tokenizer={tiny_run / 'tokenizer'} to train from scratch")
+    assert json.loads((folder / "prepared.json").read_text())["init"] == str(tiny_run.resolve())
     other = tmp_path / "other-vocab"
     rc, _, err = run_cli(capsys, "prepare", "--config", TINY, f"corpus={sample_dir / 'comments.txt'}",
                          f"out={other}", "vocab_size=700", "progress=false")

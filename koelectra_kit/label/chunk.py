@@ -133,6 +133,9 @@ def label_dataframe(df, model=None, text_column: str = "review", batch_size: int
         raise InputError(f"label_dataframe takes a pandas DataFrame, not {type(df).__name__} (a list of dicts: "
                          "pd.DataFrame(rows))")
     check_model_args(model, classifier)
+    if classifier is not None and load_kwargs:  # they were dropped without a word (precision="FP16", device=...)
+        raise ConfigError(f"{', '.join(load_kwargs)}: how to load model=; a classifier= given is loaded already "
+                          "(pass them to Classifier.load)")
     if not isinstance(text_column, (str, int)) or isinstance(text_column, bool):
         raise ConfigError(f"text_column={text_column!r}: the name of the one column that holds the texts")
     if text_column not in df.columns:

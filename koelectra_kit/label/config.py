@@ -34,7 +34,9 @@ class LabelConfig:
     # fan one file out; `koelectra-kit label-merge OUTPUT` joins the N shards into the unsharded output (N at most
     # 10,000)
     shard: str | None = None
-    text_column: str = "review"
+    # the column holding the texts; None: review, else the first of the usual names present (text, document,
+    # comment, ...: tables.TEXT_COLUMNS, as finetune and evaluate pick it), with a note naming it
+    text_column: str | None = None
     format: str | None = None  # input format; None = from the extension
     sep: str | None = None  # field separator of csv-like input; None = by format
     encoding: str | None = None  # None = detect utf-8 / utf-8 with BOM / cp949
@@ -116,7 +118,7 @@ class LabelConfig:
         check_precision(self.precision, self.quantize, self.backend)  # (Classifier.load's own check, said before work)
         if self.cache_rows < 0:
             raise ConfigError(f"cache_rows={self.cache_rows} must be 0 or more (0: deduplicate within a chunk only)")
-        if not self.text_column:
+        if self.text_column is not None and not str(self.text_column).strip():
             raise ConfigError("text_column is empty: name the column that holds the text")
         if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"format={self.format!r}: use one of {', '.join(FORMATS)}")

@@ -162,7 +162,11 @@ class FilesLabeller:
         out = output_target(Path(job.output))
         record = read_job(out) if job.shard else read_job(out, done_path(out))
         if record is not None and not job.shard and not same_content(out, str(record.get("output_content"))):
-            record = None  # written over since by a run that keeps no record (or edited): judged as one without
+            # written over since (another run's output copied in, an edit, a re-save in Excel): what it holds now
+            # is no job's this command can check; it keeps it only when told to
+            raise InputError(f"{out} is complete, but changed since it was labelled (its record, "
+                             f"{done_path(out).name}, is of other content: copied over, edited or saved again); pass "
+                             f"--overwrite to label it again, or delete {done_path(out).name} beside it to keep it")
         if record is None:
             changed = [what for what, path in (("its input", job.input), ("the model", job.model))
                        if path and _newest_mtime(Path(path)) > out.stat().st_mtime]
@@ -172,7 +176,7 @@ class FilesLabeller:
             return
         labeller = FileLabeller(job, classifier=self.clf, cache=self.cache)
         try:
-            labeller.check_paths()
+            labeller.check_paths(writable=False)
             labeller.open_input()
             labeller.load_model()
             self.clf = labeller.clf  # loaded once, for the files still to label too
@@ -180,6 +184,8 @@ class FilesLabeller:
             now = labeller.job_identity()
         finally:
             getattr(getattr(labeller, "records", None), "close", lambda: None)()
+            if labeller.converted is not None:  # a workbook input's CSV copy, made to read it
+                labeller.converted.unlink(missing_ok=True)
         differ = [what for key, what in JOB_IDENTITY.items()
                   if not (key in LATER_KEYS and record.get(key) is None)
                   and not same_job_value(key, record.get(key), now.get(key))]
@@ -205,7 +211,6 @@ class FilesLabeller:
         for job in todo:
             self.current = FileLabeller(job, classifier=self.clf, after_chunk=self.after_chunk, cache=self.cache,
                                         human=human)
-            self.current.record_done = self.many
             try:
                 summaries.append(self.current.run())
             except InputError as e:
@@ -236,7 +241,7 @@ def _config(model, input, output, text_column, fmt, classifier, options) -> Labe
                        output=str(output or ""), text_column=text_column, format=fmt, **options)
 
 
-def label_files(model, inputs, output=None, text_column: str = "review", *, fmt: str | None = None,
+def label_files(model, inputs, output=None, text_column: str | None = None, *, fmt: str | None = None,
                 classifier=None, _after_chunk=None, **options) -> list[LabelSummary]:
     """Label several files (paths and/or globs), one output each: ``output`` a folder, or ``output_suffix=``.
     ``options``: any ``LabelConfig`` field (batch_size, resume, shard, backend, dedupe, ...)."""
@@ -245,7 +250,7 @@ def label_files(model, inputs, output=None, text_column: str = "review", *, fmt:
     return FilesLabeller(cfg, classifier=classifier, after_chunk=_after_chunk).run()
 
 
-def label_file(model, input, output=None, text_column: str = "review", *, fmt: str | None = None,
+def label_file(model, input, output=None, text_column: str | None = None, *, fmt: str | None = None,
                classifier=None, _after_chunk=None, **options) -> LabelSummary:
     """Label ``input`` into ``output``: the Python face of ``koelectra-kit label`` (same options, same checks).
     ``classifier``: an already loaded ``Classifier`` (``model`` is then only recorded). ``options``: any

@@ -52,12 +52,11 @@ class FileLabeller:
         self.cache = cache if cache is not None or not cfg.dedupe else PredictionCache(cfg.cache_rows)
         self.src = self.dst = self.converted = None
         self.human = human  # cfg.human_labels as read (once per run: FilesLabeller hands it to the next file)
-        # a record beside the finished output (shard.done_path): a many-file run's, whose --resume skips finished
-        # outputs (FilesLabeller sets it); one file's --resume refuses a finished output instead
-        self.record_done = False
 
     # -- setup, in order
-    def check_paths(self) -> None:
+    def check_paths(self, writable: bool = True) -> None:
+        """The input, the output and the files beside it; ``writable``: and that the output's folder takes them (not
+        where a finished output is only checked before it is skipped: a read-only folder of them resumes)."""
         cfg = self.cfg
         self.dst = output_target(Path(cfg.output))
         if is_dataset_source(cfg.input):  # hf:..., a save_to_disk or Parquet folder: rows from hfdata (open_input)
@@ -98,7 +97,8 @@ class FileLabeller:
         if not folder.is_dir():
             raise InputError(f"{self.dst}: {folder} is a file, not a folder" if folder.exists() else
                              f"{self.dst}: folder {folder} does not exist; create it first")
-        _check_writable(folder, self.dst)
+        if writable:
+            _check_writable(folder, self.dst)
         if self.dst.is_dir():
             raise InputError(f"{self.dst} is a folder; give a file path for --output")
         if self.dst.exists() and not self.dst.is_file():  # a FIFO's reader waited forever: the rename replaced it
@@ -155,20 +155,25 @@ class FileLabeller:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                       errors=cfg.encoding_errors, stop=stop)
         if self.read_fmt == "txt":  # one review per line: the line is the text
-            check_lines_file(self.read_path, self.encoding, cfg.text_column, LabelConfig.text_column, cfg.format)
+            check_lines_file(self.read_path, self.encoding, cfg.text_column, "review", cfg.format)
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
-        if cfg.text_column not in self.columns and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
+        # none named: review, else the first of the usual names, as finetune, evaluate and suggest pick it (an NSMC
+        # file's document was "no column 'review'"), said in a note; a column named is never replaced
+        picked = pick_column(self.columns, None, TEXT_COLUMNS, self.src) if cfg.text_column is None else None
+        if (picked if cfg.text_column is None else cfg.text_column) not in self.columns \
+                and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
             refuse_other_separator(self.src, self.read_fmt, self.columns,
                                    cfg.sep or ("\t" if self.read_fmt == "tsv" else ","),
                                    _separator_fix if cfg.sep is None else _given_separator_fix(self.read_fmt))
-        if cfg.text_column not in self.columns and cfg.text_column == LabelConfig.text_column:
-            # the default (review) is not there: the first of the usual names, as finetune, evaluate and suggest
-            # pick it (an NSMC file's document was "no column 'review'"), said in a note
-            picked = pick_column([str(c) for c in self.columns], None, TEXT_COLUMNS, self.src)
-            if picked is not None:
-                warn(f"note: {self.src} has no column {cfg.text_column!r}: labelling its column {picked!r} "
-                     "(--text-column names another)")
-                self.cfg = cfg = replace(cfg, text_column=picked)
+        if cfg.text_column is None:
+            if picked is None:
+                raise InputError(f"{self.src}: no text column among {self.columns} (review, text, document, "
+                                 "comment, ...); pass --text-column NAME"
+                                 f"{other_sheets_hint(self.src, TEXT_COLUMNS) if self.in_fmt == 'xlsx' else ''}")
+            if picked != "review":
+                warn(f"note: {self.src} has no column 'review': labelling its column {picked!r} (--text-column "
+                     "names another)")
+            self.cfg = cfg = replace(cfg, text_column=picked)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}"
@@ -356,7 +361,9 @@ class FileLabeller:
             change = self.guard.check(self.partial, self.state_path) if self.guard is not None else None
             if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
                 write_job(self.dst, self.shard_job())
-            record = self.job_record() if self.record_done and not cfg.shard else None
+            # a record beside the finished output (shard.done_path), what a many-file --resume checks it by before
+            # skipping it: every run's (one file relabelled alone with another model was skipped by the times alone)
+            record = self.job_record() if not cfg.shard else None
             done_path(self.dst).unlink(missing_ok=True)  # an earlier run's: it no longer describes the output
             if self.workbook:
                 excel.to_workbook(self.partial, self.dst, self.state.rows_done, self.clf.labels, self.columns,

@@ -77,13 +77,17 @@ def write_job(shard: Path, job: dict, path: Path | None = None) -> None:
 def read_job(shard: Path, path: Path | None = None) -> dict | None:
     """``shard``'s job record (or the record at ``path``: ``done_path``'s), None where there is none."""
     path = path or job_path(shard)
+    if not path.exists():
+        return None
     try:
         job = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
     except (OSError, ValueError):
-        raise InputError(f"{path} is damaged; rerun {shard.name} with --overwrite") from None
-    return job if isinstance(job, dict) else None
+        job = None
+    if not isinstance(job, dict) or (path != job_path(shard) and not isinstance(job.get("output_content"), str)):
+        fix = f"rerun {shard.name} with --overwrite" if path == job_path(shard) else \
+            f"delete it to keep {shard.name} as it is, or pass --overwrite to label it again"
+        raise InputError(f"{path} is damaged (not a job record); {fix}")
+    return job
 
 
 def check_one_job(output: Path, shards: list[Path]) -> None:
@@ -277,5 +281,12 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
                 shutil.copyfileobj(f, out, 1 << 20)
         out.flush()
         os.fsync(out.fileno())
+    done_path(dest).unlink(missing_ok=True)  # an earlier run's record: it no longer describes the output
     os.replace(tmp, dest)
+    first = read_job(shards[0])
+    if first:  # the joined output's record, as an unsharded run leaves it (what a many-file --resume checks)
+        from .resume import content_fingerprint
+
+        record = {k: v for k, v in first.items() if k not in ("shard", "output_content", "counts", "rows")}
+        write_job(dest, {**record, "output_content": content_fingerprint(dest)}, path=done_path(dest))
     return output, len(shards)

@@ -149,12 +149,14 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     cache = cache_root / "packed" / key
     if (cache / "meta.json").exists():
-        if cache_intact(cache):
+        if not say_again or cache_intact(cache):  # (the ranks that map rank 0's cache: it checked it just now)
             return _said_again(cache) if say_again else cache
         warn(f"warning: the packed rows cached in {cache} changed since they were written (a prepared folder's "
              "rows.arrow written over in place shares the cache's file, or a copy cut short): packing the corpus "
              "again")
-        shutil.rmtree(cache)  # the rebuilt file is a new one: a folder that shared the old keeps it
+        # the rebuilt file is a new one: a folder that shared the old keeps it (another run that found it changed
+        # too may have removed it first)
+        shutil.rmtree(cache, ignore_errors=True)
     L = cfg.seq_len
     dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
     block_rows = max(1, (4 << 20) // (L * np.dtype(dtype).itemsize))  # ~4 MB per Arrow record batch

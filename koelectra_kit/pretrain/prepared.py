@@ -84,7 +84,9 @@ def prepare(cfg: PretrainConfig) -> Path:
             "text_column": cfg.text_column, "seq_len": cfg.seq_len, "tokenizer_fingerprint": tok_fp,
             "tokenizer_files": files_digest(stage / "tokenizer"),
             "tokenizer_source": cfg.init or cfg.tokenizer or "trained on the corpus",
-            "init": cfg.init,  # continued pretraining: pretrain from here needs the same init= (check_init_vocab)
+            # continued pretraining: pretrain from here needs the same init= (check_init_vocab); as a full path, which
+            # the machine the folder is carried to can tell apart from its own relative one
+            "init": str(Path(cfg.init).resolve()) if cfg.init and Path(cfg.init).exists() else cfg.init,
             "tokenizer": {"model": tok.model, "presplit": tok.presplit, "vocab_size": tok.vocab_size},
             "rows": meta["rows"], "tokens": meta["tokens"], "texts": meta["texts"],
             # the ids' file as written: checked where the folder is trained from (a same-size edit trained silently)
@@ -189,7 +191,7 @@ def open_prepared(path: str | Path) -> Prepared:
                          + ", ".join(f"{name} says {rows:,} of {seq}" if isinstance(rows, int) else
                                      f"{name} says {rows} of {seq}" for name, (rows, seq) in said.items())
                          + ": its files do not belong together; copy the whole folder again (or prepare it again)")
-    top = max(int(block.max()) for block in data.blocks)
+    top = max(int(block.max()) for block in data.blocks) if not info.get("rows_digest") else 0
     if top >= tok.vocab_size:  # (a folder without a digest): an IndexError, or a device-side assert, mid-run
         raise InputError(f"prepared={path}: rows.arrow holds id {top}, past its tokenizer's {tok.vocab_size} tokens: "
                          "its rows are damaged or not this tokenizer's; copy the whole folder again (or prepare it "
@@ -230,9 +232,12 @@ def check_init_vocab(cfg: PretrainConfig, prepared: Prepared) -> None:
     made_for = prepared.info.get("init")
     if not cfg.init:
         if made_for:
+            # its tokenizer, where a folder of it is (a run's tokenizer/, an encoder folder's own files)
+            tok = next((Path(made_for) / sub for sub in ("tokenizer", "discriminator")
+                        if (Path(made_for) / sub / "tokenizer.json").is_file()), made_for)
             raise InputError(f"prepared={prepared.path} was made for continued pretraining from init={made_for}: "
                              f"pass init={made_for} (without it the run starts from random weights), or prepare "
-                             f"with tokenizer={made_for} to train from scratch with its vocabulary")
+                             f"with tokenizer={tok} to train from scratch with its vocabulary")
         return
     theirs = init_tokenizer(cfg)
     if theirs.backend.get_vocab() != prepared.tok.backend.get_vocab():

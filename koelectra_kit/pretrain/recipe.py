@@ -307,6 +307,7 @@ class PretrainRecipe:
         step_s = 0.0  # duration of the last step (time-budget warm-up looks one step ahead)
         self.slow = SlowSteps()
         saved_at = s.step if self.ckpt is not None else -1
+        first_step = s.step  # (a resume of a finished run takes no step: it has no last batch to log a row of)
         last_row = self.resumed_row  # as the uninterrupted run's: a resume that logs no row kept its final and warning
         # Ctrl-C (or SIGTERM in a single process): the step ends, then the run checkpoints and exports; DDP ranks
         # agree on the step first (SharedStop)
@@ -370,13 +371,15 @@ class PretrainRecipe:
                     last_save, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
                 if self.on_step is not None:
                     self.on_step(s.step, row)
-            if not interrupted and s.window:
+            if not interrupted and s.window and s.step > first_step:
                 # the budget's last steps, short of a log_every window: their row (a run shorter than log_every
                 # left metrics.jsonl empty, no curves, a model card of "? steps"). Not for a stop: a resume logs
-                # the uninterrupted run's rows. Logged before the final checkpoint, so a resume adds no second one.
+                # the uninterrupted run's rows. The checkpoint is written again after it (one taken at this step
+                # holds the window), so a resume of the finished run adds no second one.
                 last_row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm,
                                        time.perf_counter() - t_window, tokens_window)
                 s.window.clear()
+                saved_at = -1
                 if self.main:
                     self.report(last_row, bar, metrics_f)
                 if not math.isfinite(last_row["loss"]):
