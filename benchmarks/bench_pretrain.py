@@ -622,7 +622,7 @@ def _tree_rss(pid: int) -> tuple[int, int]:
     return total, biggest
 
 
-def rss(args) -> None:
+def rss(args) -> int:
     corpus = Path(args.corpus)
     if not corpus.exists():
         sys.exit(f"corpus not found: {corpus} (pass --corpus)")
@@ -656,8 +656,13 @@ def rss(args) -> None:
             if line.startswith(("data:", "model:", "done:", "training a", "step ")) or "error" in line:
                 print(f"  [{t:6.1f}s] {line}")
         print(f"exit code {proc.returncode}; wall {time.time() - t0:.0f}s")
+        if proc.returncode != 0:  # a run that failed (its error line above) has no peak of a run to report
+            print(f"error: the pretraining run measured ended with exit code {proc.returncode} (its lines above): "
+                  "no peak RSS of a run to report", file=sys.stderr)
+            return 2
         print(f"peak RSS: {peak_sum / 2**20:.2f} GiB summed over the process tree (largest single process "
               f"{peak_one / 2**20:.2f} GiB); target < 3 GB")
+    return 0
 
 
 def batches(text: str) -> list[int]:
@@ -706,6 +711,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     args.compile = args.compile or args.compile_scope == "layers"
     if args.rss:
+        if args.rss_steps < 1:
+            p.error("--rss-steps must be >= 1")
         return rss(args)
     args.shape = [s for s in args.shape.split(",") if s.strip()]
     for name, value in (("--seq", args.seq), ("--vocab", args.vocab)):
@@ -730,4 +737,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from common import NSMC_DEV, ROOT, SHARED  # noqa: E402,F401  (benchmarks/common.py)
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED  # KOELECTRA_SHARED_DATA, else ../shared/data (common.py)
 
 
 def timed(fn):

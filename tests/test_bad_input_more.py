@@ -589,3 +589,13 @@ def test_cpu_ranks_whose_threads_outnumber_the_cores_are_refused(capsys, tmp_pat
                          f"out={tmp_path / 'r'}", f"threads={cores}", "device=cpu", "--nproc", "2")
     assert_one_line_error(rc, err, f"threads={cores} on each of --nproc 2 ranks is {2 * cores} threads")
     assert not (tmp_path / "r").exists()
+
+
+def test_evaluate_says_when_a_tfidf_folder_or_an_ensembles_member_was_fitted_on_the_rows(capsys, tmp_path,
+                                                                                          sample_dir):
+    """evaluate of a TF-IDF folder on its own training file: 0.90 accuracy against 0.58 held out, no word (an
+    encoder folder had the warning)."""
+    labelled = sample_dir / "reviews_labelled.csv"
+    assert run_cli(capsys, "baseline", "--train", labelled, "--out", tmp_path / "tf")[0] == 0
+    rc, _, err = run_cli(capsys, "evaluate", "--model", tmp_path / "tf", "--data", labelled, "--no-plots")
+    assert rc == 0 and f"rows evaluated are among the rows {tmp_path / 'tf'} was fitted on (from {labelled})" in err

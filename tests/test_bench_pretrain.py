@@ -210,3 +210,13 @@ def test_bad_options_are_one_error_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         bench_pretrain.main(argv)
     assert_one_line_error(e.value.code, capsys.readouterr().err, message)
+
+
+def test_rss_of_a_run_that_failed_is_no_figure(tmp_path, capsys):
+    """--rss printed "peak RSS: 0.42 GiB ... target < 3 GB" and exited 0 when the run it measured had refused its
+    corpus (exit 2)."""
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("좋아요\n별로\n", encoding="utf-8")
+    assert bench_pretrain.main(["--rss", "--corpus", str(corpus), "--rss-steps", "3"]) == 2
+    captured = capsys.readouterr()
+    assert "peak RSS" not in captured.out and "error: the pretraining run measured ended with exit code 2" in captured.err

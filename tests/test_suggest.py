@@ -619,3 +619,21 @@ def test_a_csv_separated_by_semicolons_or_tabs_says_so_as_label_does(capsys, tmp
     assert_one_line_error(rc, err, f"{odd}: the header is one column", message,
                           *(["read it as TSV: format=tsv, or name the file .tsv"] if sep == "tabs" else []))
     assert not out.exists()
+
+
+def test_a_label_typo_in_a_plain_labelled_file_is_refused(tmp_path, capsys, tiny_classifier_dir, sample_dir):
+    """docs/label.md: a label typo in labelled= is refused; only the app's log was checked, and a plain table's
+    `posi` row counted as answered (exit 0), in a file finetune and baseline refuse. A column of another scheme
+    (all ratings, none of the model's names) is no typo: its rows count as answered, as before."""
+    from koelectra_kit.cli import main
+
+    pool = sample_dir / "reviews_unlabelled.csv"
+    texts = pd.read_csv(pool, dtype=str, keep_default_na=False)["review"].tolist()
+    typo = tmp_path / "typo.csv"
+    pd.DataFrame({"review": texts[:2], "label": ["negative", "posi"]}).to_csv(typo, index=False)
+    argv = ["suggest", f"model={tiny_classifier_dir}", f"pool={pool}", "n=3", "overwrite=true"]
+    assert main([*argv, f"out={tmp_path / 'a.csv'}", f"labelled={typo}"]) == 2
+    assert "typo.csv line 3: label 'posi' is none of the model's" in capsys.readouterr().err
+    ratings = tmp_path / "ratings.csv"
+    pd.DataFrame({"review": texts[:2], "label": ["1", "9"]}).to_csv(ratings, index=False)
+    assert main([*argv, f"out={tmp_path / 'b.csv'}", f"labelled={ratings}"]) == 0

@@ -81,5 +81,7 @@ def run(args) -> int:
     cfg = config_from_args(EvaluateConfig, args, {k: getattr(args, k) for k in keys})
     if args.label_map:  # VALUE=LABEL pairs join the config's label_map; a pair given here wins
         cfg.label_map = {**cfg.label_map, **_label_map(args.label_map)}
-    run_evaluate(cfg)
+    from ..finetune.data import fitted_texts
+
+    run_evaluate(cfg, fitted_texts=fitted_texts)
     return 0

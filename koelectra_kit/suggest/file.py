@@ -273,7 +273,7 @@ def labelled_texts(reopen, given: str | None, path: str, labels: list[str], pref
     getattr(records, "close", lambda: None)()
     if not (is_label_log(columns) and given in (None, "text")):
         columns, column, texts, _ = read_texts(reopen, given, path, "labelled_text_column", prefer=prefer, fmt=fmt)
-        return _answered(reopen, columns, column, texts, path)
+        return _answered(reopen, columns, column, texts, path, labels)
     # the log read whole, as `label human_labels=` and `finetune train=` read it (read_table, then labellog's
     # table_labels): a row typed by hand with fewer fields than the header (좋아요,positive) is an answer, its other
     # fields empty; row by row it was a malformed line, dropped, and the text suggested again. A row with more fields
@@ -287,22 +287,36 @@ def labelled_texts(reopen, given: str | None, path: str, labels: list[str], pref
     return [*state.labels, *state.skipped]
 
 
-def _answered(reopen, columns: list[str], column: str, texts: list, path: str) -> list:
+def _answered(reopen, columns: list[str], column: str, texts: list, path: str, labels: list[str]) -> list:
     """``texts`` without the rows whose label is empty, where the table has a label column (``label``,
     ``sentiment``, ...): a sheet labelled half-way has no answer on those rows, as ``label --human-labels`` and
     ``finetune`` read it, so they are suggested again. A table without one (texts already sent out) counts every
-    row."""
-    from ..io.labelled import LABEL_COLUMNS
+    row. A label that is none of the model's (in the spellings finetune takes) where the others are is refused, as
+    in the app's log: a typo such as `posi` counted as answered, in a file `finetune` and `baseline` refuse."""
+    from ..io.labelled import LABEL_COLUMNS, label_resolver
     from ..io.tables import pick_column
 
     label_col = pick_column(columns, None, LABEL_COLUMNS, path)
     if label_col is None or label_col == column:
         return texts
     at, (_, records) = columns.index(label_col), reopen()
+    resolve, unknown, known = label_resolver(labels), [], 0
     try:
-        answered = [not rec.error and _filled(rec.fields[at]) for rec in records]
+        answered = []
+        for rec in records:
+            value = None if rec.error else rec.fields[at]
+            answered.append(_filled(value))
+            if answered[-1]:
+                if resolve(str(value).strip()) is None:
+                    unknown.append((rec.line, value))
+                else:
+                    known += 1
     finally:
         getattr(records, "close", lambda: None)()
+    if unknown and known:  # (none known: another label scheme, ratings or codes, not a typo to catch here)
+        line, value = unknown[0]
+        raise InputError(f"{path} line {line}: label {value!r} is none of the model's ({', '.join(labels)}) where "
+                         f"{known:,} other rows' are ({len(unknown):,} such row(s)); fix the file")
     return [t for t, a in zip(texts, answered) if a]
 
 
