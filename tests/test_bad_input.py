@@ -276,7 +276,7 @@ def test_broken_or_written_workbook_is_one_line(label, tmp_path, good_csv):
     assert_one_line_error(rc, err, "write .xlsx for Excel", "old binary format")
     rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")  # written now (tests/test_label_xlsx.py)
     assert rc == 0, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.xlsx", "reviews.xlsx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.xlsx.job.json", "in.csv", "out.xlsx", "reviews.xlsx"]
     rc, _, err = label(good_csv, output=tmp_path / "out.xlsx")  # an existing one, as an existing .csv
     assert_one_line_error(rc, err, "out.xlsx exists; pass --overwrite")
 
