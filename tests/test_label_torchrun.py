@@ -38,7 +38,9 @@ def test_two_processes_write_the_unsharded_runs_bytes_report_the_whole_file_and_
     proc = _torchrun(*common, "--output", out, "--plot", tmp_path / "dist.png", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.read_bytes() == (tmp_path / "one.csv").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.png", "one.csv", "reviews.csv", "two.csv"]
+    # each output with its record (the joined one's written by the join, as label-merge writes it)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".one.csv.job.json", ".two.csv.job.json", "dist.png",
+                                                          "one.csv", "reviews.csv", "two.csv"]
     assert proc.stdout.count("labelled ") == 1  # rank 0 reports the joined file, once
     assert proc.stdout.splitlines()[0] == one.replace("one.csv", "two.csv")
     assert "by 2 processes" in proc.stdout

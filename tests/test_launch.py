@@ -245,7 +245,8 @@ def test_label_on_two_ranks_writes_one_processs_bytes_and_a_refusal_is_one_line(
     assert again.returncode == 2
     assert [ln for ln in again.stderr.splitlines() if ln.strip()] == [
         "error: two.csv exists; pass --overwrite to label it again"], again.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv", "reviews.csv", "two.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".one.csv.job.json", ".two.csv.job.json", "one.csv",
+                                                          "reviews.csv", "two.csv"]
 
 
 @pytest.mark.fast
