@@ -21,7 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED, interleaved, median  # noqa: E402,F401  (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401  (benchmarks/common.py)
+                    positive_int)
 DEV = NSMC_DEV
 
 
@@ -75,10 +76,10 @@ def run_app(base: str, src: Path, rows: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="fine-tuned classifier folder")
-    ap.add_argument("--rows", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rows", type=positive_int, default=20000)
+    ap.add_argument("--repeats", type=positive_int, default=2)
     args = ap.parse_args()
 
     import torch

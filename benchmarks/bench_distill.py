@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import NSMC_DEV, interleaved, median, require
+from common import NSMC_DEV, Parser, interleaved, median, positive_int, require
 
 
 def scores(path: Path, gold: list[str]) -> tuple[float, float, float]:
@@ -67,11 +67,12 @@ def race(models: dict[str, object], rows: int, rounds: int, base: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--teacher", required=True, help="the teacher's fine-tuned classifier folder")
     ap.add_argument("--student", required=True, help="the distilled student's folder (koelectra-kit distill out=)")
-    ap.add_argument("--rows", type=int, default=10000, help="reviews of nsmc3 dev to label (at most its 10,000)")
-    ap.add_argument("--rounds", type=int, default=3, help="timed turns of each")
+    ap.add_argument("--rows", type=positive_int, default=10000,
+                    help="reviews of nsmc3 dev to label (at most its 10,000)")
+    ap.add_argument("--rounds", type=positive_int, default=3, help="timed turns of each")
     args = ap.parse_args()
     race({"teacher": args.teacher, "student": args.student}, args.rows, args.rounds, "teacher")
 

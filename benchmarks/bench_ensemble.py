@@ -16,13 +16,15 @@ import sys
 from pathlib import Path
 
 from bench_distill import race
+from common import Parser, positive_int  # noqa: E402  (benchmarks/common.py)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a finetune output folder with tfidf/ and ensemble/ in it")
-    ap.add_argument("--rows", type=int, default=10000, help="reviews of nsmc3 dev to label (at most its 10,000)")
-    ap.add_argument("--rounds", type=int, default=3, help="timed turns of each")
+    ap.add_argument("--rows", type=positive_int, default=10000,
+                    help="reviews of nsmc3 dev to label (at most its 10,000)")
+    ap.add_argument("--rounds", type=positive_int, default=3, help="timed turns of each")
     args = ap.parse_args()
     root = Path(args.model)
     models = {"encoder": root, "tfidf": root / "tfidf", "ensemble": root / "ensemble"}

@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 import time
 
-from common import interleaved, median, nsmc_texts  # noqa: E402  (benchmarks/common.py)
+from common import Parser, interleaved, median, nsmc_texts, positive_int  # noqa: E402  (benchmarks/common.py)
 
 _WORKER_KIWI = None
 
@@ -69,9 +69,9 @@ def word_cached(kiwi, texts: list[str]) -> list:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lines", type=int, default=10000, help="texts of nsmc3 dev to time")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds in turns (the median is printed)")
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lines", type=positive_int, default=10000, help="texts of nsmc3 dev to time")
+    ap.add_argument("--rounds", type=positive_int, default=3, help="rounds in turns (the median is printed)")
     args = ap.parse_args()
     import kiwipiepy
     from kiwipiepy import Kiwi

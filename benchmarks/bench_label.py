@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 
 from common import (NSMC_DEV, ROOT, Parser, check_model_options, interleaved, median,  # noqa: E402
-                    shape_file)  # (benchmarks/common.py)
+                    non_negative_int, positive_int, shape_file)  # (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
@@ -606,23 +606,14 @@ def batch_list(text: str) -> list[int]:
     return out
 
 
-def positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of rows >= 1")
-    return n
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a fine-tuned model dir (koelectra-kit finetune output); with --shape and "
                     "--tokenizer it may be left out (speed only, no accuracy)")
-    ap.add_argument("--rows", type=int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
+    ap.add_argument("--rows", type=positive_int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
                     "10,000 repeat it, and repeated texts are answered once: 0 skips it)")
-    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of (a) and each engine, in turns")
+    ap.add_argument("--rounds", type=positive_int, default=3,
+                    help="timed rounds of (a) and each engine, in turns")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
                     "shape (e.g. small: 12 x 256, ELECTRA-Small) instead of --model; accuracy still uses --model")
     ap.add_argument("--tokenizer", help="with --shape: this tokenizer folder instead of --model's (e.g. an 8,000 "
@@ -639,9 +630,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", metavar="PATH", help="with --device: write every figure to PATH as JSON")
     ap.add_argument("--models", nargs=2, metavar=("OLD", "NEW"), help="two fine-tuned classifier dirs whose nsmc3 "
                     "dev accuracy and macro-F1 are printed side by side (e.g. pretrained with kiwi and kiwi_word)")
-    ap.add_argument("--dup-rows", type=int, default=None, help="rows of the app-review-like file with 24%% exact "
+    ap.add_argument("--dup-rows", type=non_negative_int, default=None, help="rows of the app-review-like file with 24%% exact "
                     "repeats, labelled with and without deduplication (0: skip; default 20,000, 0 with --device)")
-    ap.add_argument("--big-rows", type=int, default=None, help="rows of the memory test file (0: skip; default "
+    ap.add_argument("--big-rows", type=non_negative_int, default=None, help="rows of the memory test file (0: skip; default "
                     "1,000,000, 0 with --device)")
     args = ap.parse_args(argv)
     if args.device is None:

@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import NSMC_DEV, ROOT, SHARED  # noqa: E402,F401  (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, SHARED, Parser, non_negative_int,  # noqa: E402,F401  (benchmarks/common.py)
+                    positive_int)
 DATA = SHARED  # KOELECTRA_SHARED_DATA, else ../shared/data (common.py)
 
 
@@ -76,15 +77,15 @@ def quality(tok, texts: list[str], norm: list[str]) -> tuple[float, float, int, 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DATA / "nsmc3" / "dev.tsv"))
     ap.add_argument("--tokenizer", help="a trained tokenizer dir (default: train one, see --train-vocab)")
     ap.add_argument("--train-vocab", type=int, default=16000, help="vocab size when training here")
     ap.add_argument("--train-input", nargs="*", default=[str(DATA / "pretrain" / "nsmc_reviews.txt"),
                                                           str(DATA / "pretrain" / "comments_mix.txt")])
     ap.add_argument("--train-mb", type=float, default=8, help="train on the first N MB of each file (0: all)")
-    ap.add_argument("--lines", type=int, default=10000, help="texts of the corpus to time (0: all)")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each timing (best kept)")
+    ap.add_argument("--lines", type=non_negative_int, default=10000, help="texts of the corpus to time (0: all)")
+    ap.add_argument("--repeats", type=positive_int, default=3, help="interleaved repeats of each timing (best kept)")
     args = ap.parse_args()
     if not Path(args.corpus).exists():
         sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")

@@ -30,6 +30,27 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
+def positive_int(text: str) -> int:
+    """An option's whole number >= 1 (rows, rounds, repeats): 0 or less gave a traceback (a median of no rounds) or
+    timed another run than asked (--lines -5 timed every text) in the scripts that took any int."""
+    return _whole(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An option's whole number >= 0 (where 0 means none or all, as its help says)."""
+    return _whole(text, 0)
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= {least}") from None
+    if n < least:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= {least}")
+    return n
+
+
 def shape_file(shape: str) -> Path | None:
     """The YAML a ``--shape`` names: a path ending in .yaml, a pretraining preset (configs/pretrain/<shape>.yaml), or
     a benchmark-only shape (benchmarks/shapes/<shape>.yaml: a bar's shape that no preset keeps); None when none is."""
