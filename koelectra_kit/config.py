@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import math
 import types
 import typing
@@ -309,7 +310,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     from .runtime import get_logger
 
     logger = get_logger()
-    if logger.isEnabledFor(10):  # --verbose (logging.DEBUG), every command: only finetune's recipe said it
+    if logger.isEnabledFor(logging.DEBUG):  # --verbose, every command: only finetune's recipe said it
         logger.debug(f"resolved config ({getattr(cls, 'STAGE', cls.__name__)}):\n  "
                      + dump_yaml(cfg).rstrip().replace("\n", "\n  "))
     return cfg

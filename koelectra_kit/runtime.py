@@ -213,6 +213,11 @@ def autocast_dtype(device, precision: str = "auto"):
     return torch.bfloat16 if cpu_has_bf16() else None
 
 
+def precision_name(dtype) -> str:
+    """What an ``autocast_dtype`` computes in, as a run's record says it: bfloat16, float16 or fp32 (None)."""
+    return str(dtype).replace("torch.", "") if dtype else "fp32"
+
+
 def autocast(device, dtype, cache: bool = True):
     """Mixed precision on ``device`` in ``dtype`` (None: off). ``cache=False``: no cache of cast weights, as a CUDA
     graph's recording needs (a cast cached while recording would be the graph's memory)."""

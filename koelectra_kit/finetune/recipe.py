@@ -25,7 +25,7 @@ from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_stagin
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, cross_entropy, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (StopRequest, autocast_dtype, log, pad_multiple, quiet_transformers,
+from ..runtime import (StopRequest, autocast_dtype, log, pad_multiple, precision_name, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
 from .batching import length_grouped_batches, shuffled_batches
@@ -219,7 +219,7 @@ class FinetuneRecipe:
 
     @property
     def precision_name(self) -> str:
-        return str(self.dtype).replace("torch.", "") if self.dtype else "fp32"
+        return precision_name(self.dtype)
 
     # -- train and evaluate ----------------------------------------------------------------------
 

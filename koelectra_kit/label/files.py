@@ -156,8 +156,8 @@ class FilesLabeller:
         loaded, reading, ...), an unsharded one's by its input and model being no newer than it. Skipped unchecked,
         a finished shard of a 200-row file labelled by another model stood for a 2,000-row file's (`--nproc 2
         --resume`: 200 rows, exit 0), and a file replaced since kept its old output."""
-        from .resume import same_content
-        from .shard import JOB_IDENTITY, LATER_KEYS, done_path, job_path, read_job, same_job_value
+        from .resume import same_content, same_job_value
+        from .shard import JOB_IDENTITY, LATER_KEYS, done_path, job_path, read_job
 
         out = output_target(Path(job.output))
         record = read_job(out) if job.shard else read_job(out, done_path(out))

@@ -27,6 +27,14 @@ def reading_key(reading: str | None) -> str | None:
     return None if reading is None else reading.split(" errors=")[0]
 
 
+def same_job_value(key: str, recorded, now) -> bool:
+    """Whether two records (a resume's, a shard's or a finished output's) agree on ``key``: the reading by
+    ``reading_key``, not by what a bad byte did."""
+    if key == "reading":
+        return reading_key(recorded) == reading_key(now)
+    return recorded == now
+
+
 CONTENT = "c2:"  # marks ``content_fingerprint``'s values: a job record without it holds the older, partial one
 
 
@@ -93,10 +101,7 @@ class LabelState:
         for key in IDENTITY:
             if key in KEPT_LATER and key not in saved:
                 continue  # a record from before it was kept: as those resumed
-            ours, theirs = getattr(self, key), saved.get(key)
-            if key == "reading":
-                ours, theirs = reading_key(ours), reading_key(theirs)
-            if theirs != ours:
+            if not same_job_value(key, saved.get(key), getattr(self, key)):
                 what = _DIFFERS.get(key) or (f"another {key.replace('_', ' ')} "
                                              f"({_short(saved.get(key))} vs {_short(getattr(self, key))})")
                 raise InputError(f"can't resume {partial}: it was made with {what}; drop --resume to start over")

@@ -32,7 +32,7 @@ from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
 from .lock import PartialLock
 from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
-from .shard import done_path, job_path, row_range, write_job
+from .shard import done_path, job_path, row_range, write_done, write_job
 from .summary import LabelSummary, plot_distribution
 from .writer import check_json_keys, encoded, write_chunk
 
@@ -159,21 +159,21 @@ class FileLabeller:
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
         # none named: review, else the first of the usual names, as finetune, evaluate and suggest pick it (an NSMC
         # file's document was "no column 'review'"), said in a note; a column named is never replaced
-        picked = pick_column(self.columns, None, TEXT_COLUMNS, self.src) if cfg.text_column is None else None
-        if (picked if cfg.text_column is None else cfg.text_column) not in self.columns \
-                and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
+        column = cfg.text_column if cfg.text_column is not None else pick_column(self.columns, None, TEXT_COLUMNS,
+                                                                                 self.src)
+        if column not in self.columns and self.read_fmt in ("csv", "tsv"):  # 'review;label' read with commas
             refuse_other_separator(self.src, self.read_fmt, self.columns,
                                    cfg.sep or ("\t" if self.read_fmt == "tsv" else ","),
                                    _separator_fix if cfg.sep is None else _given_separator_fix(self.read_fmt))
+        if column is None:
+            raise InputError(f"{self.src}: no text column among {self.columns} (review, text, document, comment, ...); "
+                             "pass --text-column NAME"
+                             f"{other_sheets_hint(self.src, TEXT_COLUMNS) if self.in_fmt == 'xlsx' else ''}")
         if cfg.text_column is None:
-            if picked is None:
-                raise InputError(f"{self.src}: no text column among {self.columns} (review, text, document, "
-                                 "comment, ...); pass --text-column NAME"
-                                 f"{other_sheets_hint(self.src, TEXT_COLUMNS) if self.in_fmt == 'xlsx' else ''}")
-            if picked != "review":
-                warn(f"note: {self.src} has no column 'review': labelling its column {picked!r} (--text-column "
+            if column != "review":
+                warn(f"note: {self.src} has no column 'review': labelling its column {column!r} (--text-column "
                      "names another)")
-            self.cfg = cfg = replace(cfg, text_column=picked)
+            self.cfg = cfg = replace(cfg, text_column=column)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"
                              f"{column_hint(cfg.text_column, self.columns)}"
@@ -280,8 +280,8 @@ class FileLabeller:
 
     def job_record(self) -> dict:
         """What a finished output's record holds: the job (``shard.JOB_IDENTITY``), how the model was loaded, and
-        the rows and counts. A shard's adds its number and content (``shard_job``); a many-file run's finished
-        output's (``shard.done_path``: what ``--resume`` checks before skipping it) its content once in place."""
+        the counts. A shard's adds its number and content (``shard_job``); an unsharded output's is written by
+        ``shard.write_done`` once the output is in place."""
         st, cfg = self.state, self.cfg
         return {**self.job_identity(), "input": st.input, "model": st.model,
                 # how the model was loaded: shards of one folder loaded another way have another model_digest
@@ -374,8 +374,7 @@ class FileLabeller:
                 os.replace(self.partial, self.dst)
                 self.state_path.unlink(missing_ok=True)
             if record:  # after the output is in place: its content is part of the record
-                write_job(self.dst, {**record, "output_content": content_fingerprint(self.dst)},
-                          path=done_path(self.dst))
+                write_done(self.dst, record)
         finally:
             bar.close()
         if change and (note := self.guard.note(change, self.dst)):

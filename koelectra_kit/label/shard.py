@@ -27,6 +27,7 @@ from ..io.fileio import same_file, write_json_atomic
 from ..io.workbook import EXCEL_SUFFIXES
 from ..runtime import warn
 from .paths import output_target
+from .resume import content_fingerprint, same_job_value
 
 BOM = b"\xef\xbb\xbf"
 
@@ -54,24 +55,21 @@ def job_path(shard: Path) -> Path:
 
 
 def done_path(output: Path) -> Path:
-    """A many-file run's record of a finished output, beside it and hidden (``.NAME.job.json``): what ``--resume``
-    checks it by before skipping it. Hidden, unlike a shard's (copied with its shard between machines), so that a
-    pattern over the folder (``--input 'data/*'`` with ``--output-suffix``) never takes it for an input."""
+    """The record of a finished (unsharded) output, beside it and hidden (``.NAME.job.json``): what a many-file
+    ``--resume`` checks it by before skipping it. Hidden, unlike a shard's (copied with its shard between machines),
+    so that a pattern over the folder (``--input 'data/*'`` with ``--output-suffix``) never takes it for an input."""
     return output.with_name(f".{output.name}.job.json")
 
 
-def same_job_value(key: str, recorded, now) -> bool:
-    """Whether two job records agree on ``key`` (the reading by ``resume.reading_key``: not by what a bad byte did)."""
-    if key == "reading":
-        from .resume import reading_key
-
-        return reading_key(recorded) == reading_key(now)
-    return recorded == now
+def write_done(output: Path, record: dict) -> None:
+    """``output``'s record (``done_path``), once it is in place: the job of ``record`` (a run's ``job_record``, or a
+    shard's, for the file its shards were joined into), without what only a shard has, and the output's content."""
+    job = {k: v for k, v in record.items() if k not in ("shard", "output_content", "counts", "rows")}
+    write_json_atomic(done_path(output), {**job, "output_content": content_fingerprint(output)})
 
 
-def write_job(shard: Path, job: dict, path: Path | None = None) -> None:
-    """``shard``'s job record (or the record at ``path``: ``done_path``'s)."""
-    write_json_atomic(path or job_path(shard), job)
+def write_job(shard: Path, job: dict) -> None:
+    write_json_atomic(job_path(shard), job)
 
 
 def read_job(shard: Path, path: Path | None = None) -> dict | None:
@@ -285,8 +283,5 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     os.replace(tmp, dest)
     first = read_job(shards[0])
     if first:  # the joined output's record, as an unsharded run leaves it (what a many-file --resume checks)
-        from .resume import content_fingerprint
-
-        record = {k: v for k, v in first.items() if k not in ("shard", "output_content", "counts", "rows")}
-        write_job(dest, {**record, "output_content": content_fingerprint(dest)}, path=done_path(dest))
+        write_done(dest, first)
     return output, len(shards)

@@ -13,6 +13,7 @@ import re
 
 from ..errors import InputError
 from ..io.csvlines import frame_csv
+from ..io.records import JsonNumber
 
 
 def write_chunk(f, df, fmt: str, header: bool) -> int:
@@ -42,7 +43,7 @@ def json_line(columns: list[str], values) -> str:
 
 
 def _json_value(v) -> str:
-    if isinstance(v, float) and isinstance(getattr(v, "text", None), str):  # a JsonNumber: its own text
+    if isinstance(v, JsonNumber):  # its own text
         return v.text
     return json.dumps(_json_plain(v), ensure_ascii=False, default=_json_other)
 
@@ -122,13 +123,13 @@ def plain_cells(df):
 
 
 def _needs_text(v) -> bool:
-    return isinstance(v, (dict, list, tuple, bytes, bytearray)) or isinstance(getattr(v, "text", None), str)
+    return isinstance(v, (dict, list, tuple, bytes, bytearray, JsonNumber))
 
 
 def _cell_text(v) -> str:
     if isinstance(v, (bytes, bytearray)):
         return binary_text(v)
-    if isinstance(v, float):  # a JsonNumber
+    if isinstance(v, JsonNumber):
         return v.text
     return json.dumps(v, ensure_ascii=False, default=_json_other)
 

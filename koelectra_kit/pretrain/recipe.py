@@ -23,7 +23,7 @@ from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, nonfinite_weights,
-                       refuse_unless_batch_fits, refuse_unless_it_fits, set_seed, warn)
+                       precision_name, refuse_unless_batch_fits, refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
 from .checkpoint import (LoopState, check_corpus_outside_run, check_resume_request, check_run_dir, check_start_over,
                          latest_checkpoint, read_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state,
@@ -317,6 +317,21 @@ class PretrainRecipe:
         agreed, interrupted = SharedStop(dist, stop), False
         batch_what = f"batch_size {cfg.batch_size} ({self.micro_bs} sequences of {cfg.seq_len} tokens a micro-batch)"
         with stop, self.progress() as (bar, metrics_f):
+            def log_row() -> dict:
+                """The window's row (over every rank) to metrics.jsonl, the trackers and the bar; the window
+                emptied. A loss that is not finite stops the run here (check_finite), on every rank."""
+                nonlocal t_window, tokens_window
+                now = time.perf_counter()
+                row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm, now - t_window,
+                                  tokens_window)
+                s.window.clear()
+                t_window, tokens_window = now, 0
+                if self.main:
+                    self.report(row, bar, metrics_f)
+                if not math.isfinite(row["loss"]):  # every rank's row (its losses are reduced over them)
+                    self.check_finite()
+                return row
+
             while True:
                 # Every rank must stop at the same step and use the same lr: a time budget runs on rank 0's clock.
                 elapsed, ahead = clock.read(s.step, time.perf_counter() - t_start, step_s)
@@ -351,16 +366,7 @@ class PretrainRecipe:
 
                 row = None
                 if s.step % cfg.log_every == 0:
-                    now = time.perf_counter()
-                    row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm,
-                                      now - t_window, tokens_window)
-                    s.window.clear()
-                    t_window, tokens_window = now, 0
-                    if self.main:
-                        self.report(row, bar, metrics_f)
-                    last_row = row
-                    if not math.isfinite(row["loss"]):  # every rank's row (its losses are reduced over them)
-                        self.check_finite()
+                    row = last_row = log_row()
                 due = cfg.save_every > 0 and s.step % cfg.save_every == 0
                 if cfg.save_every_minutes > 0:  # rank 0's clock again: every rank must join the save
                     now_s, _ = clock.read(s.step, time.perf_counter() - t_start, step_s)
@@ -376,14 +382,8 @@ class PretrainRecipe:
                 # left metrics.jsonl empty, no curves, a model card of "? steps"). Not for a stop: a resume logs
                 # the uninterrupted run's rows. The checkpoint is written again after it (one taken at this step
                 # holds the window), so a resume of the finished run adds no second one.
-                last_row = metrics_row(cfg, s, dist, self.data.n, lr, lam, last_stats, grad_norm,
-                                       time.perf_counter() - t_window, tokens_window)
-                s.window.clear()
+                last_row = log_row()
                 saved_at = -1
-                if self.main:
-                    self.report(last_row, bar, metrics_f)
-                if not math.isfinite(last_row["loss"]):
-                    self.check_finite()
         agreed.settle()
         if saved_at != s.step:
             self.save_checkpoint()
@@ -469,8 +469,7 @@ class PretrainRecipe:
                 warn(f"warning: DDP ranks ended with different weights ({digests}); this is a bug, please report it")
             exported = export_models(self.model, self.tok, out, {
                 "steps": s.step, "tokens": s.tokens, "stopped": stopped,
-                # the arithmetic used, not the setting (auto)
-                "precision": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else "fp32"})
+                "precision": precision_name(self.amp_dtype)})  # the arithmetic used, not the setting (auto)
             summary["exported"] = {k: str(v) for k, v in exported.items()}
             if cfg.plots and read_metrics(out / "metrics.jsonl"):
                 summary["curves"] = str(plot_curves(out))
