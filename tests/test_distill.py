@@ -282,6 +282,13 @@ def test_missing_keys_and_foreign_teacher_labels_are_one_line_errors(distill_dat
                "labels=[negative,positive]", "drop_unknown_labels=true", "progress=false"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 2 and err.startswith("error: teacher") and "predicts" in err
+    # refused before any teacher labels a row (the TF-IDF teacher before it was fitted and run over every text first)
+    rc = main(["distill", f"teachers=[tfidf,{finetuned_dir}]", f"transfer={distill_data / 'transfer.txt'}",
+               f"student={tiny_encoder_dir}", f"train={distill_data / 'train.csv'}", f"out={tmp_path / 'o2'}",
+               "labels=[negative,positive]", "drop_unknown_labels=true", "progress=false"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.err.strip().splitlines()[-1].startswith(f"error: teacher {finetuned_dir} predicts")
+    assert "teacher tfidf" not in captured.err + captured.out and not (tmp_path / "o2").exists()
 
 
 def test_budget_recipe_script_smoke_run(tmp_path):

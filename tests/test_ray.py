@@ -72,6 +72,10 @@ def test_ray_refuses_before_any_actor_starts_and_flags_cells_as_label(local_ray,
         label_dataset(ds, str(tmp_path))
     with pytest.raises(InputError, match="no column 'text'"):
         label_dataset(ds, model, text_column="text")
+    with pytest.raises(ConfigError, match="model=None"):  # was str(None): every actor failed on a folder "None"
+        label_dataset(ds, None)
+    with pytest.raises(ConfigError, match="text_column=3"):
+        label_dataset(ds, model, text_column=3)
     import pyarrow as pa
 
     for column, status in (([["최고", "굿"], []], "error: the text is a JSON array, not a string"),

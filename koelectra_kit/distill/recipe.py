@@ -38,7 +38,7 @@ from ..runtime import (StopRequest, autocast, autocast_dtype, log, optimizer_ste
 from . import checkpoint
 from .config import NOT_TRAINING, PATH_KEYS, TFIDF, DistillConfig
 from .data import exclusion_keys, format_transfer_report, load_transfer
-from .teacher import choose_weights, soften, teacher_labels, teacher_probs, texts_digest
+from .teacher import check_labels, choose_weights, soften, teacher_labels, teacher_probs, texts_digest
 
 OnStep = Callable[[int], None]
 
@@ -101,6 +101,9 @@ class DistillRecipe:
         found = [teacher_labels(t) for t in self.cfg.teachers]
         first = next((x for x in found if x), None)
         self.labels = list(self.cfg.labels or first or DEFAULT_LABELS)
+        for spec, theirs in zip(self.cfg.teachers, found):  # here, not after the teachers before it have labelled
+            if theirs:
+                check_labels(spec, theirs, self.labels)
 
     def setup_data(self) -> None:
         cfg = self.cfg

@@ -88,6 +88,10 @@ def check_job(ds, model, text_column, concurrency, batch_rows, options) -> None:
     from ..hub.modelio import check_model_source
     from ..runtime import check_precision_name
 
+    if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
+        raise ConfigError(f"model={model!r}: a model folder or a hub id (a str), as `label --model` takes")
+    if not isinstance(text_column, str) or not text_column:
+        raise ConfigError(f"text_column={text_column!r}: the name of the column that holds the text (a str)")
     for name, value in (("concurrency", concurrency), ("batch_rows", batch_rows)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{name}={value!r}: a whole number, at least 1")
