@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from common import NSMC_DEV, NSMC_TRAIN, ROOT
+from common import NSMC_DEV, NSMC_TRAIN, ROOT, Parser, input_errors, non_negative_int
 
 from active_loop import RECIPES, Chain, Setup, read_rows, run_chain  # noqa: E402  (after common puts ROOT on the path)
 from active_report import AT, Figures, plot, section, section_key, start_verdict, verdict, table, write_page  # noqa: E402
@@ -46,19 +46,15 @@ STRATEGIES = ("margin", "entropy", "random")  # random is the baseline every oth
 PAGE = ROOT / "docs" / "results" / "active-learning.md"
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, as every koelectra-kit command answers bad input
-        self.exit(2, f"error: {message}\n")
-
-
 def options() -> Parser:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipe", default="full", help="full (the app's finetune recipe) | tfidf (TF-IDF alone)")
     ap.add_argument("--encoder", help="the pretrained encoder folder the full recipe fine-tunes each round")
     ap.add_argument("--train", default=str(NSMC_TRAIN), help="labelled table the pool is drawn from (nsmc3 train)")
     ap.add_argument("--dev", default=str(NSMC_DEV), help="labelled table every round is scored on (nsmc3 dev)")
-    ap.add_argument("--pool-size", type=int, default=20000, help="rows of --train in the unlabelled pool")
-    ap.add_argument("--pool-seed", type=int, default=0, help="which rows (the same pool for every chain)")
+    ap.add_argument("--pool-size", type=int, default=20000, help="rows of --train in the unlabelled pool (at most "
+                    "its rows, less --start-rows)")
+    ap.add_argument("--pool-seed", type=non_negative_int, default=0, help="which rows (the same pool for every chain)")
     ap.add_argument("--start", type=int, default=100, help="random labels before the first round")
     ap.add_argument("--start-rows", type=int, default=0,
                     help="start from a TF-IDF model fitted on this many --train rows outside the pool (tfidf recipe)")
@@ -229,20 +225,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_only:  # everything but --runs and --out comes from RUNS/settings.json
         if args.runs is None or not (Path(args.runs) / "settings.json").is_file():
             ap.error(f"--report-only needs --runs, a folder a run wrote (no settings.json in {args.runs})")
-        return report(args, Path(args.runs))
+        with input_errors(ap):  # (RUNS with no finished round: one line, exit 2)
+            return report(args, Path(args.runs))
     runs = Path(args.runs or ROOT / "runs" / f"active-{args.recipe}")
     check(ap, args)
     setup = settings(ap, args, runs)
     if args.chain:
         strategy, seed = args.chain.split(":")
         return one_chain(args, setup, runs, Chain(strategy, int(seed)))
-    from koelectra_kit.errors import ConfigError, InputError
-
-    try:  # the data's own problems (a missing label column, an unknown label) before any chain starts
-        read_rows(setup.train, setup.pool_size, setup.pool_seed)
+    with input_errors(ap):  # the data's own problems (a missing label column, an unknown label) before any chain
+        rows = len(read_rows(setup.train).texts)
         read_rows(setup.dev)
-    except (ConfigError, InputError) as e:
-        ap.error(str(e))
+    # a pool of more rows than --train has was all of them, recorded as the size asked; the start's rows then came
+    # from the pool itself (none is left outside it)
+    if setup.pool_size + setup.start_rows > rows:
+        ap.error(f"--pool-size {setup.pool_size}" + (f" + --start-rows {setup.start_rows}" if setup.start_rows else "")
+                 + f": more than the {rows:,} rows of --train {setup.train}")
     save_settings(runs, setup, shown(argv))
     chains = [Chain(s, seed) for seed in args.seeds for s in args.strategies]
     if args.parallel == 1:

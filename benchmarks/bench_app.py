@@ -13,16 +13,13 @@ Texts: nsmc3 dev reviews when the real data (common.py) is there, else the bundl
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401  (benchmarks/common.py)
-                    positive_int)
+from common import NSMC_DEV, ROOT, Parser, input_errors, positive_int  # noqa: E402  (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
@@ -75,12 +72,12 @@ def run_app(base: str, src: Path, rows: int) -> dict:
     return {"rows_per_s": rows / (t2 - t1), "upload_s": t1 - t0, "download_s": t3 - t2, "mb": len(body) / 1e6}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="fine-tuned classifier folder")
     ap.add_argument("--rows", type=positive_int, default=20000)
     ap.add_argument("--repeats", type=positive_int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import torch
 
@@ -88,7 +85,8 @@ def main() -> None:
     from koelectra_kit.app.server import serve_in_thread
     from koelectra_kit.classify.classifier import Classifier
 
-    clf = Classifier.load(args.model)
+    with input_errors(ap, f"--model {args.model}"):  # a folder that is no classifier: one line, not a traceback
+        clf = Classifier.load(args.model)
     print(f"model {args.model}; torch {torch.__version__}, {torch.get_num_threads()} threads, {clf.device}")
     with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
         tmp = Path(tmp)

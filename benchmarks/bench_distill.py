@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import NSMC_DEV, Parser, interleaved, median, positive_int, require
+from common import NSMC_DEV, Parser, check_classifiers, input_errors, interleaved, median, positive_int, require
 
 
 def scores(path: Path, gold: list[str]) -> tuple[float, float, float]:
@@ -66,14 +66,17 @@ def race(models: dict[str, object], rows: int, rounds: int, base: str) -> None:
         print(f"{name:<12}{n / t:>10,.0f}{t_base / t:>11.2f}x{acc:>10.4f}{f1:>10.4f}{binary:>12.4f}   {path}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--teacher", required=True, help="the teacher's fine-tuned classifier folder")
     ap.add_argument("--student", required=True, help="the distilled student's folder (koelectra-kit distill out=)")
     ap.add_argument("--rows", type=positive_int, default=10000,
                     help="reviews of nsmc3 dev to label (at most its 10,000)")
     ap.add_argument("--rounds", type=positive_int, default=3, help="timed turns of each")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    with input_errors(ap):
+        require(NSMC_DEV)  # (the texts labelled: the real data)
+    check_classifiers(ap, [("--teacher", args.teacher), ("--student", args.student)])
     race({"teacher": args.teacher, "student": args.student}, args.rows, args.rounds, "teacher")
 
 

@@ -16,21 +16,24 @@ import sys
 from pathlib import Path
 
 from bench_distill import race
-from common import Parser, positive_int  # noqa: E402  (benchmarks/common.py)
+from common import NSMC_DEV, Parser, check_classifiers, input_errors, positive_int, require  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a finetune output folder with tfidf/ and ensemble/ in it")
     ap.add_argument("--rows", type=positive_int, default=10000,
                     help="reviews of nsmc3 dev to label (at most its 10,000)")
     ap.add_argument("--rounds", type=positive_int, default=3, help="timed turns of each")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     root = Path(args.model)
     models = {"encoder": root, "tfidf": root / "tfidf", "ensemble": root / "ensemble"}
     for path in models.values():
         if not path.is_dir():
-            sys.exit(f"{path}: missing; --model must be a finetune output written with ensemble=tfidf")
+            ap.error(f"{path}: missing; --model must be a finetune output written with ensemble=tfidf")
+    with input_errors(ap):
+        require(NSMC_DEV)  # (the texts labelled: the real data)
+    check_classifiers(ap, [("--model", path) for path in models.values()])
     race(models, args.rows, args.rounds, "encoder")
 
 

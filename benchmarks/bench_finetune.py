@@ -38,6 +38,7 @@ recipe's loop calls), ``finetune.collate`` and ``finetune.length_grouped_batches
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import statistics
@@ -45,12 +46,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (NSMC_DEV, NSMC_TRAIN, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
-                    shape_file, shape_names)  # (benchmarks/common.py)
+from common import (NSMC_TRAIN, ROOT, SHARED, Parser, input_errors, non_negative_int, output_file,  # noqa: E402
+                    positive_float, positive_int, shape_file, shape_names)  # (benchmarks/common.py)
 
 DEFAULT_SHAPE = dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, embedding_size=128)
 REFERENCE = 1066.0  # issue 39: examples/s of `finetune` (6 x 256, batch 32) on an H100 before the GPU work
 BAR = 5.0
+POSITIONS = 512  # the random-init model's max_position_embeddings (build_model)
+MIN_LENGTH = 3  # the shortest max_length `finetune` takes: [CLS], a token, [SEP]
 GRAPHS = "ours + one CUDA graph a step (cuda_graphs=true, bf16)"
 COMPILED = "ours compiled + CUDA graphs (reduce-overhead, bf16)"
 
@@ -61,7 +64,7 @@ def load_rows(n: int, seed: int):
 
     from koelectra_kit.finetune import read_labelled
 
-    path = NSMC_TRAIN  # train.tsv, or a GPU bundle's train.parquet
+    path = SHARED / "nsmc3" / NSMC_TRAIN.name  # train.tsv, or a GPU bundle's train.parquet (SHARED: a test's)
     if not path.is_file():
         path = ROOT / "corpora" / "sample" / "reviews_labelled.csv"
     data = read_labelled(path, ["negative", "neutral", "positive"])
@@ -85,7 +88,7 @@ def default_presplit() -> str:
     from koelectra_kit.tokenizer import TokenizerConfig
 
     try:
-        import kiwipiepy  # noqa: F401
+        importlib.import_module("kiwipiepy")
     except ImportError:
         return "none"
     return TokenizerConfig.presplit
@@ -106,10 +109,21 @@ def build_model(work: Path, texts: list[str], shape: dict, presplit: str) -> Pat
     cfg = ElectraConfig(vocab_size=tok.vocab_size, embedding_size=shape["embedding_size"],
                         hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_layers"],
                         num_attention_heads=shape["num_heads"], intermediate_size=shape["intermediate_size"],
-                        max_position_embeddings=512, pad_token_id=tok.pad_token_id)
+                        max_position_embeddings=POSITIONS, pad_token_id=tok.pad_token_id)
     ElectraModel(cfg).save_pretrained(work / "model")
     tok.save(work / "model")
     return work / "model"
+
+
+def model_positions(model: str | None) -> int:
+    """The positions a text of the benchmark may fill: --model's max_position_embeddings (its config.json; a hub id's
+    is not read here: 512, as Classifier.load assumes), or the random-init model's."""
+    if model and Path(model, "config.json").is_file():
+        try:
+            return int(json.loads(Path(model, "config.json").read_text(encoding="utf-8"))["max_position_embeddings"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # (a config without it: transformers' ELECTRA default)
+    return POSITIONS
 
 
 def token_cache(tok, n: int, max_length: int, cache: Path) -> None:
@@ -130,10 +144,11 @@ def token_cache(tok, n: int, max_length: int, cache: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=1024, help="rows per variant (one epoch each)")
-    ap.add_argument("--max-length", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--per-round", type=int, default=4, help="batches of each variant per interleaved round")
+    ap.add_argument("--rows", type=positive_int, default=1024, help="rows per variant (one epoch each)")
+    ap.add_argument("--max-length", type=positive_int, default=128,
+                    help=f"tokens a text is cut to ({MIN_LENGTH} up to the model's positions)")
+    ap.add_argument("--batch-size", type=positive_int, default=32)
+    ap.add_argument("--per-round", type=positive_int, default=4, help="batches of each variant per interleaved round")
     ap.add_argument("--model", help="model dir (default: random-init 4-layer hidden-256 ELECTRA)")
     ap.add_argument("--shape", help="with no --model: the random-init encoder takes this pretraining preset's "
                     "shape (configs/pretrain/<shape>.yaml, or benchmarks/shapes/: issue39-6x256, the shape of "
@@ -142,40 +157,51 @@ def main(argv: list[str] | None = None) -> None:
                     help="with no --model: the bench tokenizer's pre-split (default: the tokenizer's default, none "
                     "where kiwipiepy is not installed)")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N: where every variant runs")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    ap.add_argument("--cache-rows", type=int, default=20000,
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--cache-rows", type=non_negative_int, default=20000,
                     help="texts for the token-cache figure: tokenizing them vs reading them back (0: skip)")
-    ap.add_argument("--reference", type=float, default=REFERENCE, help="on a GPU: the examples/s the toolkit's "
-                    f"loop is compared with at the end (default {REFERENCE:,.0f}: issue 39's figure, bar {BAR:g}x)")
+    ap.add_argument("--reference", type=positive_float, default=REFERENCE,
+                    help=f"on a GPU: the examples/s the toolkit's loop is compared with at the end (default "
+                    f"{REFERENCE:,.0f}: issue 39's figure, bar {BAR:g}x)")
     ap.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
                     help="the cuda_graphs=true variant (auto: on a GPU only; on a CPU its padded step runs eagerly)")
     ap.add_argument("--compiled", action="store_true",
                     help="the compile=true compile_mode=reduce-overhead variant too (tens of seconds of compiling)")
-    ap.add_argument("--json", metavar="PATH", help="write every figure to PATH as JSON")
+    ap.add_argument("--json", metavar="PATH", type=output_file, help="write every figure to PATH as JSON")
     args = ap.parse_args(argv)
     if args.model and (args.shape or args.presplit):
         ap.error("--shape and --presplit shape the random-init model: leave them out with --model")
     if args.shape and shape_file(args.shape) is None:
         ap.error(f"--shape {args.shape}: no such YAML, preset or benchmark shape ({', '.join(shape_names())})")
-    if min(args.rows, args.batch_size, args.per_round) < 1 or args.rows < 2 * args.batch_size:
-        ap.error("--rows must be at least 2 x --batch-size, --batch-size and --per-round >= 1")
+    if args.rows < 2 * args.batch_size:
+        ap.error("--rows must be at least 2 x --batch-size")
+    tok = None
+    if args.model:  # a folder that is no model (or has no tokenizer): one line now, not a traceback later
+        from koelectra_kit.hub.modelio import check_model_source
+        from koelectra_kit.tokenizer import KoTokenizer
+
+        with input_errors(ap):
+            check_model_source(args.model, "--model")
+        with input_errors(ap, f"--model {args.model}"):
+            tok = KoTokenizer.from_pretrained(args.model)
+    positions = model_positions(args.model)
+    if not MIN_LENGTH <= args.max_length <= positions:
+        ap.error(f"--max-length {args.max_length}: between {MIN_LENGTH} ([CLS], a token, [SEP]) and the "
+                 f"{positions} positions of {args.model or 'the random-init model'}")
 
     import numpy as np
     import torch
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    from koelectra_kit.errors import ConfigError
     from koelectra_kit.finetune import build_optimizer, collate, length_grouped_batches, train_step
     from koelectra_kit.finetune.graphs import WARMUP, GraphedStep
     from koelectra_kit.finetune.model import compile_model
     from koelectra_kit.runtime import cpu_has_bf16, pad_multiple, resolve_device
     from koelectra_kit.tokenizer import KoTokenizer
 
-    try:
+    with input_errors(ap):
         device = resolve_device(args.device)
-    except ConfigError as e:
-        ap.error(str(e))
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     if args.threads:
@@ -185,10 +211,11 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp())
     presplit = args.presplit or default_presplit()
     model_dir = Path(args.model) if args.model else build_model(tmp, texts, encoder_shape(args.shape), presplit)
-    tok = KoTokenizer.from_pretrained(model_dir)
+    if tok is None:  # (the random-init model's; --model's was loaded above)
+        tok = KoTokenizer.from_pretrained(model_dir)
     if args.cache_rows:
         try:
-            import datasets  # noqa: F401  (the token cache's format)
+            importlib.import_module("datasets")  # (the token cache's format)
         except ImportError:
             print("token cache: skipped, the `datasets` package is not installed (the fine-tune token cache needs "
                   "it)\n")

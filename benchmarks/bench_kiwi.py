@@ -24,7 +24,8 @@ import multiprocessing as mp
 import os
 import time
 
-from common import Parser, interleaved, median, nsmc_texts, positive_int  # noqa: E402  (benchmarks/common.py)
+from common import (NSMC_DEV, Parser, input_errors, interleaved, median, nsmc_texts,  # noqa: E402
+                    positive_int, require)  # (benchmarks/common.py)
 
 _WORKER_KIWI = None
 
@@ -68,13 +69,18 @@ def word_cached(kiwi, texts: list[str]) -> list:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=positive_int, default=10000, help="texts of nsmc3 dev to time")
     ap.add_argument("--rounds", type=positive_int, default=3, help="rounds in turns (the median is printed)")
-    args = ap.parse_args()
-    import kiwipiepy
-    from kiwipiepy import Kiwi
+    args = ap.parse_args(argv)
+    with input_errors(ap):
+        require(NSMC_DEV)  # (the texts timed: the real data)
+    try:
+        import kiwipiepy
+        from kiwipiepy import Kiwi
+    except ImportError:
+        ap.error("kiwipiepy is not installed here, and it is what this benchmark times (pip install kiwipiepy)")
 
     from koelectra_kit.tokenizer.normalize import NormalizeConfig, Normalizer
     from koelectra_kit.tokenizer.kiwi import kiwi_instance, kiwi_versions

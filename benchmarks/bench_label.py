@@ -60,8 +60,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, Parser, check_model_options, interleaved, median,  # noqa: E402
-                    non_negative_int, positive_int, shape_file)  # (benchmarks/common.py)
+from common import (NSMC_DEV, ROOT, Parser, check_classifiers, check_model_options, input_errors,  # noqa: E402
+                    interleaved, median, non_negative_int, output_file, positive_int,
+                    shape_file)  # (benchmarks/common.py)
 DEV = NSMC_DEV
 
 
@@ -610,8 +611,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a fine-tuned model dir (koelectra-kit finetune output); with --shape and "
                     "--tokenizer it may be left out (speed only, no accuracy)")
-    ap.add_argument("--rows", type=positive_int, default=10000, help="reviews for the speed comparison, from nsmc3 dev (more than its "
-                    "10,000 repeat it, and repeated texts are answered once: 0 skips it)")
+    ap.add_argument("--rows", type=non_negative_int, default=10000, help="reviews for the speed comparison, from "
+                    "nsmc3 dev (more than its 10,000 repeat it, and repeated texts are answered once: 0 skips it)")
     ap.add_argument("--rounds", type=positive_int, default=3,
                     help="timed rounds of (a) and each engine, in turns")
     ap.add_argument("--shape", default=None, help="time a random-init classifier of this pretrain preset's "
@@ -627,13 +628,15 @@ def main(argv: list[str] | None = None) -> None:
                     "pipeline's batch sizes tried (fp32 and bf16, one run each); its best is timed beside batch 32")
     ap.add_argument("--sweep-rows", type=positive_int, default=None, help="with --device: the pipeline's batch "
                     "sweep runs on the first N rows (default 2,048; more than --rows: --rows); the turns on all --rows")
-    ap.add_argument("--json", metavar="PATH", help="with --device: write every figure to PATH as JSON")
+    ap.add_argument("--json", metavar="PATH", type=output_file,
+                    help="with --device: write every figure to PATH as JSON")
     ap.add_argument("--models", nargs=2, metavar=("OLD", "NEW"), help="two fine-tuned classifier dirs whose nsmc3 "
                     "dev accuracy and macro-F1 are printed side by side (e.g. pretrained with kiwi and kiwi_word)")
-    ap.add_argument("--dup-rows", type=non_negative_int, default=None, help="rows of the app-review-like file with 24%% exact "
-                    "repeats, labelled with and without deduplication (0: skip; default 20,000, 0 with --device)")
-    ap.add_argument("--big-rows", type=non_negative_int, default=None, help="rows of the memory test file (0: skip; default "
-                    "1,000,000, 0 with --device)")
+    ap.add_argument("--dup-rows", type=non_negative_int, default=None, help="rows of the app-review-like file with "
+                    "24%% exact repeats, labelled with and without deduplication (0: skip; default 20,000, 0 with "
+                    "--device)")
+    ap.add_argument("--big-rows", type=non_negative_int, default=None, help="rows of the memory test file (0: skip; "
+                    "default 1,000,000, 0 with --device)")
     args = ap.parse_args(argv)
     if args.device is None:
         if args.model is None and not (args.shape and args.tokenizer):
@@ -645,13 +648,10 @@ def main(argv: list[str] | None = None) -> None:
             ap.error("--device needs --model or --shape (a random-init classifier of that preset's shape)")
         if args.dup_rows or args.big_rows:
             ap.error("--dup-rows and --big-rows belong to the CPU comparison: leave them out with --device")
-        from koelectra_kit.errors import ConfigError
         from koelectra_kit.runtime import resolve_device
 
-        try:
+        with input_errors(ap):
             args.device = resolve_device(args.device)
-        except ConfigError as e:
-            ap.error(str(e))
     if args.json and args.device is None:
         ap.error("--json goes with --device")
     if args.sweep_rows and args.device is None:
@@ -664,7 +664,9 @@ def main(argv: list[str] | None = None) -> None:
                  "cpu-30min-subword)")
     check_model_options(ap, args.shape, args.tokenizer, args.presplit, [args.model, *(args.models or [])])
     if not DEV.exists():
-        sys.exit(f"needs {DEV}")
+        ap.error(f"needs {DEV}: benchmarks read the real data beside the repository (set KOELECTRA_SHARED_DATA)")
+    # a folder with a tokenizer but no model (or a damaged one) is one line here, not a traceback minutes in
+    check_classifiers(ap, [("--model", args.model)] * bool(args.model) + [("--models", m) for m in args.models or []])
     import pandas as pd
 
     dev = pd.read_csv(DEV, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False)

@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import (NSMC_TRAIN, ROOT, Parser, check_model_options, interleaved, median,  # noqa: E402
-                    nsmc_texts)  # (benchmarks/common.py)
+from common import (NSMC_TRAIN, ROOT, Parser, check_model_options, input_errors, interleaved,  # noqa: E402
+                    median, nsmc_texts, require)  # (benchmarks/common.py)
 
 
 def label_command(model: str, src: Path, out: Path, ranks: int, precision: str, device: str = "auto") -> list[str]:
@@ -73,13 +73,11 @@ def main(argv: list[str] | None = None) -> None:
     if (args.tokenizer or args.presplit) and not args.shape:
         ap.error("--tokenizer and --presplit go with --shape (they make its random-init classifier)")
     check_model_options(ap, args.shape, args.tokenizer, args.presplit, [args.model])
-    from koelectra_kit.errors import ConfigError
     from koelectra_kit.runtime import resolve_device
 
-    try:
+    with input_errors(ap):
         resolve_device(args.device)  # here, before the model and the file are made (each command checks it again)
-    except ConfigError as e:
-        ap.error(str(e))
+        require(NSMC_TRAIN)  # (the texts labelled: the real data)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -41,13 +41,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, SHARED, Parser, interleaved, median,  # noqa: E402,F401
-                    shape_file, shape_names)  # (benchmarks/common.py)
+from common import (ROOT, SHARED, Parser, input_errors, interleaved, median,  # noqa: E402
+                    non_negative_int, output_file, positive_int, shape_file, shape_names)  # (benchmarks/common.py)
 
 # Issue 39's bars for a GPU, per shape: (fraction of the bf16 matmul peak at the best batch, speed-up over the
 # straightforward step at the same batch); None: no bar for that figure.
 BARS = {"small": (0.20, 5.0), "base": (0.35, None)}
 SPECIAL = [0, 1, 2, 3, 4]  # pad unk cls sep mask
+MIN_SEQ = 8  # the shortest seq_len pretrain takes (PretrainConfig)
 MASK_ID = 4
 
 
@@ -178,7 +179,8 @@ def straightforward_step(cfg, ids, V: int, special: list[int], device):
         c = ElectraConfig(vocab_size=V, embedding_size=m.embedding_size, hidden_size=shape["hidden_size"],
                           num_hidden_layers=shape["num_layers"], num_attention_heads=shape["num_heads"],
                           intermediate_size=shape["intermediate_size"], hidden_dropout_prob=m.hidden_dropout,
-                          attention_probs_dropout_prob=m.attention_dropout, max_position_embeddings=512)
+                          attention_probs_dropout_prob=m.attention_dropout,
+                          max_position_embeddings=m.max_position_embeddings)
         c._attn_implementation = attn
         return c
 
@@ -221,7 +223,8 @@ def toolkit_step(cfg, ids, V: int, special: list[int], device, compile_mode: str
 
     m, (B, L) = cfg.model, ids.shape
     electra_cpu.register_cpu_sdpa()
-    model = electra.build_pretrain_model(V, 0, special, m, cfg.generator, attn_implementation=electra_cpu.CPU_SDPA)
+    model = electra.build_pretrain_model(V, 0, special, m, cfg.generator, attn_implementation=electra_cpu.CPU_SDPA,
+                                         max_position_embeddings=m.max_position_embeddings)  # as pretrain builds it
     electra_cpu.use_fast_dropout(model)
     model.to(device)
     opt = electra.build_optimizer(model, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps,
@@ -683,14 +686,15 @@ def main(argv: list[str] | None = None) -> None:
                    "each (small,base)")
     p.add_argument("--batch", type=batches, default=[32], help="sequences per step; a comma-separated list is a "
                    "sweep (128,256,512,1024): both implementations at each, the toolkit's best batch at the end")
-    p.add_argument("--seq", type=int, default=None, help="sequence length (default: the preset's seq_len)")
-    p.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: the preset's vocab_size; a "
-                   "character-vocabulary preset's real size is its alphabet's, pass it)")
-    p.add_argument("--steps", type=int, default=2, help="timed steps per round per implementation")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    p.add_argument("--warmup", type=int, default=None, help="untimed steps of each first (default 1 on a CPU, "
-                   "3 on a GPU: CUDA graphs and the allocator settle)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: the preset's seq_len; "
+                   f"at least {MIN_SEQ}, at most the shape's model.max_position_embeddings)")
+    p.add_argument("--vocab", type=positive_int, default=None, help="vocabulary size (default: the preset's "
+                   "vocab_size; a character-vocabulary preset's real size is its alphabet's, pass it)")
+    p.add_argument("--steps", type=positive_int, default=2, help="timed steps per round per implementation")
+    p.add_argument("--rounds", type=positive_int, default=3, help="interleaved rounds")
+    p.add_argument("--warmup", type=non_negative_int, default=None, help="untimed steps of each first (default 1 "
+                   "on a CPU, 3 on a GPU: CUDA graphs and the allocator settle)")
+    p.add_argument("--threads", type=non_negative_int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N | auto (both implementations run there)")
     p.add_argument("--compile", action="store_true", help="torch.compile the toolkit's model (minutes to compile)")
     p.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune",
@@ -699,40 +703,42 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-scope", default="model", choices=["model", "layers"],
                    help="what --compile compiles, as pretrain's compile_scope: the whole forward (model) or each "
                         "transformer layer in place (layers: a shorter compile; implies --compile)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write every figure to PATH as JSON (rewritten "
-                   "after each batch, so a run cut short leaves what it measured)")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
+    p.add_argument("--json", default=None, metavar="PATH", type=output_file, help="write every figure to PATH as "
+                   "JSON (rewritten after each batch, so a run cut short leaves what it measured; its folder must "
+                   "exist)")
+    p.add_argument("--profile", type=non_negative_int, default=0, metavar="N",
                    help="profile N toolkit steps (torch.profiler): where a step's time goes, by kind of op")
     p.add_argument("--rss", action="store_true", help="measure peak RSS of pretraining tiny on --corpus instead")
     p.add_argument("--corpus", default=str(SHARED / "pretrain" / "nsmc_reviews.txt"))
-    p.add_argument("--rss-steps", type=int, default=300)
+    p.add_argument("--rss-steps", type=positive_int, default=300)
     p.add_argument("--tokenizer", default=None, help="--rss: reuse a trained tokenizer dir instead of training one")
     p.add_argument("--cache-dir", default=None, help="--rss: packed-data cache dir (default: a fresh temp dir)")
     args = p.parse_args(argv)
     args.compile = args.compile or args.compile_scope == "layers"
     if args.rss:
-        if args.rss_steps < 1:
-            p.error("--rss-steps must be >= 1")
+        if not Path(args.corpus).is_file():
+            p.error(f"--corpus {args.corpus}: no such file (pass --corpus)")
         return rss(args)
-    args.shape = [s for s in args.shape.split(",") if s.strip()]
-    for name, value in (("--seq", args.seq), ("--vocab", args.vocab)):
-        if value is not None and value < 1:
-            p.error(f"{name} must be >= 1")
+    args.shape = [s.strip() for s in args.shape.split(",") if s.strip()]
+    if not args.shape:
+        p.error("--shape: no shape named (small, base, ... or a comma-separated list)")
     if args.vocab is not None and args.vocab <= len(SPECIAL):
         p.error(f"--vocab must be more than the {len(SPECIAL)} special tokens")
-    if min(args.steps, args.rounds) < 1 or (args.warmup is not None and args.warmup < 0):
-        p.error("--steps and --rounds must be >= 1, --warmup >= 0")
     if args.profile and (len(args.batch) > 1 or len(args.shape) > 1):
         p.error("--profile takes one --batch and one --shape")
-    from koelectra_kit.errors import ConfigError
     from koelectra_kit.runtime import resolve_device
 
-    try:
+    with input_errors(p):
         for shape in args.shape:
-            load_shape(shape)
+            try:
+                cfg = load_shape(shape)
+            except ValueError as e:
+                p.error(str(e))
+            positions = cfg.model.max_position_embeddings
+            if args.seq is not None and not MIN_SEQ <= args.seq <= positions:
+                p.error(f"--seq {args.seq}: between {MIN_SEQ} and shape {shape}'s {positions} positions "
+                        "(model.max_position_embeddings), as pretrain takes seq_len")
         resolve_device(args.device)
-    except (ValueError, ConfigError) as e:
-        p.error(str(e))
     speed(args)
 
 

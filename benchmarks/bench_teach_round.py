@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import NSMC_DEV, NSMC_TRAIN, Parser, require
+from common import NSMC_DEV, NSMC_TRAIN, Parser, input_errors, non_negative_int, require
 
 from koelectra_kit.app import serving  # noqa: E402  (after common puts the repository on the path)
 from koelectra_kit.app.serving import StartData, compare, fit_tfidf, macro_f1  # noqa: E402
@@ -32,7 +32,7 @@ def options() -> Parser:
     ap.add_argument("--start-rows", type=int, default=145_000, help="rows the starting TF-IDF model is fitted on")
     ap.add_argument("--labels", type=int, default=400, help="the analyst's labels at round 2 (half at round 1)")
     ap.add_argument("--cap", type=int, default=serving.CV_START_ROWS, help="start rows the sampled judging refits on")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=non_negative_int, default=1)
     return ap
 
 
@@ -54,14 +54,16 @@ def judged(cap: int, clf, seen: dict, incumbent, inc_name: str, inc_trained: dic
 def main(argv: list[str] | None = None) -> dict:
     from koelectra_kit.io.labelled import read_labelled
 
-    args = options().parse_args(argv)
+    ap = options()
+    args = ap.parse_args(argv)
     if args.start_rows < 1 or args.labels < 4 or args.cap < 1:
-        options().error("--start-rows and --cap must be at least 1, --labels at least 4")
-    train = read_labelled(require(Path(args.train)), NAMES)
-    dev = read_labelled(require(Path(args.dev)), NAMES)
+        ap.error("--start-rows and --cap must be at least 1, --labels at least 4")
+    with input_errors(ap):  # a table missing, or without the sentiment labels: one line
+        train = read_labelled(require(Path(args.train)), NAMES)
+        dev = read_labelled(require(Path(args.dev)), NAMES)
     order = np.random.default_rng(args.seed).permutation(len(train.texts))
     if args.start_rows + args.labels > len(order):
-        options().error(f"--start-rows + --labels is more than the {len(order):,} rows of {args.train}")
+        ap.error(f"--start-rows + --labels is more than the {len(order):,} rows of {args.train}")
     rows = [(train.texts[i], NAMES[train.y[i]]) for i in order[:args.start_rows + args.labels]]
     start = StartData([t for t, _ in rows[:args.start_rows]], [lab for _, lab in rows[:args.start_rows]])
     labels = dict(rows[args.start_rows:])

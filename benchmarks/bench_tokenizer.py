@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import (NSMC_DEV, ROOT, SHARED, Parser, non_negative_int,  # noqa: E402,F401  (benchmarks/common.py)
-                    positive_int)
+from common import (SHARED, Parser, input_errors, non_negative_float, non_negative_int,  # noqa: E402
+                    positive_int)  # (benchmarks/common.py)
 DATA = SHARED  # KOELECTRA_SHARED_DATA, else ../shared/data (common.py)
 
 
@@ -76,30 +75,40 @@ def quality(tok, texts: list[str], norm: list[str]) -> tuple[float, float, int, 
     return exact / len(texts), unk / max(n_tok, 1), n_tok, sum(tok.unk_token_id in x for x in ids), ids
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DATA / "nsmc3" / "dev.tsv"))
     ap.add_argument("--tokenizer", help="a trained tokenizer dir (default: train one, see --train-vocab)")
-    ap.add_argument("--train-vocab", type=int, default=16000, help="vocab size when training here")
+    ap.add_argument("--train-vocab", type=positive_int, default=16000, help="vocab size when training here")
     ap.add_argument("--train-input", nargs="*", default=[str(DATA / "pretrain" / "nsmc_reviews.txt"),
                                                           str(DATA / "pretrain" / "comments_mix.txt")])
-    ap.add_argument("--train-mb", type=float, default=8, help="train on the first N MB of each file (0: all)")
+    ap.add_argument("--train-mb", type=non_negative_float, default=8,
+                    help="train on the first N MB of each file (0: all)")
     ap.add_argument("--lines", type=non_negative_int, default=10000, help="texts of the corpus to time (0: all)")
     ap.add_argument("--repeats", type=positive_int, default=3, help="interleaved repeats of each timing (best kept)")
-    args = ap.parse_args()
-    if not Path(args.corpus).exists():
-        sys.exit(f"corpus not found: {args.corpus} (needs the real data: set KOELECTRA_SHARED_DATA)")
+    args = ap.parse_args(argv)
+    if not Path(args.corpus).is_file():
+        ap.error(f"--corpus {args.corpus}: no such file (needs the real data: set KOELECTRA_SHARED_DATA)")
 
     from koelectra_kit.io.corpus import iter_texts
     from koelectra_kit.tokenizer import (KoTokenizer, TokenizerConfig, kiwi_instance, train_tokenizer, wordfile,
                                          wordsplit)
+    from koelectra_kit.tokenizer.config import check_vocab_size
 
+    if args.tokenizer:  # before anything is timed or trained: a folder that is no tokenizer is one line
+        with input_errors(ap, f"--tokenizer {args.tokenizer}"):
+            tok = KoTokenizer.from_pretrained(args.tokenizer)
+    else:
+        with input_errors(ap, "--train-vocab"):
+            check_vocab_size(args.train_vocab)
+        if not args.train_input:
+            ap.error("--train-input: no file to train the vocabulary on (or give --tokenizer)")
+        if missing := [p for p in args.train_input if not Path(p).is_file()]:
+            ap.error(f"--train-input {missing[0]}: no such file (needs the real data: set KOELECTRA_SHARED_DATA)")
     cores = os.cpu_count() or 1
     print(f"start: {load()}", flush=True)
     work = Path(tempfile.mkdtemp())
-    if args.tokenizer:
-        tok = KoTokenizer.from_pretrained(args.tokenizer)
-    else:
+    if not args.tokenizer:
         inputs = [str(head_file(Path(p), args.train_mb, work)) for p in args.train_input]
         mb = sum(Path(p).stat().st_size for p in inputs) / (1 << 20)
         print(f"training a {args.train_vocab} vocabulary on {mb:.1f} MB ({', '.join(inputs)}) ...", flush=True)

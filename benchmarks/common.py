@@ -5,6 +5,8 @@ machine slows both, and the median of the turns is reported; read the ratios, no
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import statistics
 import sys
@@ -49,6 +51,70 @@ def _whole(text: str, least: int) -> int:
     if n < least:
         raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= {least}")
     return n
+
+
+def positive_float(text: str) -> float:
+    """An option's number > 0 (a reference rate, minutes): 0, a negative number, nan or inf were taken, and a
+    ratio to them printed as a figure (or divided by zero at the end of the run)."""
+    return _number(text, "a number > 0", lambda x: x > 0)
+
+
+def non_negative_float(text: str) -> float:
+    """An option's number >= 0 (where 0 means none or all, as its help says); nan and inf are no number here."""
+    return _number(text, "a number >= 0", lambda x: x >= 0)
+
+
+def _number(text: str, what: str, ok: Callable[[float], bool]) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}") from None
+    if not math.isfinite(x) or not ok(x):
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+    return x
+
+
+def output_file(text: str) -> str:
+    """A file a benchmark writes when it is done (--json PATH): its folder must exist and be writable now, not be
+    found missing after the whole run (the figures lost with it); a folder is no file to write."""
+    path = Path(text)
+    folder = path.parent
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a folder; give a file path")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no folder {folder} to write it in (make it first)")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{text}: not writable by this user")
+    return text
+
+
+@contextlib.contextmanager
+def input_errors(ap: argparse.ArgumentParser, what: str = ""):
+    """The toolkit's input errors (koelectra_kit.errors.KitError: a folder that is no model or tokenizer, a table
+    without its label column, a device that is none) and a helper's one-line ``SystemExit("error: ...")`` as the
+    benchmark's one ``error:`` line, exit 2 (``ap.error``), not a traceback or exit 1; ``what`` (an option and its
+    value) goes first. A multi-line SystemExit (a child command's output) passes as it is."""
+    from koelectra_kit.errors import KitError
+
+    try:
+        yield
+    except KitError as e:
+        ap.error(f"{what}: {e}" if what else str(e))
+    except SystemExit as e:
+        if isinstance(e.code, str) and "\n" not in e.code.strip():
+            ap.error(e.code.strip().removeprefix("error: "))
+        raise
+
+
+def check_classifiers(ap: argparse.ArgumentParser, folders: list[tuple[str, object]]) -> None:
+    """Each option's classifier folder loaded as `label` loads it (``Classifier.load``), before anything is timed: a
+    folder that is no classifier (no config.json, a tokenizer alone, a damaged weights file) is one ``error:`` line
+    naming the option, not a traceback at the first labelling, after the others' warm-up."""
+    from koelectra_kit.classify.classifier import Classifier
+
+    for option, folder in folders:  # (option, folder): --model runs/x, --model runs/x/tfidf
+        with input_errors(ap, f"{option} {folder}"):
+            Classifier.load(folder, device="cpu")
 
 
 def shape_file(shape: str) -> Path | None:

@@ -32,7 +32,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from common import ROOT  # noqa: E402  (benchmarks/common.py)
+from common import ROOT, Parser, input_errors, positive_int  # noqa: E402  (benchmarks/common.py)
 
 PART_BYTES = 15 * 2**20  # under the device tool's 16 MiB a file
 CARRY_BYTES = 64 * 2**20  # what a device call carries there: the repository's tree and the carried paths together
@@ -304,18 +304,18 @@ def tree_bytes() -> int:
     return sum((ROOT / n).stat().st_size for n in names if n and (ROOT / n).is_file())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)  # (each subcommand's parser is a Parser too: one error line)
     m = sub.add_parser("make", help="the folder a lease carries")
     m.add_argument("make_bundle", metavar="DIR")
     m.add_argument("--preset", default="gpu-10min")
     m.add_argument("--corpus", action="append", default=None)
     m.add_argument("--bundle-train", default=None)
     m.add_argument("--bundle-dev", default=None)
-    m.add_argument("--bundle-rows", type=int, default=None)
+    m.add_argument("--bundle-rows", type=positive_int, default=None, help="train rows kept (seeded; default all)")
     u = sub.add_parser("unpack", help="a run brought back in parts")
     u.add_argument("prefix", type=Path, help="the parts' name without .NN (e.g. .../run.tar)")
     u.add_argument("dest", type=Path)
@@ -323,14 +323,16 @@ def main() -> None:
     f.add_argument("encoder", type=Path, help="the encoder folder (e.g. runs/gpu/q1/discriminator)")
     f.add_argument("out", type=Path, help="the folder to build (e.g. .gpu-ft); OUT.tar.xz is what travels")
     f.add_argument("--from", dest="source", type=Path, default=Path(".gpu-sub"), help="the bundle (gpu_bundle make)")
-    f.add_argument("--weights", default="auto", help="auto (fp32 if it fits, else bf16), fp32 or bf16")
-    a = p.parse_args()
-    if a.cmd == "make":
-        make_bundle(a)
-    elif a.cmd == "ft":
-        print(f"carry [\"{make_ft_bundle(a.encoder, a.out, a.source, a.weights)}\"]")
-    else:
-        print(f"unpacked into {unpack(a.prefix, a.dest)}")
+    f.add_argument("--weights", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="auto (fp32 if it fits, else bf16), fp32 or bf16")
+    a = p.parse_args(argv)
+    with input_errors(p):  # the helpers' refusals (SystemExit("error: ...")): one line, exit 2
+        if a.cmd == "make":
+            make_bundle(a)
+        elif a.cmd == "ft":
+            print(f"carry [\"{make_ft_bundle(a.encoder, a.out, a.source, a.weights)}\"]")
+        else:
+            print(f"unpacked into {unpack(a.prefix, a.dest)}")
 
 
 if __name__ == "__main__":

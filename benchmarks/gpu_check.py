@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import platform
 import shlex
@@ -32,7 +33,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from common import ROOT, Parser, shape_file, shape_names  # noqa: E402  (benchmarks/common.py)
+from common import ROOT, Parser, input_errors, positive_int, shape_file, shape_names  # noqa: E402  (common.py)
 from gpu_bundle import BACK_BYTES, BACK_FILES, kk, make_bundle, pack, travel_weights  # noqa: E402
 
 SAMPLE = ROOT / "corpora" / "sample"
@@ -488,7 +489,7 @@ def stage_export(c: Check) -> None:
           f"{time.perf_counter() - t:.0f}s; here: python benchmarks/gpu_bundle.py unpack <files_at>/"
           f"{Path(c.args.export).name} runs/gpu/<name>")
     if weights == "bf16":
-        c.say(f"  (the encoder's weights travel rounded to bf16"
+        c.say("  (the encoder's weights travel rounded to bf16"
               + (f": in fp32 the run is more than the {BACK_FILES} files or {BACK_BYTES // 2**20} MiB that come "
                  "back with the report" if c.args.export_weights == "auto" else "")
               + "; unpack writes them back as fp32)")
@@ -693,7 +694,7 @@ def main() -> None:
                    "default the shared pretraining corpus)")
     p.add_argument("--bundle-train", default=None, help="--make-bundle: the train table (default shared nsmc3)")
     p.add_argument("--bundle-dev", default=None, help="--make-bundle: the dev table (default shared nsmc3)")
-    p.add_argument("--bundle-rows", type=int, default=None, help="--make-bundle: train rows kept (seeded; "
+    p.add_argument("--bundle-rows", type=positive_int, default=None, help="--make-bundle: train rows kept (seeded; "
                    "default all: the quality stage's 150,000)")
     p.add_argument("--profile-plan", default=None, help="stage profile: SHAPE:BATCH ... (default: the first "
                    "--step-plan shape at its first batch), e.g. 'small:512 base:128'")
@@ -703,7 +704,8 @@ def main() -> None:
                    "(default: OUT/gpu_check.txt; keep it in docs/benchmarks/gpu_check-<GPU>.txt)")
     a = p.parse_args()
     if a.make_bundle:
-        return make_bundle(a)
+        with input_errors(p):  # its refusals (a corpus not found): one line, exit 2
+            return make_bundle(a)
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     if unknown := [s for s in stages if s not in STAGES + EXTRA_STAGES]:
         p.error(f"--stages: unknown {', '.join(unknown)} (choose from {', '.join(STAGES + EXTRA_STAGES)})")
@@ -738,10 +740,10 @@ def main() -> None:
                 raise ValueError("no stage's figures in it")
         except (OSError, ValueError) as e:
             p.error(f"--earlier {a.earlier}: not an earlier call's gpu_check.json ({e})")
-    if a.minutes <= 0 or a.rows < 1 or a.budget_s <= 0:
+    if not (0 < a.minutes < math.inf and a.rows >= 1 and 0 < a.budget_s < math.inf):  # (nan: none of these)
         p.error("--minutes, --rows and --budget-s must be positive")
     for name in ("step_s", "finetune_s", "label_s", "label_rows"):
-        if getattr(a, name) <= 0:
+        if not 0 < getattr(a, name) < math.inf:
             p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(a, name):g}")
     for name in ("train", "dev"):
         if not Path(getattr(a, name)).is_file():
