@@ -56,6 +56,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(f"{key}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
     if origin is typing.Literal:
         allowed = typing.get_args(tp)
+        if value is False and "none" in allowed:  # `ensemble=false` (or YAML's off/no) says "none" the usual way
+            return "none"
         if value not in allowed:
             raise ConfigError(f"{key}: expected one of {list(allowed)}, got {value!r}")
         return value

@@ -54,6 +54,19 @@ def test_errors_are_clear(override, words):
         assert w in str(e.value)
 
 
+def test_false_is_none_where_none_is_a_choice():
+    """`finetune ensemble=false` was "expected one of ['none', 'tfidf'], got False": false says none where a choice
+    is called that; elsewhere (precision) a boolean is still refused."""
+    from koelectra_kit.finetune.config import FinetuneConfig
+
+    assert load_config(FinetuneConfig, None, ["ensemble=false", "class_weights=off"]).ensemble == "none"
+    assert load_config(FinetuneConfig, None, ["class_weights=false"]).class_weights == "none"
+    with pytest.raises(ConfigError, match="ensemble: expected one of"):
+        load_config(FinetuneConfig, None, ["ensemble=true"])
+    with pytest.raises(ConfigError, match="precision: expected one of"):
+        load_config(Run, None, ["precision=false"])
+
+
 def test_missing_file():
     with pytest.raises(ConfigError, match="not found"):
         load_config(Run, "nope.yaml")

@@ -593,3 +593,16 @@ def test_a_dev_file_whose_every_text_is_in_train_is_refused(tmp_path, sample_dir
     write(tmp_path / "train.csv", "\n".join([lines[0], *lines[20:]]) + "\n")
     s = load_splits(cfg_for(train=tmp_path / "train.csv", dev=tmp_path / "dev.csv"))
     assert 0 < s.report["dev_texts_also_in_train"] < len(s.dev.y)
+
+
+def test_finetuning_a_generator_warns_and_a_discriminator_does_not(tiny_run):
+    """`finetune model=RUN/generator` (or a published -generator checkpoint) trained the small masked-LM half of the
+    pair without a word; `pretrain init=` already refuses that slip."""
+    from koelectra_kit.finetune import load_model
+
+    cfg = cfg_for(model=tiny_run / "generator")
+    _, notes = load_model(cfg, cfg.labels)
+    assert any("is an ELECTRA generator (ElectraForMaskedLM)" in n for n in notes), notes
+    cfg = cfg_for(model=tiny_run / "discriminator")
+    _, notes = load_model(cfg, cfg.labels)
+    assert not any("generator" in n for n in notes), notes

@@ -125,3 +125,32 @@ def test_missing_or_foreign_init_is_a_one_line_cli_error(tiny_run, sample_dir, t
     assert main(args + ["init=nobody-here/no-such-electra"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: init=nobody-here/no-such-electra") and "\n" not in err
+
+
+def test_a_pickled_init_is_refused_before_the_corpus_is_read(tiny_run, tiny_cfg, tmp_path, monkeypatch):
+    """A published-style folder whose pytorch_model.bin pickles more than tensors was refused only when the model was
+    built, after the corpus had been pre-split and packed (minutes to hours on a real corpus)."""
+    import datetime
+
+    from koelectra_kit.pretrain.recipe import PretrainRecipe
+
+    init = tmp_path / "published"
+    shutil.copytree(tiny_run / "discriminator", init)
+    state = _weights(init)
+    (init / "model.safetensors").unlink()
+    state["not_a_tensor"] = datetime.datetime(2020, 1, 1)  # a global weights_only does not allow
+    torch.save(state, init / "pytorch_model.bin")
+
+    def reached(self):
+        raise AssertionError("the corpus was read before the weights were checked")
+
+    monkeypatch.setattr(PretrainRecipe, "setup_data", reached)
+    with pytest.raises(InputError, match=r"init=.*safe loading \(weights_only\) refuses its pytorch_model.bin"):
+        pretrain(tiny_cfg(f"init={init}", f"out={tmp_path / 'r'}"))
+    assert not (tmp_path / "r").exists()
+    # the same folder with only tensors in its .bin passes the check (and trains)
+    state.pop("not_a_tensor")
+    torch.save(state, init / "pytorch_model.bin")
+    from koelectra_kit.pretrain.continued import check_pickled_weights
+
+    check_pickled_weights(str(init), "init")

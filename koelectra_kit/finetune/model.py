@@ -117,6 +117,10 @@ def load_model(cfg: FinetuneConfig, labels: list[str]):
         notes.append("random initialization (init=random): the checkpoint's weights are NOT used")
     else:
         notes.append(align_head(model, _source_labels(source), labels))
+        if (getattr(source, "architectures", None) or []) == ["ElectraForMaskedLM"]:  # `pretrain init=` says so too
+            notes.append(f"warning: {cfg.model} is an ELECTRA generator (ElectraForMaskedLM), the small model that "
+                         "fills the masked slots in pretraining; the encoder to fine-tune is its discriminator "
+                         "(ElectraForPreTraining: a run's discriminator/ folder, or the -discriminator checkpoint)")
         head = ("classifier", "score", "pooler")
         body = [k for k in info["missing_keys"] if not k.split(".")[0] in head and ".pooler." not in k]
         if body:

@@ -80,7 +80,27 @@ def _electra_config(source: str, key: str, want: str | None = None):
         role = "generator" if other == "ElectraForMaskedLM" else "discriminator"
         raise InputError(f"{key}={source} is an ELECTRA {role} ({other}); {key}= takes the "
                          f"{'discriminator' if role == 'generator' else 'generator'} ({want})")
+    check_pickled_weights(source, key)
     return config
+
+
+def check_pickled_weights(source: str, key: str) -> None:
+    """A local folder whose weights are only pytorch_model*.bin, read now with ``weights_only=True`` (memory-mapped:
+    the tensors' bytes are not read): a pickle that holds more than tensors was refused only when the model was
+    built, after the corpus had been pre-split and packed (minutes to hours). safetensors need no such check."""
+    import torch
+
+    folder = Path(os.path.expanduser(source))
+    if not folder.is_dir() or any(folder.glob("model*.safetensors")):
+        return
+    for weights in sorted(folder.glob("pytorch_model*.bin")):
+        with loading(source, key):
+            try:
+                torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:  # a legacy (not zip) file cannot be mapped: read it whole, still weights only
+                if "mmap" not in str(e):
+                    raise
+                torch.load(weights, map_location="cpu", weights_only=True)
 
 
 def resolve_init(cfg: PretrainConfig) -> InitSource:
