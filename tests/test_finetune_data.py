@@ -227,6 +227,10 @@ def test_label_names_map_onto_the_label_set(tmp_path):
     d = read_labelled(f, L3)
     assert d.y.tolist() == [2, 0, 1, 2]
     assert d.report["label_mapping"] == {"Positive": "positive", "긍정": "positive", "부정": "negative", "중립": "neutral"}
+    from koelectra_kit.io.labelled import format_file_report
+
+    # the model predicts the mapped names: the report says how to keep the file's own (긍정 in the label files)
+    assert "labels= with the file's own names keeps those" in format_file_report(d.report)
     # ... and the other way: a Korean label set reads English file labels
     g = write(tmp_path / "b.csv", "review,label\n좋아요,positive\n별로,neg\n")
     assert read_labelled(g, ["부정", "긍정"]).y.tolist() == [1, 0]

@@ -412,7 +412,8 @@ def format_file_report(f: dict) -> str:
         lines.append(f"  the app's label log: {g['events']} lines give {g['labels']} labels (the latest answer per "
                      f"text that no undo retracts; {g['skipped']} texts skipped)")
     if f.get("label_mapping"):
-        lines.append("  label names mapped: " + ", ".join(f"{k!r} -> {v!r}" for k, v in f["label_mapping"].items()))
+        lines.append("  label names mapped: " + ", ".join(f"{k!r} -> {v!r}" for k, v in f["label_mapping"].items())
+                     + " (the model's labels; labels= with the file's own names keeps those)")
     for reason, d in f["dropped"].items():
         more = f" values {d['values']}" if "values" in d else ""
         lines.append(f"  dropped {d['count']} rows: {reason.replace('_', ' ')}{more} (rows {d['rows']}"
