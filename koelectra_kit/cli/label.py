@@ -155,7 +155,8 @@ def run(args) -> int:
     launch = Launch.from_env()  # under torchrun: this rank's shard, joined by rank 0 at the end
     if launch is not None:
         plot, cfg = cfg.plot, launch.rank_config(cfg)
-    labeller, labelled = FilesLabeller(cfg, keep_complete=launch is not None), False
+    labeller = FilesLabeller(cfg, keep_complete=launch is not None, skip=launch.finished if launch else ())
+    labelled = False
     try:
         if launch is not None:
             launch.meet()
@@ -190,7 +191,7 @@ def run(args) -> int:
         print(format_summary(summary))
     if len(summaries) > 1:
         print(f"{len(summaries)} files, {sum(s.rows for s in summaries):,} rows in all")
-    if launch is not None:
+    if launch is not None and summaries:
         print(f"  by {launch.world} processes side by side (torchrun), each labelling a shard; the shards joined")
     if cfg.plot:
         print(f"  label distribution: {cfg.plot}")

@@ -44,6 +44,18 @@ def looks_like_text(value) -> bool:
     return not is_blank(text) and _NOT_TEXT.fullmatch(text) is None
 
 
+def typed_not_text(value) -> bool:
+    """Whether ``value``'s type says it is no text, whatever it prints as: a date, time, duration or true/false (a
+    DataFrame's, a Parquet file's or a JSON line's typed value; a CSV's cells are all strings)."""
+    import datetime
+
+    if isinstance(value, (bool, datetime.date, datetime.time, datetime.timedelta)):  # pandas' Timestamp, Timedelta too
+        return True
+    kind = type(value)  # numpy's and pandas' own, by name (numpy 1 calls its bool bool_, numpy 2 bool)
+    return (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_", "datetime64", "timedelta64")) or \
+        kind.__name__ == "Period"
+
+
 class MostlyEmptyColumn(InputError):
     """A text column refused as empty in ``EMPTY_SHARE`` of its first rows: the one refusal a user may overrule
     (``label --allow-mostly-empty``, the app's "label it anyway"), since such an export exists."""
@@ -62,23 +74,27 @@ def checked_texts(texts, column, columns, path, sample: int = 1000):
 def check_text_column(values, column, columns, path, empty: bool = False) -> None:
     """A text column that holds no review text is a rating, date or id column picked by mistake
     (text_column=rating, or a file with no text column at all): each value would be labelled, or trained on, as a
-    review, exit 0. Refused when at least three values are filled and under ``TEXT_SHARE`` of them could be text;
-    with ``empty`` (labelling), also when ``EMPTY_SHARE`` of 20 or more rows are empty. ``values``: the column's
-    values, or its first chunk when streaming."""
-    filled = numbers = texts = rows = 0
+    review, exit 0. Refused when at least three values are filled and under ``TEXT_SHARE`` of them could be text,
+    or when every filled value is typed as no text (``typed_not_text``: a bool column was labelled as the words
+    "True" and "False", two dates and a gap as two reviews); with ``empty`` (labelling), also when ``EMPTY_SHARE`` of
+    20 or more rows are empty. ``values``: the column's values, or its first chunk when streaming."""
+    filled = numbers = texts = typed = rows = 0
     for v in values:
         rows += 1
         text = "" if v is None else str(v).strip()
-        if is_blank(text):
+        if is_blank(text) or type(v).__name__ in ("NaTType", "NAType"):  # (pandas' missing date and value)
             continue
         filled += 1
-        if _NUMBER.fullmatch(text):
+        if typed_not_text(v):
+            typed += 1
+        elif _NUMBER.fullmatch(text):
             numbers += 1
         elif looks_like_text(text):
             texts += 1
     others = ", ".join(str(c) for c in columns if c != column)
-    if filled >= 3 and texts <= TEXT_SHARE * filled:
-        what = "only numbers" if numbers == filled else "numbers, dates or ids"
+    if (filled >= 3 and texts <= TEXT_SHARE * filled) or (filled and typed == filled):
+        what = "only numbers" if numbers == filled else "dates, times or true/false values" if typed == filled else \
+            "numbers, dates or ids"
         raise InputError(f"{path}: column {column!r} holds {what} ({filled:,} values, {texts:,} that read as text), "
                          f"not review text; name the text column (other columns: {others or 'none'})")
     if empty and rows >= 20 and rows - filled >= EMPTY_SHARE * rows:

@@ -22,7 +22,8 @@ Several inputs (paths or globs) give one output each; ``--shard K/N`` labels the
 ``label-merge`` joins the shards into the unsharded output. ``ray_adapter`` runs the same labelling on Ray Data.
 
 Modules: ``config`` (the options), ``chunk`` (rows in, predictions out), ``dedupe`` (one prediction per distinct
-text), ``resume`` (the job record), ``run`` (the file loop), ``files`` (many files, one run), ``shard`` (row
+text), ``resume`` (the resume record), ``record`` (what names a job: the records of a shard and of a finished
+output, compared before one is skipped), ``run`` (the file loop), ``files`` (many files, one run), ``shard`` (row
 ranges and merging), ``summary`` (the report), ``human`` (``human_labels=``: the analyst's labels over the model's),
 ``paths`` (the files a run reads and writes, and an input changing under it), ``ray_adapter`` (the same labeller on a
 Ray cluster).

@@ -7,6 +7,7 @@ analysed once."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -14,13 +15,14 @@ from pathlib import Path
 from ..errors import InputError
 from ..io.fileio import same_file
 from ..io.hfdata import is_dataset_source
-from ..runtime import log
+from ..runtime import log, warn
 from .config import OUTPUTS, WRITABLE, LabelConfig
 from .dedupe import PredictionCache
 from .human import check_labels_file
-from .paths import output_target
+from .paths import is_working_file, output_target
+from .record import check_same_job, finished_record
 from .run import FileLabeller
-from .shard import shard_path
+from .shard import done_path, shard_path, unsharded_name
 from .summary import LabelSummary
 
 GLOB_CHARS = set("*?[")
@@ -29,22 +31,51 @@ GLOB_CHARS = set("*?[")
 def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[list[Path], bool]:
     """(paths, many): each pattern becomes its matches, sorted (an existing path is taken as named, whatever
     characters it holds); ``many`` when the user asked for several files (more than one value, or a pattern).
-    A match ending in ``skip_suffix`` is an earlier run's output (``'data/*.csv'`` with ``.labelled.csv``): left out."""
-    paths, many = [], len(inputs) > 1
+    Left out of a pattern's matches: the files a run writes beside its output (``paths.is_working_file``: a killed
+    run's .partial, a record), an output an earlier run labelled from another of this run's inputs
+    (``_labelled_from``: said in a note), and with ``skip_suffix`` one ending in it or a shard of one
+    (``'data/*.csv'`` with ``.labelled.csv``)."""
+    groups, many = [], len(inputs) > 1  # (the pattern, or None for a path taken as named; its files)
     for item in inputs:
         if is_dataset_source(item):  # hf:..., a dataset folder: one input, never a pattern (hf:x/y:train[:10%])
-            paths.append(Path(item))
+            groups.append((None, [Path(item)]))
         elif GLOB_CHARS & set(item) and not Path(item).exists():
-            matches = sorted(glob.glob(item, recursive=True))
-            files = [m for m in matches if Path(m).is_file() and not (skip_suffix and m.endswith(skip_suffix))]
+            matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))]
+            files = [m for m in matches if m.is_file() and not is_working_file(m)
+                     and not (skip_suffix and unsharded_name(str(m)).endswith(skip_suffix))]
             if not files:
                 raise InputError(f"--input {item!r} matches no file" + (" to label" if matches else ""))
-            paths += [Path(m) for m in files]
+            groups.append((item, files))
             many = True
         else:
-            paths.append(Path(item))
+            groups.append((None, [Path(item)]))
+    sources = {str(p.resolve()) for _, files in groups for p in files}
+    paths, earlier = [], []
+    for pattern, files in groups:
+        left_out = [p for p in files if pattern and _labelled_from(p) in sources]
+        if left_out and len(left_out) == len(files):
+            raise InputError(f"--input {pattern!r} matches no file to label (only outputs labelled from the other "
+                             f"inputs: {left_out[0]}, ...)")
+        earlier += left_out
+        paths += [p for p in files if p not in left_out]
+    if earlier:
+        shown = ", ".join(map(str, earlier[:3])) + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
+        warn(f"note: left out {shown}: labelled by an earlier run from another of these inputs (its record, "
+             f"{done_path(earlier[0]).name}, says which); name it to label it again")
     seen = set()
     return [p for p in paths if not (p.resolve() in seen or seen.add(p.resolve()))], many
+
+
+def _labelled_from(path: Path) -> str | None:
+    """The input ``path`` was labelled from, where it is a finished output with its record (``shard.done_path``).
+    With --output-suffix the outputs land beside the inputs: a pattern over that folder, run again with another
+    suffix, labelled a.csv and its earlier output a_l.csv both (a_l.v2.csv: the first model's labels relabelled).
+    A folder of outputs alone (their inputs elsewhere) is labelled as asked."""
+    try:
+        record = json.loads(done_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record.get("input") if isinstance(record, dict) else None
 
 
 def _check_folder_input(src: Path) -> None:
@@ -136,8 +167,11 @@ class FilesLabeller:
     """Runs the planned jobs in order. ``current`` is the job running (the CLI names its partial file when
     interrupted)."""
 
-    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, keep_complete: bool = False):
+    def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, keep_complete: bool = False,
+                 skip: tuple[str, ...] = ()):
         self.jobs, self.many = plan_jobs(cfg)
+        # ``skip``: the inputs a torchrun job found labelled before its ranks started (``torchrun.Launch.finished``)
+        self.jobs = [job for job in self.jobs if job.input not in skip]
         # with --resume, a complete output is skipped, not refused: a many-file run's (its record says whose it is)
         # and a shard's (its job record: a SLURM array resubmitted with --resume skips its finished tasks)
         self.keep_complete = keep_complete or self.many or bool(cfg.shard)
@@ -145,63 +179,48 @@ class FilesLabeller:
         self.cache = PredictionCache(cfg.cache_rows) if cfg.dedupe else None
         self.current: FileLabeller | None = None
 
-    def _already_done(self, job: LabelConfig) -> bool:
-        # resuming a many-file run (or a torchrun job's shard): a file finished before the interruption is
-        # skipped, not refused
+    def finished(self, job: LabelConfig) -> bool:
+        """Whether ``job``'s output is complete and this job's, to be skipped, not labelled again: with --resume, in
+        a many-file run or a shard's. This job's by its record (``record.check_same_job``: a complete output of
+        another input, model, reading, ... is refused naming what differs); one without a record (an earlier
+        version's) by its input and model being no newer than it (a file replaced since kept its old output)."""
         out = output_target(Path(job.output))  # where FileLabeller writes it and its .partial
-        return self.keep_complete and job.resume and out.exists() and not out.with_name(out.name + ".partial").exists()
-
-    def _check_done(self, job: LabelConfig) -> None:
-        """A complete output about to be skipped is this job's: a shard's by its job record (input content, model as
-        loaded, reading, ...), an unsharded one's by its input and model being no newer than it. Skipped unchecked,
-        a finished shard of a 200-row file labelled by another model stood for a 2,000-row file's (`--nproc 2
-        --resume`: 200 rows, exit 0), and a file replaced since kept its old output."""
-        from .resume import same_content, same_job_value
-        from .shard import JOB_IDENTITY, LATER_KEYS, done_path, job_path, read_job
-
-        out = output_target(Path(job.output))
-        record = read_job(out) if job.shard else read_job(out, done_path(out))
-        if record is not None and not job.shard and not same_content(out, str(record.get("output_content"))):
-            # written over since (another run's output copied in, an edit, a re-save in Excel): what it holds now
-            # is no job's this command can check; it keeps it only when told to
-            raise InputError(f"{out} is complete, but changed since it was labelled (its record, "
-                             f"{done_path(out).name}, is of other content: copied over, edited or saved again); pass "
-                             f"--overwrite to label it again, or delete {done_path(out).name} beside it to keep it")
+        if not (self.keep_complete and job.resume and out.exists()
+                and not out.with_name(out.name + ".partial").exists()):
+            return False
+        record = finished_record(out, bool(job.shard))
         if record is None:
             changed = [what for what, path in (("its input", job.input), ("the model", job.model))
                        if path and _newest_mtime(Path(path)) > out.stat().st_mtime]
             if changed:
                 raise InputError(f"{out} is complete, but {' and '.join(changed)} changed after it was labelled; pass "
                                  "--overwrite to label it again")
-            return
+            return True
+        check_same_job(out, bool(job.shard), record, self._identity(job))
+        return True
+
+    def _identity(self, job: LabelConfig) -> dict:
+        """``job``'s identity as a record keeps it: its input opened and the model loaded (kept for the files still
+        to label), nothing labelled."""
         labeller = FileLabeller(job, classifier=self.clf, cache=self.cache)
         try:
-            labeller.check_paths(writable=False)
+            labeller.check_paths(writable=False)  # (a read-only folder of finished outputs resumes)
             labeller.open_input()
             labeller.load_model()
-            self.clf = labeller.clf  # loaded once, for the files still to label too
+            self.clf = labeller.clf
             labeller.state = labeller.job_state()
-            now = labeller.job_identity()
+            return labeller.job_identity()
         finally:
             getattr(getattr(labeller, "records", None), "close", lambda: None)()
             if labeller.converted is not None:  # a workbook input's CSV copy, made to read it
                 labeller.converted.unlink(missing_ok=True)
-        differ = [what for key, what in JOB_IDENTITY.items()
-                  if not (key in LATER_KEYS and record.get(key) is None)
-                  and not same_job_value(key, record.get(key), now.get(key))]
-        if differ:
-            raise InputError(f"{out} is complete, but was labelled with another {', '.join(differ)} than this command "
-                             f"gives (its record, {(job_path(out) if job.shard else done_path(out)).name}); pass "
-                             "--overwrite to label it again")
 
     def run(self) -> list[LabelSummary]:
         todo = []
         for job in self.jobs:
-            if not self._already_done(job):
+            if not self.finished(job):
                 todo.append(job)
-                continue
-            self._check_done(job)
-            if job.progress:
+            elif job.progress:
                 log(f"{job.output} is complete: skipped")
         for job in todo:  # every path is checked before any file is labelled
             FileLabeller(job).check_paths()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,12 +13,24 @@ from ..errors import InputError
 from ..io.fileio import same_file
 
 TEMP_TAIL = ".XXXXXXXX.tmp"  # what tempfile.mkstemp adds to ``atomic_path``'s ".NAME" (its name's length, not its name)
+# The files a run writes beside its output OUT, besides OUT: OUT.partial, its resume record OUT.partial.json and that
+# record's .tmp while it is saved (run.py, resume.py), a shard's OUT.job.json (shard.py), label-merge's OUT.merging;
+# and hidden ones: a finished output's .OUT.job.json, a workbook input's .OUT.sheet.csv, atomic_path's .OUT.*.tmp
+WORKING_TAILS = (".partial", ".partial.json", ".partial.json.tmp", ".job.json", ".merging")
 
 
 def output_target(given: Path) -> Path:
     """The file ``--output`` names. Through a symlink: its target, written in place and the link kept, as ``>`` and
     ``cp`` write (the rename put a plain file where the link was, and the target kept its old labels)."""
     return Path(os.path.realpath(given)) if os.path.islink(given) else given
+
+
+def is_working_file(path: Path) -> bool:
+    """Whether ``path`` is named as one of the files a run writes beside its output (``WORKING_TAILS``): never an
+    input a pattern means (``--input 'd/*'`` over the folder where a killed run with ``--output-suffix`` left its
+    .partial: resumed, the pattern took it for an input)."""
+    name = path.name
+    return name.endswith(WORKING_TAILS) or (name.startswith(".") and name.endswith((".sheet.csv", ".tmp")))
 
 
 def check_name_lengths(dst: Path, beside: list[Path]) -> None:
@@ -54,6 +67,30 @@ def one_file(a, b) -> str:
     """Said where two spellings are one file that no path resolves to the other (a hard link, a bind mount)."""
     same = os.path.realpath(a) == os.path.realpath(b)
     return "" if same else " (one file under two names: a hard link or a bind mount)"
+
+
+def check_writable(folder: Path, dst: Path) -> None:
+    """``folder`` takes the files the run writes beside ``dst``, checked before the model loads."""
+    # a real probe: permission bits say nothing for root, and a read-only mount ignores them
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as e:
+        raise InputError(f"{dst}: can't write in folder {folder} ({e.strerror or e})") from None
+
+
+@contextmanager
+def naming(path: Path):
+    """An OSError in the block that names no file names ``path``: a write() or fsync() on a full disk says "No space
+    left on device" and nothing more, and the error line of an hour-long run named no file."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from e
 
 
 @dataclass

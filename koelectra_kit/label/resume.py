@@ -9,9 +9,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..classify.classifier import model_digest  # noqa: F401 - what label/run.py takes from here
+from ..classify.classifier import model_digest  # noqa: F401 - what label/record.py takes from here
 from ..errors import InputError
 from ..io.fileio import file_sha256
+from .paths import naming
 
 STATE_VERSION = 3  # 3: TSV written unquoted, JSONL columns every object's keys (a partial of 2 would mix them)
 # What must match for a resume to continue the same job (what differs is named in the refusal).
@@ -131,7 +132,8 @@ class LabelState:
     def save(self, path: Path) -> None:
         # written beside and renamed: a kill during the write leaves the previous, consistent state
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        with naming(path):
+            tmp.write_text(json.dumps(asdict(self)), encoding="utf-8")
         os.replace(tmp, path)
 
 

@@ -1,11 +1,10 @@
 """Label a file into another: streaming, resumable, nothing lost (see the package docstring for the
-output's contract). ``FileLabeller`` reads top to bottom: check the paths, open the input, load the model,
-decide between a fresh start and a resume, then one loop over chunks."""
+output's contract). ``FileLabeller`` reads top to bottom: check the paths, open the input and pick its text column,
+load the model, decide between a fresh start and a resume, then one loop over chunks. What names the job, and the
+records kept of it (a resume's, a shard's, a finished output's), are ``record.JobRecords``'s."""
 from __future__ import annotations
 
-import codecs
 import gc
-import hashlib
 import io
 import os
 import time
@@ -27,17 +26,18 @@ from . import excel
 from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
 from .config import WORKBOOK, LabelConfig
 from .dedupe import PredictionCache
-from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written, one_file,
+from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written, check_writable, naming, one_file,
                     output_target)
 from .human import HumanLabels, apply_human_labels, human_columns, read_human_labels
 from .lock import PartialLock
-from .resume import LabelState, content_fingerprint, input_fingerprint, model_digest, read_state
-from .shard import done_path, job_path, row_range, write_done, write_job
+from .record import JobRecords
+from .resume import read_state
+from .shard import job_path, row_range
 from .summary import LabelSummary, plot_distribution
 from .writer import check_json_keys, encoded, write_chunk
 
 
-class FileLabeller:
+class FileLabeller(JobRecords):
     def __init__(self, cfg: LabelConfig, classifier=None, after_chunk=None, cache: PredictionCache | None = None,
                  human: HumanLabels | None = None):
         cfg.validate()
@@ -98,7 +98,7 @@ class FileLabeller:
             raise InputError(f"{self.dst}: {folder} is a file, not a folder" if folder.exists() else
                              f"{self.dst}: folder {folder} does not exist; create it first")
         if writable:
-            _check_writable(folder, self.dst)
+            check_writable(folder, self.dst)
         if self.dst.is_dir():
             raise InputError(f"{self.dst} is a folder; give a file path for --output")
         if self.dst.exists() and not self.dst.is_file():  # a FIFO's reader waited forever: the rename replaced it
@@ -136,7 +136,8 @@ class FileLabeller:
             # converted once, beside the output (a folder checked writable); made again on a resume, deleted at the
             # end. The resume fingerprint stays the workbook's own.
             self.converted = self._sheet_csv()
-            rows = xlsx_to_csv(self.src, self.converted, str(self.src))
+            with naming(self.converted):
+                rows = xlsx_to_csv(self.src, self.converted, str(self.src))
             if self.workbook:
                 excel.check_fits(self.dst, self.src, rows)
             self.read_path, self.read_fmt, self.encoding = self.converted, "csv", "utf-8"
@@ -154,6 +155,30 @@ class FileLabeller:
         else:
             self.columns, self.records = read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
                                                       errors=cfg.encoding_errors, stop=stop)
+        self._pick_text_column()
+        cfg = self.cfg
+        if self.out_fmt == "jsonl":
+            check_json_keys([str(c) for c in self.columns], self.src)
+        self.row_start, self.row_stop = 0, None
+        if cfg.shard:
+            # a row range needs the row count: one extra pass of the reader (parsing only, no model)
+            k, n = cfg.shard_parts()
+            total = self.rows.num_rows if self.in_fmt == "dataset" else \
+                sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
+                                            errors=cfg.encoding_errors, stop=stop)[1])
+            self.row_start, self.row_stop = row_range(total, k, n)
+            self.total_rows = total
+        # the resume record's fingerprint, of the file opened: taken later (after the model loads) it was the one of
+        # a file renamed over it meanwhile, which a resume then continued with the other's rows
+        self.input_fp = self._input_fingerprint(content=True)
+        if self.guard is not None and self.guard.change() in ("replaced", "changed"):
+            raise InputError(f"{self.src} changed as the run started (while its encoding and columns were read); "
+                             "run again once it is complete")
+
+    def _pick_text_column(self) -> None:
+        """The text column: the one named, else the usual names' first; refused where it is missing or ambiguous.
+        ``self.cfg`` names it from here (a .txt file's lines: ``LINES_COLUMN``)."""
+        cfg = self.cfg
         if self.read_fmt == "txt":  # one review per line: the line is the text
             check_lines_file(self.read_path, self.encoding, cfg.text_column, "review", cfg.format)
             self.cfg = cfg = replace(cfg, text_column=LINES_COLUMN)
@@ -182,23 +207,6 @@ class FileLabeller:
             raise InputError(f"{self.src}: {self.columns.count(cfg.text_column)} columns are named "
                              f"{cfg.text_column!r}; rename them so the text column is unambiguous")
         self.text_idx = self.columns.index(cfg.text_column)
-        if self.out_fmt == "jsonl":
-            check_json_keys([str(c) for c in self.columns], self.src)
-        self.row_start, self.row_stop = 0, None
-        if cfg.shard:
-            # a row range needs the row count: one extra pass of the reader (parsing only, no model)
-            k, n = cfg.shard_parts()
-            total = self.rows.num_rows if self.in_fmt == "dataset" else \
-                sum(1 for _ in read_records(self.read_path, self.read_fmt, self.encoding, cfg.sep,
-                                            errors=cfg.encoding_errors, stop=stop)[1])
-            self.row_start, self.row_stop = row_range(total, k, n)
-            self.total_rows = total
-        # the resume record's fingerprint, of the file opened: taken later (after the model loads) it was the one of
-        # a file renamed over it meanwhile, which a resume then continued with the other's rows
-        self.input_fp = self._input_fingerprint(content=True)
-        if self.guard is not None and self.guard.change() in ("replaced", "changed"):
-            raise InputError(f"{self.src} changed as the run started (while its encoding and columns were read); "
-                             "run again once it is complete")
 
     def check_resumable(self) -> None:
         """--resume on a finished output with nothing to resume: said before the model loads (seconds, for a large
@@ -215,28 +223,6 @@ class FileLabeller:
         check_trained_head(self.clf, cfg.allow_generic_labels)
         if cfg.human_labels and self.human is None:  # read against the model's labels, before any row is written
             self.human = read_human_labels(cfg.human_labels, list(self.clf.labels))
-
-    def job_state(self) -> LabelState:
-        """This job as a resume record names it (nothing done yet): after ``open_input`` and ``load_model``."""
-        from ..tokenizer import tokenizer_fingerprint
-
-        cfg = self.cfg
-        return LabelState(input=self._input_name(), input_fingerprint=self.input_fp,
-                          text_column=cfg.text_column, labels=list(self.clf.labels),
-                          model=str(cfg.model or self.clf.source), model_digest=model_digest(self.clf),
-                          tokenizer_fingerprint=(tokenizer_fingerprint(self.clf.tok) if self.clf.tok is not None
-                                                 else "none"),  # TF-IDF/ensemble: in the digest
-                          shard=cfg.shard,
-                          human_labels=self.human.digest() if self.human is not None else None,
-                          output_encoding=self._output_encoding(), reading=self._reading())
-
-    def job_identity(self) -> dict:
-        """What a shard's job record says every shard of one job shares (``shard.JOB_IDENTITY``), for this job."""
-        st = self.state
-        return {"input_content": self.input_fp, "rows": getattr(self, "total_rows", None),
-                "text_column": st.text_column, "labels": st.labels, "model_digest": st.model_digest,
-                "tokenizer_fingerprint": st.tokenizer_fingerprint, "output_encoding": self._output_encoding(),
-                "human_labels": st.human_labels, "reading": st.reading}
 
     def prepare_state(self) -> None:
         cfg = self.cfg
@@ -266,53 +252,6 @@ class FileLabeller:
                 warn(f"note: {self.partial} holds {saved['rows_done']:,} labelled rows of an earlier run; this run "
                      "starts over and replaces them (stop now and rerun with --resume to continue them instead)")
         self.out_enc = self._output_encoding()
-
-    def _reading(self) -> str:
-        """How the input is parsed: its format, separator, encoding (codecs' name) and errors setting."""
-        cfg = self.cfg
-        sep = cfg.sep or {"tsv": "\t", "csv": ","}.get(self.read_fmt, "")
-        return f"{self.read_fmt} sep={sep!r} {codecs.lookup(self.encoding).name} errors={cfg.encoding_errors}"
-
-    def _output_encoding(self) -> str:
-        if self.cfg.output_encoding:  # codecs' own name: UTF-8 and utf_8 are one encoding to --resume
-            return codecs.lookup(self.cfg.output_encoding).name
-        return "utf-8-sig" if self.out_fmt == "csv" else "utf-8"
-
-    def job_record(self) -> dict:
-        """What a finished output's record holds: the job (``shard.JOB_IDENTITY``), how the model was loaded, and
-        the counts. A shard's adds its number and content (``shard_job``); an unsharded output's is written by
-        ``shard.write_done`` once the output is in place."""
-        st, cfg = self.state, self.cfg
-        return {**self.job_identity(), "input": st.input, "model": st.model,
-                # how the model was loaded: shards of one folder loaded another way have another model_digest
-                "loading": f"--precision {cfg.precision}, --quantize {'on' if cfg.quantize else 'off'}, --backend "
-                           f"{getattr(self.clf, 'backend', 'torch')}",
-                "human_labels_file": self.human.path if self.human else None,
-                # the counts: a torchrun job (label/torchrun.py) reports the whole file from its shards'
-                "counts": {"rows": st.rows_done, "per_label": st.per_label, "status": st.status,
-                           "malformed": st.malformed, "reused": st.reused, "human": st.human,
-                           "flattened": st.flattened, "human_conflicts": self.human.conflicts if self.human else 0}}
-
-    def shard_job(self) -> dict:
-        """A shard's job record: what label-merge checks every shard agrees on (``shard.JOB_IDENTITY``), and the
-        shard's own number, rows and counts."""
-        # the shard file's own content (complete: written just before the rename), so label-merge can tell this
-        # shard from another's file copied over it (``shard.check_shard_files``)
-        return {**self.job_record(), "shard": self.cfg.shard, "output_content": content_fingerprint(self.partial)}
-
-    def _input_name(self) -> str:
-        return self.src.identity if self.in_fmt == "dataset" else str(self.src.resolve())
-
-    def _input_fingerprint(self, content: bool = False) -> str:
-        """The input file's fingerprint (``content``: the whole file's, as a shard's job record keeps it); a
-        dataset's is its data files' together (the Arrow or Parquet files a resume or a shard reads the same rows
-        from)."""
-        def one(path):
-            return content_fingerprint(path) if content else input_fingerprint(path)
-        if self.in_fmt != "dataset":
-            return one(self.src)
-        parts = [one(f) for f in self.rows.files] or [self.src.identity]
-        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
     def state_path_exists(self) -> bool:
         """True once a chunk is whole on disk (what an interrupted run can resume from)."""
@@ -359,22 +298,16 @@ class FileLabeller:
                 new_rows += self.write_chunk(chunk)
                 bar.update(len(chunk))  # the last, short chunk: a file smaller than chunk_rows is nothing else
             change = self.guard.check(self.partial, self.state_path) if self.guard is not None else None
-            if cfg.shard:  # before the shard is in place: label-merge finds no shard without its record
-                write_job(self.dst, self.shard_job())
-            # a record beside the finished output (shard.done_path), what a many-file --resume checks it by before
-            # skipping it: every run's (one file relabelled alone with another model was skipped by the times alone)
-            record = self.job_record() if not cfg.shard else None
-            done_path(self.dst).unlink(missing_ok=True)  # an earlier run's: it no longer describes the output
-            if self.workbook:
-                excel.to_workbook(self.partial, self.dst, self.state.rows_done, self.clf.labels, self.columns,
-                                  self.out_enc, self.cfg.progress)
-                self.state_path.unlink(missing_ok=True)
-                self.partial.unlink()
-            else:
-                os.replace(self.partial, self.dst)
-                self.state_path.unlink(missing_ok=True)
-            if record:  # after the output is in place: its content is part of the record
-                write_done(self.dst, record)
+            with self.recorded():  # the job's record beside the output (label/record.py)
+                if self.workbook:
+                    with naming(self.dst):
+                        excel.to_workbook(self.partial, self.dst, self.state.rows_done, self.clf.labels,
+                                          self.columns, self.out_enc, self.cfg.progress)
+                    self.state_path.unlink(missing_ok=True)
+                    self.partial.unlink()
+                else:
+                    os.replace(self.partial, self.dst)
+                    self.state_path.unlink(missing_ok=True)
         finally:
             bar.close()
         if change and (note := self.guard.note(change, self.dst)):
@@ -438,7 +371,7 @@ class FileLabeller:
                         state.rows_done + (0 if first or self.out_fmt == "jsonl" else 1))
         if first:  # an earlier run's record (kept until now: prepare_state) no longer describes the partial
             self.state_path.unlink(missing_ok=True)
-        with open(self.partial, "wb" if first else "ab") as f:
+        with naming(self.partial), open(self.partial, "wb" if first else "ab") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -473,17 +406,6 @@ def frozen_gc():
         yield
     finally:
         gc.unfreeze()
-
-
-def _check_writable(folder: Path, dst: Path) -> None:
-    # a real probe: permission bits say nothing for root, and a read-only mount ignores them
-    import tempfile
-
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
-            pass
-    except OSError as e:
-        raise InputError(f"{dst}: can't write in folder {folder} ({e.strerror or e})") from None
 
 
 def _given_separator_fix(fmt: str):

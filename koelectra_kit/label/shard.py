@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..io.fileio import same_file, write_json_atomic
 from ..io.workbook import EXCEL_SUFFIXES
 from ..runtime import warn
-from .paths import output_target
+from .paths import naming, output_target
 from .resume import content_fingerprint, same_job_value
 
 BOM = b"\xef\xbb\xbf"
@@ -36,6 +36,11 @@ def shard_path(output: Path, k: int, n: int) -> Path:
     """labelled.csv -> labelled.shard-03-of-12.csv (zero-padded so shell globs list shards in order)."""
     width = len(str(n))
     return output.with_name(f"{output.stem}.shard-{k:0{width}d}-of-{n}{output.suffix}")
+
+
+def unsharded_name(name: str) -> str:
+    """The name a shard's is made from (``shard_path``: out.shard-03-of-12.csv -> out.csv); another name as it is."""
+    return re.sub(r"\.shard-\d+-of-\d+(?=(\.[^./]*)?$)", "", name)
 
 
 # What every shard of one job shares. The input by content (``resume.content_fingerprint``), not path or time: a copy of
@@ -65,11 +70,13 @@ def write_done(output: Path, record: dict) -> None:
     """``output``'s record (``done_path``), once it is in place: the job of ``record`` (a run's ``job_record``, or a
     shard's, for the file its shards were joined into), without what only a shard has, and the output's content."""
     job = {k: v for k, v in record.items() if k not in ("shard", "output_content", "counts", "rows")}
-    write_json_atomic(done_path(output), {**job, "output_content": content_fingerprint(output)})
+    with naming(done_path(output)):
+        write_json_atomic(done_path(output), {**job, "output_content": content_fingerprint(output)})
 
 
 def write_job(shard: Path, job: dict) -> None:
-    write_json_atomic(job_path(shard), job)
+    with naming(job_path(shard)):
+        write_json_atomic(job_path(shard), job)
 
 
 def read_job(shard: Path, path: Path | None = None) -> dict | None:
@@ -262,23 +269,26 @@ def merge_shards(output: str | Path, overwrite: bool = False) -> tuple[Path, int
     headerless = output.suffix.lower() in (".csv", ".tsv")
     first_header = None
     tmp = dest.with_name(dest.name + ".merging")
-    with open(tmp, "wb") as out:
-        for i, path in enumerate(shards):
-            skip = _header_length(path) if headerless else 0
-            with open(path, "rb") as f:
-                header = f.read(skip)
-                if i == 0:
-                    first_header = header
-                    out.write(header)
-                elif headerless and header != first_header:
-                    tmp.unlink(missing_ok=True)
-                    raise InputError(f"can't merge {output}: {path.name} has other columns than {shards[0].name} "
-                                     "(shards of different jobs?)")
-                elif not headerless and f.read(3) != BOM:  # JSONL: only the first shard keeps a BOM
-                    f.seek(0)
-                shutil.copyfileobj(f, out, 1 << 20)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with naming(tmp), open(tmp, "wb") as out:
+            for i, path in enumerate(shards):
+                skip = _header_length(path) if headerless else 0
+                with open(path, "rb") as f:
+                    header = f.read(skip)
+                    if i == 0:
+                        first_header = header
+                        out.write(header)
+                    elif headerless and header != first_header:
+                        raise InputError(f"can't merge {output}: {path.name} has other columns than "
+                                         f"{shards[0].name} (shards of different jobs?)")
+                    elif not headerless and f.read(3) != BOM:  # JSONL: only the first shard keeps a BOM
+                        f.seek(0)
+                    shutil.copyfileobj(f, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:  # a full disk or a kill mid-join: no half-joined file left beside the shards
+        tmp.unlink(missing_ok=True)
+        raise
     done_path(dest).unlink(missing_ok=True)  # an earlier run's record: it no longer describes the output
     os.replace(tmp, dest)
     first = read_job(shards[0])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
-from ..runtime import world_size
+from ..runtime import log, world_size
 from .config import LabelConfig
 from .shard import job_path, merge_shards, read_job, shard_counts, shard_path
 from .summary import LabelSummary, plot_distribution
@@ -40,6 +40,7 @@ class Launch:
     local_rank: int
     local_world: int
     outputs: tuple[Path, ...] = ()
+    finished: tuple[str, ...] = ()  # inputs whose output --resume found complete and this job's: no rank labels them
     plot: str | None = None
     joining: bool = False  # rank 0, past the wait for the others: joining the shards into the outputs
 
@@ -60,7 +61,6 @@ class Launch:
     def rank_config(self, cfg: LabelConfig) -> LabelConfig:
         """``cfg`` as this rank runs it: its shard, its GPU or its share of the cores, progress on rank 0 only, the
         plot left to the end. Refuses what a torchrun job can't be, before any rank labels a row."""
-        self.outputs = refuse_for_ranks(cfg, self.world)
         self.plot, device, threads = cfg.plot, cfg.device, cfg.threads
         gpus = _gpus() if device in ("auto", "cuda") else 0
         if gpus:
@@ -68,8 +68,13 @@ class Launch:
             _use_gpu(self.local_rank % gpus)
         elif threads is None and not device.startswith("cuda"):
             threads = max(1, (os.cpu_count() or 1) // self.local_world)
-        return replace(cfg, shard=f"{self.rank + 1}/{self.world}", device=device, threads=threads, plot=None,
-                       progress=cfg.progress and self.is_main)
+        cfg = replace(cfg, device=device, threads=threads)  # (a finished output checked loads the model: here, too)
+        self.outputs, done = refuse_for_ranks(cfg, self.world)
+        self.finished = tuple(job.input for job in done)
+        if cfg.progress and self.is_main:
+            for job in done:
+                log(f"{job.output} is complete: skipped")
+        return replace(cfg, shard=f"{self.rank + 1}/{self.world}", plot=None, progress=cfg.progress and self.is_main)
 
     def meet(self) -> None:
         """Join the job's process group (gloo: on the host, no GPU memory) as the ranks start, so that at the end
@@ -121,9 +126,11 @@ class Launch:
             self.leave()
 
 
-def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:
-    """What a job of ``world`` ranks can't be, refused before any rank labels a row; the job's unsharded outputs."""
-    from .files import plan_jobs
+def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[tuple[Path, ...], tuple[LabelConfig, ...]]:
+    """What a job of ``world`` ranks can't be, refused before any rank labels a row; (the job's unsharded outputs
+    to join, the jobs whose output is complete and this job's: a many-file run's with --resume, skipped as one
+    process skips them, ``FilesLabeller.finished``)."""
+    from .files import FilesLabeller
 
     if cfg.shard is not None:
         raise ConfigError(f"shard={cfg.shard!r} under torchrun: each of its {world} processes labels its own shard of "
@@ -132,10 +139,14 @@ def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:
     if cfg.writes_workbook:
         raise ConfigError(f"{cfg.output}: under torchrun the ranks' shards are joined by their bytes, which a "
                           "workbook can't be; label into .csv under torchrun (or into .xlsx in one process)")
-    jobs, _ = plan_jobs(cfg)
-    outputs = tuple(Path(job.output) for job in jobs)
-    for out in outputs:  # before any labelling: the join at the end would refuse it after hours of work
+    files = FilesLabeller(cfg)  # (unsharded: the outputs the join writes)
+    outputs, finished = [], []
+    for job in files.jobs:  # before any labelling: the join at the end would refuse it after hours of work
+        out = Path(job.output)
         if out.exists() and not cfg.overwrite:
+            if files.finished(job):
+                finished.append(job)
+                continue
             state = "is complete" if cfg.resume else "exists"
             raise InputError(f"{out} {state}; pass --overwrite to label it again")
         stale = sorted({n for n in shard_counts(out) if n != world})
@@ -143,20 +154,22 @@ def refuse_for_ranks(cfg: LabelConfig, world: int) -> tuple[Path, ...]:
             raise InputError(f"{out}: shards of an earlier run of {', '.join(map(str, stale))} processes are beside it "
                              f"({shard_path(out, 1, stale[0]).name}, ...); remove them, or run with --nproc "
                              f"{stale[0]} to continue that run")
-    return outputs
+        outputs.append(out)
+    return tuple(outputs), tuple(finished)
 
 
 def check_job(cfg: LabelConfig, world: int) -> None:
     """Everything a job of ``world`` ranks would refuse before labelling, checked once in the process that starts
-    them (``label --nproc``) before any rank loads the model: ``refuse_for_ranks``, the model folder, and each input
-    and shard output as rank 1's shard sees them (the other ranks' differ only in the shard's number)."""
+    them (``label --nproc``) before any rank loads the model: ``refuse_for_ranks`` (with --resume, a finished output
+    is checked against its record with the model loaded here), the model folder, and each input and shard output as
+    rank 1's shard sees them (the other ranks' differ only in the shard's number)."""
     from ..classify.registry import toolkit_kind
     from ..hub.modelio import check_model_source
     from .files import FilesLabeller
     from .run import FileLabeller
 
-    refuse_for_ranks(cfg, world)
-    for job in FilesLabeller(replace(cfg, shard=f"1/{world}", plot=None)).jobs:
+    _, done = refuse_for_ranks(cfg, world)
+    for job in FilesLabeller(replace(cfg, shard=f"1/{world}", plot=None), skip=tuple(j.input for j in done)).jobs:
         FileLabeller(job).check_paths()
     if toolkit_kind(cfg.model) is None:  # a TF-IDF or ensemble folder has classifier.json, no config.json
         check_model_source(cfg.model)
