@@ -30,6 +30,10 @@ def test_classifier_card_metadata_matches_eval_json(finetuned_dir):
     for needed in ("import koelectra_kit", "finetune_config.yaml", "negative", "neutral", "positive", "Kiwi",
                    "Intended use and limits", f"{evaluation['train']['rows']} training rows"):
         assert needed in text, needed
+    # the pipeline call truncates as the classifier does (a folder from a published checkpoint crashes past 512
+    # tokens without it); tokenizer.json alone needs the toolkit's pre-split (tests/test_onnx.py runs the recipe)
+    assert 'clf("배송 빠르고 좋아요", truncation=True)' in text
+    assert 'KoTokenizer.from_pretrained("sentiment").presplit_batch(texts)' in text
 
 
 def test_encoder_card_parses_and_describes_the_run(tiny_run):
@@ -37,6 +41,10 @@ def test_encoder_card_parses_and_describes_the_run(tiny_run):
     assert (card.data.language, card.data.pipeline_tag) == ("ko", "feature-extraction")
     assert card.data.datasets == ["comments"]
     assert "comments.txt" in card.text and "import koelectra_kit" in card.text and "steps" in card.text
+    # its code loads the folder the model is in (RUN/discriminator), not the run folder
+    assert f'AutoModel.from_pretrained("{tiny_run.name}/discriminator")' in card.text
+    assert f"model={tiny_run.name}/discriminator" in card.text
+    assert "continued from" not in card.text and card.data.base_model is None and "init=" not in card.text
     assert not (tiny_run / "generator" / "README.md").exists()  # one card, on the encoder users fine-tune
 
 
@@ -47,6 +55,32 @@ def test_base_model_is_a_hub_id_or_left_out(tmp_path):
     assert hub_id_of(str(tmp_path)) is None  # a local folder is no base_model for the hub...
     (tmp_path / "README.md").write_text("---\nlanguage: ko\nmodel_name: me/ko-encoder\n---\n# x\n", encoding="utf-8")
     assert hub_id_of(str(tmp_path)) == "me/ko-encoder"  # ...unless its card names the repo it was pushed to
+
+
+def test_a_continued_runs_card_says_what_it_continued_and_its_command_does_the_same(tiny_run, tmp_path):
+    """The card's command left out init= and init_generator= (following it trained from random weights), the card
+    never said the run continued a checkpoint, and a hub checkpoint was no base_model."""
+    from koelectra_kit.classify.modelcard import encoder_card
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    tok = KoTokenizer.from_pretrained(tiny_run / "discriminator")
+    run = {"out": str(tmp_path / "ko-more"), "corpus": ["my_comments.txt"], "steps": 3, "tokens": 1000,
+           "init": "monologg/koelectra-small-v3-discriminator", "init_generator": "monologg/koelectra-small-v3-generator"}
+    card = encoder_card(run, None, tok)
+    assert card.data.base_model == "monologg/koelectra-small-v3-discriminator"
+    assert ("continued from `monologg/koelectra-small-v3-discriminator` (generator "
+            "`monologg/koelectra-small-v3-generator`)") in card.text
+    assert (f"`koelectra-kit pretrain corpus=[my_comments.txt] init=monologg/koelectra-small-v3-discriminator "
+            f"init_generator=monologg/koelectra-small-v3-generator out={tmp_path / 'ko-more'}`") in card.text
+    assert "1,000 tokens seen in this run" in card.text
+    # a local folder is named, and is no base_model; a run folder whose discriminator was pushed is its hub id
+    local = encoder_card({**run, "init": str(tiny_run), "init_generator": None}, None, tok)
+    assert local.data.base_model is None and f"continued from `{tiny_run}`:" in local.text
+    pushed = tmp_path / "pushed-run"
+    (pushed / "discriminator").mkdir(parents=True)
+    (pushed / "discriminator" / "README.md").write_text("---\nmodel_name: me/ko-encoder\n---\n# x\n",
+                                                         encoding="utf-8")
+    assert encoder_card({**run, "init": str(pushed)}, None, tok).data.base_model == "me/ko-encoder"
 
 
 def test_push_without_network_is_one_line_after_a_complete_save(tiny_encoder_dir, sample_dir, tmp_path, capsys):

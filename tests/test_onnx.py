@@ -82,7 +82,8 @@ def test_export_cli_writes_dynamic_axes_and_the_folder_export_is_used(finetuned_
     assert "model.onnx" in printed and "model_quantized.onnx" in printed
     graph = onnx.load(str(folder / "onnx" / "model.onnx")).graph
     dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input}
-    assert dims == {"input_ids": ["batch", "sequence"], "attention_mask": ["batch", "sequence"]}
+    assert dims == {"input_ids": ["batch", "sequence"], "attention_mask": ["batch", "sequence"],
+                    "token_type_ids": ["batch", "sequence"]}
     clf = Classifier.load(folder, device="cpu", backend="onnx")
     assert clf.model.path == folder / "onnx" / "model.onnx"  # newer than the weights: the folder's own export
     reference = Classifier.load(folder, device="cpu", precision="fp32", backend="torch")
@@ -211,3 +212,116 @@ def test_a_model_with_fewer_than_24_positions_exports(tiny_classifier_dir, tmp_p
     assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
     got = Classifier.load(folder, device="cpu", backend="onnx").predict(["재밌어요", "별로"])
     assert len(got.labels) == 2
+
+
+def _torch_logits(folder, ids, mask):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).float().eval()
+    with torch.no_grad():
+        return model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+
+
+def test_the_exported_graph_takes_what_the_folders_tokenizer_gives(finetuned_dir, tmp_path, capsys):
+    """The graph took only input_ids and attention_mask: ``sess.run(None, dict(tok(texts, return_tensors="np")))``
+    (transformers' tokenizers give token_type_ids too, as optimum's ELECTRA export takes them) was "Invalid input
+    name: token_type_ids". fp32 and int8 both take them; the toolkit's backend feeds them, and still reads an export
+    made before (two inputs)."""
+    import shutil
+
+    import onnxruntime as ort
+    from transformers import AutoTokenizer
+
+    from koelectra_kit.classify.classifier import Classifier  # (importing koelectra_kit registers the tokenizer)
+    from koelectra_kit.cli import main
+
+    folder = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, folder)
+    assert main(["export", "--model", str(folder), "--onnx", "--int8"]) == 0
+    capsys.readouterr()
+    texts = ["배송 빠르고 좋아요ㅋㅋㅋㅋㅋ", "별로예요", "재밌어요 다시 살게요 " * 40]  # the last: past max_length
+    inputs = dict(AutoTokenizer.from_pretrained(folder)(texts, padding=True, return_tensors="np"))
+    assert set(inputs) == {"input_ids", "token_type_ids", "attention_mask"}
+    ref = _torch_logits(folder, inputs["input_ids"], inputs["attention_mask"])
+    for name, tolerance in (("model.onnx", 1e-3), ("model_quantized.onnx", 0.5)):
+        session = ort.InferenceSession(str(folder / "onnx" / name), providers=["CPUExecutionProvider"])
+        logits = session.run(None, inputs)[0]
+        assert np.abs(logits - ref).max() < tolerance, name
+    reference = Classifier.load(folder, device="cpu", precision="fp32", backend="torch").predict(texts)
+    for quantize in (False, True):  # the toolkit's own backend on these graphs (it feeds token_type_ids)
+        got = Classifier.load(folder, device="cpu", backend="onnx", quantize=quantize).predict(texts)
+        assert np.abs(np.asarray(got.probs) - np.asarray(reference.probs)).max() < (0.1 if quantize else 1e-3)
+    # an export made before the graph took token_type_ids (two inputs) is still read: the backend feeds the inputs
+    # the session names
+    old = _two_input_export(folder)
+    clf = Classifier.load(folder, device="cpu", backend="onnx")
+    assert clf.model.path == old  # the folder's own (older) export
+    assert np.abs(np.asarray(clf.predict(texts).probs) - np.asarray(reference.probs)).max() < 1e-3
+
+
+def _two_input_export(folder):
+    """onnx/model.onnx as exports were made before token_type_ids: input_ids and attention_mask only."""
+    import warnings
+
+    import onnx
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from koelectra_kit.classify.onnx_backend import DIGEST_KEY, probe_batch, weights_digest
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).float().eval()
+    ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0,
+                            positions=model.config.max_position_embeddings)
+    path = folder / "onnx" / "model.onnx"
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes, as export_onnx silences them
+        torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False)
+    graph = onnx.load(str(path))
+    graph.metadata_props.add(key=DIGEST_KEY, value=weights_digest(model))
+    onnx.save(graph, str(path))
+    assert [i.name for i in onnx.load(str(path)).graph.input] == ["input_ids", "attention_mask"]
+    return path
+
+
+def test_the_model_cards_recipe_outside_python_gives_the_models_ids_and_raw_text_does_not(finetuned_dir, tmp_path,
+                                                                                          capsys, sample_dir):
+    """What the card and docs/huggingface.md tell a user of tokenizer.json (transformers.js, optimum, the
+    ``tokenizers`` library): pre-split with KoTokenizer.presplit_batch, truncate to max_length, and the ONNX graph
+    gives Classifier's labels; on raw text tokenizer.json takes the text without complaint and gives other ids."""
+    import json
+    import shutil
+
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from koelectra_kit.classify.classifier import Classifier
+    from koelectra_kit.cli import main
+    from koelectra_kit.tokenizer import KoTokenizer
+
+    folder = tmp_path / "clf"
+    shutil.copytree(finetuned_dir, folder)
+    assert main(["export", "--model", str(folder), "--onnx"]) == 0
+    assert "tokenizer.json alone (transformers.js, optimum) expects text pre-split" in capsys.readouterr().out
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "presplit_batch" in card and "token_type_ids" in card and "onnx/model.onnx" in card
+    texts = pd.read_csv(sample_dir / "reviews_unlabelled.csv")["review"].dropna().astype(str).tolist()
+    texts += ["배송 빠르고 좋아요ㅋㅋㅋㅋㅋ", "재밌어요 다시 살게요 " * 40]
+    max_length = json.loads((folder / "config.json").read_text(encoding="utf-8"))["koelectra_kit"]["max_length"]
+    plain = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    plain.enable_truncation(max_length)
+    plain.enable_padding(pad_id=KoTokenizer.from_pretrained(folder).pad_token_id)
+    ours = KoTokenizer.from_pretrained(folder).encode_batch(texts, max_length=max_length)["input_ids"]
+    raw = plain.encode_batch(texts)
+    assert sum([t for t in e.ids if t or not e.attention_mask] != list(r) for e, r in zip(raw, ours)) > 0
+    pre = plain.encode_batch(KoTokenizer.from_pretrained(folder).presplit_batch(texts))
+    assert [[t for t, m in zip(e.ids, e.attention_mask) if m] for e in pre] == [list(r) for r in ours]
+    session = ort.InferenceSession(str(folder / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
+    ids = np.array([e.ids for e in pre], dtype=np.int64)
+    logits = session.run(None, {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in pre],
+                                                                             dtype=np.int64),
+                                "token_type_ids": np.zeros_like(ids)})[0]
+    clf = Classifier.load(folder, device="cpu", precision="fp32", backend="torch")
+    assert [clf.labels[i] for i in logits.argmax(1)] == clf.predict(texts).labels

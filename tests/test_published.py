@@ -181,6 +181,31 @@ def test_finetuned_published_folder_labels_the_same_in_plain_transformers(pub, p
     assert len(set(got.labels)) > 1  # a trained head, not one constant answer
 
 
+def _card_code(card_text: str) -> str:
+    return re.search(r"```python\n(.*?)```", card_text, re.S).group(1)
+
+
+def test_the_card_of_a_folder_from_a_published_checkpoint_describes_its_own_tokenizer(pub, pub_finetuned,
+                                                                                       monkeypatch):
+    """The card described the toolkit's tokenizer (normalization, pre-split, "loading fails without import
+    koelectra_kit"): all false for a folder holding the checkpoint's BertTokenizer. Its code runs as shown, in plain
+    transformers, and truncates (a text past the model's positions crashed the pipeline without truncation=True)."""
+    from huggingface_hub import ModelCard
+
+    text = ModelCard.load(pub_finetuned / "README.md").text
+    for wrong in ("koelectra-kit's Korean tokenizer", "normalization for noisy comments", "loading fails",
+                  "presplit_batch"):
+        assert wrong not in text, wrong
+    assert f"`BertTokenizer` (WordPiece, {len(pub.vocab):,} tokens" in text and "no Kiwi pre-split" in text
+    assert "with or without `import koelectra_kit`" in text
+    config = json.loads((pub_finetuned / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config.get("tokenizer_class") != "KoElectraKitTokenizer"  # what "loads without the import" rests on
+    code = _card_code(text)
+    assert code.startswith("from transformers import pipeline") and "truncation=True" in code
+    monkeypatch.chdir(pub_finetuned.parent)  # the card names the folder as its parent sees it
+    exec(code.replace('clf("배송 빠르고 좋아요", truncation=True)', 'clf("좋아요 " * 600, truncation=True)'), {})
+
+
 def test_label_and_evaluate_a_published_finetune_and_a_published_classifier(pub, pub_finetuned, sample_dir,
                                                                               tmp_path):
     from transformers import pipeline
@@ -204,7 +229,7 @@ def test_label_and_evaluate_a_published_finetune_and_a_published_classifier(pub,
     assert clf.predict(texts).labels == [a["label"] for a in answers]
 
 
-def test_distill_export_and_app_with_published_folders(pub, pub_finetuned, sample_dir, tmp_path):
+def test_distill_export_and_app_with_published_folders(pub, pub_finetuned, sample_dir, tmp_path, capsys):
     from transformers import AutoTokenizer
 
     from koelectra_kit.classify.classifier import Classifier
@@ -223,10 +248,27 @@ def test_distill_export_and_app_with_published_folders(pub, pub_finetuned, sampl
     folder = tmp_path / "clf"
     shutil.copytree(pub_finetuned, folder)
     assert main(["export", "--model", str(folder), "--onnx"]) == 0
+    assert "presplit_batch" not in capsys.readouterr().out  # the checkpoint's tokenizer.json is all of it
     onnx = Classifier.load(folder, device="cpu", backend="onnx")
     reference = Classifier.load(folder, device="cpu", precision="fp32", backend="torch")
     assert onnx.model.path == folder / "onnx" / "model.onnx"
     assert onnx.predict(_texts(sample_dir)).labels == reference.predict(_texts(sample_dir)).labels
+    # the card's ONNX recipe: the graph takes what the checkpoint's tokenizer gives (token_type_ids included), and
+    # tokenizer.json alone gives the same ids (no pre-split of ours to add)
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "`tokenizer.json` (the checkpoint's whole tokenizer)" in card and "presplit_batch" not in card
+    session = onnxruntime.InferenceSession(str(folder / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
+    inputs = AutoTokenizer.from_pretrained(folder)(_texts(sample_dir), padding=True, truncation=True,
+                                                    return_tensors="np")
+    logits = session.run(None, dict(inputs))[0]
+    assert [LABELS[i] for i in logits.argmax(1)] == reference.predict(_texts(sample_dir)).labels
+    plain = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    plain.enable_truncation(reference.max_length)
+    assert [e.ids for e in plain.encode_batch(_texts(sample_dir))] == \
+        [list(r) for r in reference.tok.encode_batch(_texts(sample_dir), max_length=reference.max_length)["input_ids"]]
 
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
@@ -290,7 +332,7 @@ def test_init_generator_loads_the_published_generator_with_shared_embeddings(pub
     assert src.generator is None and model.generator.config.hidden_size == 8  # cpu-30min's generator.size 0.25
 
 
-def test_pretrain_cli_continues_a_published_pair(pub, sample_dir, tmp_path, capsys):
+def test_pretrain_cli_continues_a_published_pair(pub, sample_dir, tmp_path, capsys, monkeypatch):
     from transformers import AutoTokenizer, ElectraForMaskedLM
 
     out = tmp_path / "continued"
@@ -307,6 +349,21 @@ def test_pretrain_cli_continues_a_published_pair(pub, sample_dir, tmp_path, caps
         assert AutoTokenizer.from_pretrained(out / name)(texts)["input_ids"] == \
             AutoTokenizer.from_pretrained(pub.disc)(texts)["input_ids"]
     assert f"init_generator: {pub.gen}" in (out / "config.yaml").read_text(encoding="utf-8")
+    # its card: the command continues the pair (without init= it trains from random weights), says so, describes the
+    # checkpoint's tokenizer, and its code loads the discriminator folder in plain transformers
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "discriminator" / "README.md")
+    assert f"init={pub.disc} init_generator={pub.gen} out={out}`" in card.text
+    assert f"continued from `{pub.disc}` (generator `{pub.gen}`)" in card.text
+    assert card.data.base_model is None  # a local folder: named in the text, no hub id
+    assert "koelectra-kit's Korean tokenizer" not in card.text and "`BertTokenizer`" in card.text
+    code = _card_code(card.text)
+    assert 'AutoTokenizer.from_pretrained("continued/discriminator")' in code and "koelectra_kit" not in code
+    namespace: dict = {}
+    monkeypatch.chdir(tmp_path)
+    exec(code, namespace)
+    assert type(namespace["enc"]).__name__ == "ElectraModel" and type(namespace["tok"]).__name__ == "BertTokenizer"
 
 
 def test_bad_init_generator_is_one_line(pub, sample_dir, tmp_path, capsys):

@@ -5,7 +5,8 @@ library, pipeline tag, datasets, base model, ``model-index`` with the evaluation
     card = classifier_card(cfg, result, labels, tok, data_report); write_card(card, folder)
 
 The text says what a user must know before relying on the model: how it was trained (command, data, compute), how
-its tokenizer works (and that ``import koelectra_kit`` is needed to load it), the label set, intended use and limits.
+its tokenizer works (the toolkit's needs ``import koelectra_kit``, and ``tokenizer.json`` alone needs pre-split text;
+a published checkpoint's own loads in plain transformers), the label set, intended use and limits.
 """
 from __future__ import annotations
 
@@ -21,23 +22,34 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def hub_id_of(source: str | None) -> str | None:
     """``source`` if it names a hub model (not a local folder), else the hub id the local folder's own card
-    records as its name (a run pushed with push_to_hub); None when unknown. The hub's base_model must be a hub id."""
+    records as its name (a run pushed with push_to_hub; a run folder's card is its discriminator's); None when
+    unknown. The hub's base_model must be a hub id."""
     if not source:
         return None
     path = Path(source)
     if not path.exists():
         return source if _HUB_ID.match(source) else None
+    card = path / "README.md"
+    if not card.is_file() and (path / "discriminator" / "README.md").is_file():  # init= a run folder
+        card = path / "discriminator" / "README.md"
     try:
         from huggingface_hub import ModelCard
 
-        name = getattr(ModelCard.load(path / "README.md").data, "model_name", None)
+        name = getattr(ModelCard.load(card).data, "model_name", None)
     except Exception:  # noqa: BLE001 - no card, or not one of ours: no base_model
         return None
     return name if isinstance(name, str) and _HUB_ID.match(name) else None
 
 
-def tokenizer_description(tok) -> str:
-    """What the tokenizer does, in a paragraph: the user of the card must know it is not plain WordPiece."""
+def tokenizer_description(tok, where: str) -> str:
+    """What the tokenizer does, in a paragraph: the user of the card must know whether it is plain WordPiece.
+    ``where``: the folder or hub id the card's code loads."""
+    if tok.hf is not None:  # a published checkpoint's own (KcELECTRA's BertTokenizer): tokenizer.json is all of it
+        return (f"The checkpoint's own tokenizer, as transformers loads it: `{type(tok.hf).__name__}` "
+                f"({type(tok.backend.model).__name__}, {tok.vocab_size:,} tokens, with its own normalization); "
+                "koelectra-kit adds no normalization and no Kiwi pre-split. `tokenizer.json` holds all of it: "
+                "`AutoTokenizer` and `pipeline` load it with or without `import koelectra_kit`, and readers of "
+                "`tokenizer.json` outside Python (transformers.js, optimum) give the same ids.")
     model = {"wordpiece": "WordPiece", "characters": "a character vocabulary (WordPiece over single characters)",
              "unigram": "a sentencepiece unigram model with byte fallback"}.get(tok.model, tok.model)
     presplit = {"kiwi": "Kiwi morpheme pre-split (pieces glued to the previous one carry `##`)",
@@ -53,7 +65,33 @@ def tokenizer_description(tok) -> str:
             f"{tok.vocab_size:,} tokens.{pinned} The normalization and pre-split run in Python, so "
             "`tokenizer.json` alone is not enough: `import koelectra_kit` registers the `KoElectraKitTokenizer` "
             "class that `AutoTokenizer` and `pipeline` then use (without the import, loading fails with a message "
-            "naming the package; never `trust_remote_code`).")
+            "naming the package; never `trust_remote_code`). Readers of `tokenizer.json` alone (transformers.js, "
+            "optimum, the `tokenizers` library) take raw text without complaint but give other ids, so other "
+            "predictions: feed them the texts normalized and pre-split by koelectra-kit, "
+            f"`KoTokenizer.from_pretrained(\"{where}\").presplit_batch(texts)` "
+            "(`from koelectra_kit.tokenizer import KoTokenizer`).")
+
+
+def _import_line(tok) -> str:
+    """The first line of a card's code: the import the toolkit's tokenizer needs; none for a published
+    checkpoint's own, which loads in plain transformers."""
+    if tok.hf is not None:
+        return ""
+    return ("import koelectra_kit  # registers the tokenizer class; without it loading fails (by design, never "
+            "silently)\n")
+
+
+def _onnx_section(tok, name: str, max_length: int) -> str:
+    """How to feed the ONNX export (``koelectra-kit export --onnx``): its inputs, and where its ids come from."""
+    ids = ("`tokenizer.json` on the `presplit_batch` texts (above), never on raw text" if tok.hf is None else
+           "`tokenizer.json` (the checkpoint's whole tokenizer)")
+    return (f"`koelectra-kit export --model {name} --onnx` (`--int8` for an int8 copy) writes `onnx/model.onnx` "
+            "(`onnx/model_quantized.onnx`), where transformers.js and optimum look: inputs `input_ids`, "
+            "`attention_mask` and `token_type_ids` (zeros) [batch, sequence], output `logits`. Encode with this "
+            f"folder's tokenizer, truncated to {max_length} tokens: in Python `tok = AutoTokenizer.from_pretrained("
+            f"\"{name}\")`{' after `import koelectra_kit`' if tok.hf is None else ''}, then `session.run(None, "
+            "dict(tok(texts, padding=True, truncation=True, return_tensors=\"np\")))`; elsewhere "
+            f"{ids}.")
 
 
 def _card(data, body: str):
@@ -91,7 +129,7 @@ def _limits(report: dict, max_length: int) -> str:
     per = report["per_class"]
     weakest = min(report["labels"], key=lambda lab: per[lab]["f1"])
     neutral = [lab for lab in report["labels"] if lab.lower() in ("neutral", "neu", "중립", "보통")]
-    lines = [f"- Domain: Korean online reviews and comments like the training data; other registers (news, "
+    lines = ["- Domain: Korean online reviews and comments like the training data; other registers (news, "
              "formal documents, other languages) were not evaluated.",
              f"- The weakest class on dev is **{weakest}** (F1 {per[weakest]['f1']:.3f}); read its labels with care."]
     if neutral:
@@ -129,11 +167,11 @@ koelectra-kit.
 ## Use
 
 ```python
-import koelectra_kit  # registers the tokenizer class; without it loading fails (by design, never silently)
-from transformers import pipeline
+{_import_line(tok)}from transformers import pipeline
 clf = pipeline("text-classification", model="{name}")
-clf("배송 빠르고 좋아요")
-# or: koelectra_kit.classify.classifier.Classifier.load("{name}").predict(["배송 빠르고 좋아요"]).labels
+clf("배송 빠르고 좋아요", truncation=True)  # a text past {cfg.max_length} tokens is cut, as in training
+# or: from koelectra_kit.classify.classifier import Classifier
+#     Classifier.load("{name}").predict(["배송 빠르고 좋아요"]).labels
 ```
 
 ## Labels and dev scores
@@ -160,7 +198,11 @@ Accuracy **{report['accuracy']:.4f}**, macro-F1 **{report['macro_f1']:.4f}** on 
 
 ## Tokenizer
 
-{tokenizer_description(tok)}
+{tokenizer_description(tok, name)}
+
+## ONNX
+
+{_onnx_section(tok, name, cfg.max_length)}
 
 ## Intended use and limits
 
@@ -171,6 +213,16 @@ Sentiment labelling of Korean user texts (reviews, comments) in bulk, with a per
     return _card(data, body)
 
 
+def _pretrain_command(run: dict, corpus: list[str]) -> str:
+    """The command line of the run: its data, what it continued from (the same command without init= trains from
+    random weights), a tokenizer it was given, an objective other than the default, its folder."""
+    parts = [f"prepared={run['prepared']}" if run.get("prepared") else f"corpus=[{','.join(corpus)}]"]
+    parts += [f"{key}={run[key]}" for key in ("tokenizer", "init", "init_generator") if run.get(key)]
+    if run.get("objective", "electra") != "electra":
+        parts.append(f"objective={run['objective']}")
+    return " ".join(["koelectra-kit pretrain", *parts, f"out={run.get('out', 'RUN')}"])
+
+
 def encoder_card(run: dict, metrics: dict | None, tok, n_params: int | None = None):
     """The pretrained discriminator's card. ``run``: the run's resolved config (a dict); ``metrics``: the last
     metrics row. Pretraining has no held-out evaluation, so there is no model-index: its numbers would be training
@@ -178,11 +230,16 @@ def encoder_card(run: dict, metrics: dict | None, tok, n_params: int | None = No
     from huggingface_hub import ModelCardData
 
     name = run.get("push_to_hub") or Path(run.get("out") or "discriminator").name
+    where = run.get("push_to_hub") or f"{name}/discriminator"  # what loads: the run folder's discriminator/
     corpus = [str(p) for p in run.get("corpus") or []]
     datasets = list(run.get("card_datasets") or []) or list(dict.fromkeys(card_name(p) for p in corpus))
+    init, init_generator = run.get("init"), run.get("init_generator")
     data = ModelCardData(language="ko", license=run.get("card_license", "apache-2.0"), library_name=LIBRARY,
                          pipeline_tag="feature-extraction", datasets=datasets or None, model_name=name,
-                         tags=["koelectra-kit", "electra", "korean", "pretraining"])
+                         base_model=hub_id_of(init), tags=["koelectra-kit", "electra", "korean", "pretraining"])
+    seen = " in this run" if init else ""  # (not counting the pretraining of the checkpoint it continued)
+    continued = (f", continued from `{init}`" + (f" (generator `{init_generator}`)" if init_generator else "")
+                 if init else "")
     m, model = metrics or {}, run.get("model") or {}
     stats = ", ".join(f"{k} {m[k]:.3f}" for k in ("disc_acc", "disc_auc", "gen_acc") if isinstance(m.get(k), float))
     if stats and m.get("step") != run.get("steps", m.get("step")):
@@ -193,21 +250,20 @@ def encoder_card(run: dict, metrics: dict | None, tok, n_params: int | None = No
 # {name}
 
 A Korean ELECTRA discriminator pretrained with koelectra-kit
-(objective `{run.get('objective', 'electra')}`): an encoder to fine-tune, not a finished classifier.
+(objective `{run.get('objective', 'electra')}`){continued}: an encoder to fine-tune, not a finished classifier.
 
 ## Use
 
 ```python
-import koelectra_kit  # registers the tokenizer class; without it loading fails (by design, never silently)
-from transformers import AutoModel, AutoTokenizer
-tok = AutoTokenizer.from_pretrained("{name}"); enc = AutoModel.from_pretrained("{name}")
+{_import_line(tok)}from transformers import AutoModel, AutoTokenizer
+tok = AutoTokenizer.from_pretrained("{where}"); enc = AutoModel.from_pretrained("{where}")
 ```
-Fine-tune: `koelectra-kit finetune --config sentiment model={name} train=reviews.csv out=CLF`.
+Fine-tune: `koelectra-kit finetune --config sentiment model={where} train=reviews.csv out=CLF`.
 
 ## Training
 
-- Command: `koelectra-kit pretrain {f"prepared={run['prepared']}" if run.get('prepared') else f"corpus=[{','.join(corpus)}]"} out={run.get('out', 'RUN')}` with the settings below
-- Data: {", ".join(f"`{c}`" for c in corpus) or "(not recorded)"}; {tokens:,} tokens seen
+- Command: `{_pretrain_command(run, corpus)}` with the settings below
+- Data: {", ".join(f"`{c}`" for c in corpus) or "(not recorded)"}; {tokens:,} tokens seen{seen}
 - Model: hidden {model.get('hidden_size')}, {model.get('num_layers')} layers, {model.get('num_heads')} heads,
   sequence length {run.get('seq_len')}{f", {n_params / 1e6:.1f}M parameters" if n_params else ""}
 - Recipe: {steps} steps{stop_note}, batch {run.get('batch_size')}, peak lr {run.get('lr')}, schedule
@@ -216,7 +272,7 @@ Fine-tune: `koelectra-kit finetune --config sentiment model={name} train=reviews
 
 ## Tokenizer
 
-{tokenizer_description(tok)}
+{tokenizer_description(tok, where)}
 
 ## Intended use and limits
 

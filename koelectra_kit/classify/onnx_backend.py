@@ -30,6 +30,9 @@ FP32_TOLERANCE = 1e-3  # max |logit difference| accepted between torch fp32 and 
 # is used only for those weights: by file times alone, `export --model A --out B/onnx` (or B's weights replaced by
 # an older file) had B label with A's graph, exit 0.
 DIGEST_KEY = "koelectra_kit.weights_digest"
+# The graph's inputs, in the model's forward order. Exports made before token_type_ids was one take the first two:
+# ``feeds`` gives a session the inputs it names.
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def require_onnxruntime():
@@ -63,9 +66,11 @@ def probe_batch(vocab_size: int, pad_id: int, seed: int = 0, positions: int = 24
 
 
 def export_onnx(model, dest: str | Path, opset: int = OPSET) -> Path:
-    """``model`` (a sequence classifier, fp32) -> ``dest``: inputs input_ids and attention_mask [batch, sequence],
-    output logits [batch, num_labels]. The TorchScript exporter (``dynamo=False``): ~10x faster than the dynamo one
-    on these models and needs no onnxscript; the dynamo exporter where the old one is gone."""
+    """``model`` (a sequence classifier, fp32) -> ``dest``: inputs input_ids, attention_mask and token_type_ids
+    [batch, sequence], output logits [batch, num_labels]. token_type_ids as optimum's ELECTRA export takes them:
+    transformers' tokenizers return them, and ``sess.run(None, dict(tok(texts, return_tensors="np")))`` failed on
+    a graph without them ("Invalid input name"). The TorchScript exporter (``dynamo=False``): ~10x faster than the
+    dynamo one on these models and needs no onnxscript; the dynamo exporter where the old one is gone."""
     import torch
 
     dest = Path(dest)
@@ -73,16 +78,16 @@ def export_onnx(model, dest: str | Path, opset: int = OPSET) -> Path:
     model = model.eval()
     ids, mask = probe_batch(model.config.vocab_size, model.config.pad_token_id or 0,
                             positions=model.config.max_position_embeddings)
-    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-            "logits": {0: "batch"}}
+    args = (ids, mask, torch.zeros_like(ids))  # forward's order: input_ids, attention_mask, token_type_ids
+    axes = {**{name: {0: "batch", 1: "sequence"} for name in INPUTS}, "logits": {0: "batch"}}
     with atomic_path(dest, suffix=".onnx") as tmp, warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer notes about shapes the mask makes constant: checked below
         try:
-            torch.onnx.export(model, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"],
-                              output_names=["logits"], dynamic_axes=axes, opset_version=opset, dynamo=False)
+            torch.onnx.export(model, args, str(tmp), input_names=list(INPUTS), output_names=["logits"],
+                              dynamic_axes=axes, opset_version=opset, dynamo=False)
         except TypeError:  # a torch without the TorchScript exporter
-            torch.onnx.export(model, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"],
-                              output_names=["logits"], dynamic_axes=axes, opset_version=opset, dynamo=True)
+            torch.onnx.export(model, args, str(tmp), input_names=list(INPUTS), output_names=["logits"],
+                              dynamic_axes=axes, opset_version=opset, dynamo=True)
         _stamp(tmp, weights_digest(model))
     return dest
 
@@ -138,8 +143,16 @@ def max_logit_difference(session, model) -> float:
                             positions=model.config.max_position_embeddings)
     with torch.no_grad():
         ref = model(input_ids=ids, attention_mask=mask).logits.float().numpy()
-    got = session.run(["logits"], {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    got = session.run(["logits"], feeds(session, ids, mask))[0]
     return float(np.abs(got - ref).max())
+
+
+def feeds(session, input_ids, attention_mask) -> dict:
+    """The inputs ``session`` names, from (input_ids, attention_mask) tensors: token_type_ids all zeros (one
+    segment, as the classifier is trained), left out for an export made before the graph took them."""
+    ids = input_ids.cpu().numpy()
+    given = {"input_ids": ids, "attention_mask": attention_mask.cpu().numpy(), "token_type_ids": np.zeros_like(ids)}
+    return {i.name: given[i.name] for i in session.get_inputs()}
 
 
 def weights_digest(model) -> str:
@@ -237,8 +250,8 @@ class OnnxModel:
     def __call__(self, input_ids, attention_mask):
         import torch
 
-        logits = self._live_session().run(["logits"], {"input_ids": input_ids.cpu().numpy(),
-                                               "attention_mask": attention_mask.cpu().numpy()})[0]
+        session = self._live_session()
+        logits = session.run(["logits"], feeds(session, input_ids, attention_mask))[0]
         return SimpleNamespace(logits=torch.from_numpy(logits))
 
     def __repr__(self) -> str:

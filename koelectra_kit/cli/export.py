@@ -9,9 +9,12 @@ examples:
   koelectra-kit export --model runs/sentiment --onnx --int8           # + onnx/model_quantized.onnx
   koelectra-kit export --model runs/sentiment --push-to-hub me/koelectra-sentiment --private
 
-ONNX: inputs input_ids and attention_mask [batch, sequence] (both axes dynamic), output logits; each export is
-checked against the torch model's logits. The folder's onnx/ files are what Classifier.load(folder,
-backend="onnx") and `koelectra-kit label --backend onnx` use (they export into the cache when it has none).
+ONNX: inputs input_ids, attention_mask and token_type_ids (zeros) [batch, sequence] (both axes dynamic), output
+logits; each export is checked against the torch model's logits. The folder's onnx/ files are what
+Classifier.load(folder, backend="onnx") and `koelectra-kit label --backend onnx` use (they export into the cache
+when it has none). A folder with the toolkit's tokenizer: its tokenizer.json (what transformers.js and optimum
+read) expects text pre-split by KoTokenizer.presplit_batch and gives other ids on raw text, without an error (the
+model card's ONNX section).
 Needs the onnx extra: pip install 'koelectra-kit[onnx]'. The hub push uploads the whole folder (model card
 included) and needs a token (hf auth login, or HF_TOKEN)."""
 
@@ -70,7 +73,8 @@ def run(args) -> int:
 
         kind = toolkit_kind(args.model)
         if kind:  # (a --push-to-hub of such a folder is fine: it is files)
-            raise InputError(f"--model {args.model} is {'an' if kind == 'ensemble' else 'a'} {kind} folder: --onnx exports fine-tuned encoders; "
+            raise InputError(f"--model {args.model} is {'an' if kind == 'ensemble' else 'a'} {kind} folder: --onnx "
+                             "exports fine-tuned encoders; "
                              f"{'its encoder member' if kind == 'ensemble' else 'label reads it as it is'} "
                              f"{'can be exported on its own' if kind == 'ensemble' else '(no export needed)'}")
         if args.out is not None and not args.out.strip():  # "" silently meant MODEL/onnx, " " made a folder " " here
@@ -119,7 +123,7 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
     source = check_model_source(model_dir, "--model")
     _check_classifier(source)
     try:  # the .onnx runs with the folder's tokenizer (Classifier.load(MODEL, backend="onnx"), label --backend onnx)
-        KoTokenizer.from_pretrained(source)
+        tok = KoTokenizer.from_pretrained(source)
     except InputError as e:
         if not Path(source).is_dir():  # a name that is no folder here, tried as a hub id: not "no usable tokenizer"
             raise InputError(f"--model {source}: no such folder, and as a hub id it can't be loaded ({e})") from None
@@ -169,6 +173,10 @@ def export_classifier(model_dir: str, out, int8: bool = False, opset: int | None
         lines.append(f"wrote {q} ({q.stat().st_size / 2**20:.1f} MiB): max |prob - torch fp32| "
                      f"{float(np.abs(got - ref).max()):.2g} on random ids; int8 moves probabilities: check its "
                      "labels on your dev set (Classifier.load(MODEL, backend='onnx', quantize=True))")
+    if tok.hf is None:  # the toolkit's tokenizer: a user of the .onnx outside koelectra-kit must hear it here
+        lines.append("outside koelectra-kit: tokenizer.json alone (transformers.js, optimum) expects text pre-split by "
+                     "KoTokenizer.presplit_batch; on raw text it gives other ids and labels, without an error "
+                     "(docs/huggingface.md#onnx)")
     return lines
 
 
@@ -188,5 +196,6 @@ def _check_classifier(source: str) -> None:
     except (ValueError, AttributeError):
         raise InputError(f"--model {source}: config.json is not a model config") from None
     if arch and not any(str(a).endswith("ForSequenceClassification") for a in arch):
-        raise InputError(f"--model {source} is not a fine-tuned classifier (architectures: {', '.join(map(str, arch))}; a "
-                         "pretraining discriminator or a bare encoder?); fine-tune it with `koelectra-kit finetune` first")
+        raise InputError(f"--model {source} is not a fine-tuned classifier (architectures: "
+                         f"{', '.join(map(str, arch))}; a pretraining discriminator or a bare encoder?); fine-tune it "
+                         "with `koelectra-kit finetune` first")
