@@ -347,7 +347,7 @@ def test_row_order_is_a_permutation_per_epoch_and_deterministic():
 class FakeTok:
     """Enough of KoTokenizer for build_packed_cache: one id list per line, ids from characters."""
 
-    vocab_size, pad_token_id, cls_token_id, sep_token_id = 300, 0, 2, 3
+    vocab_size, pad_token_id, unk_token_id, cls_token_id, sep_token_id = 300, 0, 1, 2, 3
 
     def __init__(self):
         self.calls = 0

@@ -298,7 +298,7 @@ class Classifier:
         from transformers import AutoConfig, AutoModelForSequenceClassification
 
         from ..tokenizer import KoTokenizer
-        from ..tokenizer.saving import check_model_vocab
+        from ..tokenizer.saving import check_model_vocab, tokenizer_files_hint
 
         if threads:
             torch.set_num_threads(threads)
@@ -315,8 +315,8 @@ class Classifier:
         try:
             tok = KoTokenizer.from_pretrained(name_or_dir)
         except InputError as e:
-            raise InputError(f"{name_or_dir} has no usable tokenizer ({e}); a fine-tuned model dir carries "
-                             "tokenizer.json + koelectra_tokenizer.json") from None
+            raise InputError(f"{name_or_dir} has no usable tokenizer ({e}); {tokenizer_files_hint(name_or_dir)}"
+                             ) from None
         check_model_vocab(tok, config, model.get_input_embeddings().num_embeddings, str(name_or_dir))
         labels = [config.id2label[i] for i in sorted(config.id2label)]
         kit = getattr(config, "koelectra_kit", None) or {}

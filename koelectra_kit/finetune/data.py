@@ -120,6 +120,8 @@ def format_data_report(rep: dict) -> str:
         t = rep["tokens"]
         lines.append(f"tokens per text (train): median {t['median']}, p95 {t['p95']}, max {t['max']}; "
                      f"{t['truncated_train']} train / {t['truncated_dev']} dev texts truncated at max_length={t['max_length']}")
+        if t.get("unk_warning"):  # (tokenizer.unknown: much of the text is [UNK], and why)
+            lines.append(t["unk_warning"])
     return "\n".join(lines)
 
 

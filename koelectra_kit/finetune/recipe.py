@@ -127,6 +127,8 @@ class FinetuneRecipe:
 
     def setup_data(self) -> None:
         """Rows (reported), then their tokens: encoded once, read from the token cache when it has them."""
+        from ..tokenizer.unknown import count_unknown, unk_report
+
         cfg = self.cfg
         self.splits = load_splits(cfg)
         t0 = time.perf_counter()
@@ -137,10 +139,13 @@ class FinetuneRecipe:
                                                "tokenizing dev", cache)
         self.tokenize_s = time.perf_counter() - t0
         self.lengths = np.array([len(x) for x in self.train_ids])
+        unknown, tokens = count_unknown(self.train_ids + self.dev_ids, self.tok.unk_token_id, 2)  # (no [CLS]/[SEP])
         self.splits.report["tokens"] = {
             "median": int(np.median(self.lengths)), "p95": int(np.percentile(self.lengths, 95)),
             "max": int(self.lengths.max()), "max_length": cfg.max_length,
-            "truncated_train": int(train_trunc.sum()), "truncated_dev": int(dev_trunc.sum())}
+            "truncated_train": int(train_trunc.sum()), "truncated_dev": int(dev_trunc.sum()),
+            "unk_rate": round(unknown / max(tokens, 1), 4),
+            "unk_warning": unk_report(self.tok, unknown, tokens, "the train and dev texts")}
         print(format_data_report(self.splits.report))
 
     def setup_optimizer(self) -> None:

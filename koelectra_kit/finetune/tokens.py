@@ -10,7 +10,7 @@ import numpy as np
 from ..io.fileio import staged_dir
 from ..runtime import log, warn
 
-TOKEN_CACHE_FORMAT = 1  # bump when what encode_texts stores changes
+TOKEN_CACHE_FORMAT = 2  # bump when what encode_texts stores changes (2: special strings in a text are ids)
 
 
 def encode_texts(tok, texts: list[str], max_length: int, progress: bool = False, desc: str = "tokenizing",

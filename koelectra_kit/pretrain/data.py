@@ -133,7 +133,7 @@ def pack_sequences(texts: Iterator[list[int]], seq_len: int, cls_id: int, sep_id
         yield row
 
 
-PACK_FORMAT = 1  # bump when packing changes, so old caches are not reused
+PACK_FORMAT = 2  # bump when packing changes, so old caches are not reused (2: special strings in a line are ids)
 
 
 def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], cache_root: Path,
@@ -162,7 +162,8 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
     block_rows = max(1, (4 << 20) // (L * np.dtype(dtype).itemsize))  # ~4 MB per Arrow record batch
     schema = pa.schema([pa.field("input_ids", pa.list_(pa.from_numpy_dtype(dtype), L))])
     stats = {"texts": 0}
-    n_rows = n_tokens = last_len = 0
+    n_rows = n_tokens = last_len = n_unknown = 0
+    unk = tok.unk_token_id
     t0 = time.time()
     tmp = cache.parent / f".tmp-{key}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -185,6 +186,7 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
                     filled += 1
                     n_rows += 1
                     n_tokens += len(row)
+                    n_unknown += row.count(unk) if unk is not None else 0
                     last_len = len(row)
                     if filled == block_rows:
                         flush(filled)
@@ -198,6 +200,7 @@ def build_packed_cache(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path]
             raise InputError(f"corpus {', '.join(map(str, corpus))} has no text after tokenization "
                              "(empty lines only, or the wrong text_column?)")
         meta = {"rows": n_rows, "seq_len": L, "tokens": n_tokens, "texts": stats["texts"], "last_row_len": last_len,
+                "unk_tokens": n_unknown,  # (said by say_unknown, on every run this cache serves)
                 "block_rows": block_rows, "dtype": np.dtype(dtype).name, "vocab_size": tok.vocab_size,
                 "tokenizer_fingerprint": tok_fp, "corpus": [str(p) for p in corpus], "format": PACK_FORMAT,
                 "build_seconds": round(time.time() - t0, 1),
@@ -324,7 +327,22 @@ def open_packed_data(cfg: PretrainConfig, tok, tok_fp: str, corpus: list[Path], 
     dist_ctx.barrier()
     if not dist_ctx.is_main:
         cache = build_packed_cache(cfg, tok, tok_fp, corpus, cache_root, say_again=False)  # finds rank 0's cache
-    return checked_rows(PackedRows(cache), cache, dist_ctx.is_main)
+    data = checked_rows(PackedRows(cache), cache, dist_ctx.is_main)
+    if dist_ctx.is_main:
+        say_unknown(data.meta, tok)
+    return data
+
+
+def say_unknown(meta: dict, tok) -> None:
+    """The [UNK] check (``tokenizer.unknown``) on the packed corpus, from the count its meta.json keeps (made as
+    the rows were packed; a cache or prepared folder from before the count says nothing)."""
+    from ..tokenizer.unknown import unk_report
+
+    if isinstance(meta.get("unk_tokens"), int):
+        # text tokens: the packed ones less each row's [CLS] and each text's [SEP]
+        line = unk_report(tok, meta["unk_tokens"], meta["tokens"] - meta["rows"] - meta["texts"], "the corpus")
+        if line:
+            warn(line)
 
 
 def checked_rows(data: PackedRows, where: Path, main: bool, fix: str = "add text (or lower seq_len)") -> PackedRows:

@@ -53,7 +53,7 @@ def prepare(cfg: PretrainConfig) -> Path:
     from ..io.hfdata import corpus_paths
     from ..tokenizer import tokenizer_fingerprint
     from .data import (PackedRows, build_packed_cache, check_corpus, checked_rows, corpus_fingerprint,
-                       prepare_tokenizer)
+                       prepare_tokenizer, say_unknown)
     from .distributed import DistContext
 
     out = Path(cfg.out)
@@ -94,6 +94,7 @@ def prepare(cfg: PretrainConfig) -> Path:
     log(f"prepared {meta['texts']:,} texts -> {meta['rows']:,} sequences of {cfg.seq_len} tokens "
         f"({meta['tokens']:,} tokens) in {out} ({time.time() - t0:.0f}s); train from it anywhere with "
         f"`koelectra-kit pretrain prepared={out} ...`")
+    say_unknown(meta, tok)
     return out
 
 

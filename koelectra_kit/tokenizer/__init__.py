@@ -10,12 +10,14 @@ One module per step, the way huggingface/tokenizers splits normalizers / pre_tok
 - ``wordsplit``: the word-level pre-split (``presplit: kiwi_word``) and its per-process word cache;
 - ``wordfile``: that cache kept in the cache folder from one process to the next;
 - ``wordlist``: a tokenizer folder's own list of words' cuts, so named files encode where Kiwi is not installed;
+- ``specials``: special-token strings in a text ([MASK], [SEP], ...) kept whole, as transformers keeps them;
 - ``core``: ``KoTokenizer``, the object every later stage uses (encode, offsets, decode);
 - ``fallback``: characters outside a WordPiece alphabet as conjoining jamo or UTF-8 bytes, never [UNK];
 - ``training``: ``train_tokenizer`` (WordPiece, sentencepiece unigram, or characters);
 - ``cache``: corpus passes that run Kiwi once (the pre-split text, built in resumable pieces on every core, and
   the ids, cached on disk);
 - ``saving``: the saved files, ``from_pretrained``'s reading of them, and their fingerprint;
+- ``unknown``: the one warning when much of a run's text is [UNK] (a lowercasing published folder, named);
 - ``config``: ``TokenizerConfig`` and ``Encoding``.
 """
 from ..io.fileio import cache_dir as default_cache_dir  # the older name of the one cache-dir rule

@@ -20,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +33,8 @@ from ..errors import InputError
 from ..io.fileio import atomic_path, cache_dir as resolve_cache_dir, write_json_atomic
 from .normalize import NormalizeConfig, Normalizer
 from . import kiwi, wordsplit
-from .config import CORPUS_WORD_CACHE, FORMAT, KIWI_PRESPLITS
+from .config import CORPUS_WORD_CACHE, FORMAT, KIWI_PRESPLITS, SPECIAL_TOKENS
+from .specials import SpecialStrings, joined, regroup
 
 # Part of the pre-split cache key: raise it when ``corpus.iter_texts`` reads a file differently, so a cache made
 # by the old reader is not reused (2: tables through ``tables.read_records``, malformed records skipped; 3: a short
@@ -54,15 +56,20 @@ def file_digest(path: Path) -> str:
 
 def presplit_file(path: str | Path, *, text_column: str | None, normalize: NormalizeConfig, presplit: str,
                   num_workers: int | None = None, cache_dir: str | Path | None = None, progress: bool = False,
-                  max_lines: int = 0, word_cache: int = CORPUS_WORD_CACHE, piece_bytes: int = PIECE_BYTES) -> Path:
+                  max_lines: int = 0, word_cache: int = CORPUS_WORD_CACHE, piece_bytes: int = PIECE_BYTES,
+                  specials: tuple[str, ...] = tuple(SPECIAL_TOKENS)) -> Path:
     """The corpus file as pre-split text (one line per non-empty text, pieces joined by spaces), from the cache
     when this file and these settings were seen before. Built in pieces (see the module docstring) by
-    ``num_workers`` processes (None: all cores); the cache appears only once complete."""
+    ``num_workers`` processes (None: all cores); the cache appears only once complete. ``specials``: the special
+    strings ([MASK], [SEP], ...) kept whole as pieces of their own (specials.py): a line's "[SEP]" is the [SEP] id."""
     path = Path(path)
     refuse_archive(path)  # here, not only in the reader: a cache made before archives were refused is not served
+    # "specials" is in the key since special strings were kept whole: a cache made before cut them into pieces
+    # ("[ ##SEP ##]"), so none made then is served (nor the packed rows and id caches keyed by it)
     key_src = json.dumps({"file": file_digest(path), "column": text_column, "normalize": to_dict(normalize),
                           "presplit": presplit, "kiwi": kiwi.kiwi_versions() if presplit in KIWI_PRESPLITS else None,
-                          "max_lines": max_lines, "format": FORMAT, "reader": READER}, sort_keys=True)
+                          "max_lines": max_lines, "format": FORMAT, "reader": READER,
+                          "specials": sorted(specials)}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     target = resolve_cache_dir(cache_dir) / "presplit" / f"{path.stem[:40]}-{key}.txt"
     if target.exists():
@@ -76,7 +83,7 @@ def presplit_file(path: str | Path, *, text_column: str | None, normalize: Norma
             return _said_again(target)
         _presplit_to(target, path, text_column=text_column, normalize=normalize, presplit=presplit,
                      num_workers=num_workers, progress=progress, max_lines=max_lines, word_cache=word_cache,
-                     piece_bytes=piece_bytes)
+                     piece_bytes=piece_bytes, specials=tuple(specials))
         # Safe to remove while held: whoever waits on it, or comes later, finds the cache before doing any work.
         lock.unlink(missing_ok=True)
     return target
@@ -112,7 +119,7 @@ def _locked(lock: Path):
 
 
 def _presplit_to(target: Path, path: Path, *, text_column, normalize, presplit, num_workers, progress, max_lines,
-                 word_cache, piece_bytes) -> Path:
+                 word_cache, piece_bytes, specials) -> Path:
     """``presplit_file``'s work once it holds the cache's lock: the pieces, then ``target`` published whole."""
     from tqdm.auto import tqdm
 
@@ -129,7 +136,7 @@ def _presplit_to(target: Path, path: Path, *, text_column, normalize, presplit, 
     if progress and done:
         runtime.log(f"pre-split {path.name}: continuing after {len(done)} finished piece(s) "
                     f"({resumed / 1e6:,.0f} MB) in {parts}")
-    job = PieceJob(normalize, presplit, word_cache, parts)
+    job = PieceJob(normalize, presplit, word_cache, parts, specials)
     processes = kiwi.resolve_workers(num_workers)
     t0 = time.perf_counter()
     said: list[str] = []
@@ -176,38 +183,50 @@ class PieceJob:
     """What a process needs to pre-split one piece and write it into the parts folder (picklable, so a worker
     process gets it with each piece)."""
 
-    def __init__(self, normalize: NormalizeConfig, presplit: str, word_cache: int, parts: Path):
+    def __init__(self, normalize: NormalizeConfig, presplit: str, word_cache: int, parts: Path,
+                 specials: tuple[str, ...] = tuple(SPECIAL_TOKENS)):
         self.normalize, self.presplit, self.word_cache, self.parts = normalize, presplit, word_cache, parts
+        self.specials = specials
 
     def lines(self, texts: list[str], num_workers: int | None, stats: dict,
               tick: Callable[[int], None] | None = None) -> Iterator[str]:
-        """The pre-split line of each non-empty normalized text, in order; ``stats`` counts texts and empties."""
-        norm = Normalizer(self.normalize)
+        """The pre-split line of each non-empty normalized text, in order; ``stats`` counts texts and empties. A
+        text's special strings are pieces of their own, the parts between them normalized and pre-split as texts
+        of their own (``KoTokenizer.presplit_batch``'s line)."""
+        norm, specials = Normalizer(self.normalize), SpecialStrings(self.specials)
+        found: deque = deque()  # the special strings of each text whose parts went to the pre-split
 
-        def normalized():
+        def normalized():  # the normalized parts of each non-empty text, in order (a text without specials: itself)
             for raw in texts:
                 if tick is not None:
                     tick(len(raw.encode("utf-8", "replace")) + 1)
-                t = norm(raw)
-                if t:
+                parts, (f,), _ = specials.split([raw])
+                parts = [norm(x) for x in parts]
+                if f or parts[0]:
                     stats["texts"] += 1
-                    yield t
+                    found.append(f)
+                    yield from parts
                 else:
                     stats["empty"] += 1
 
         if self.presplit == "kiwi":
-            for text, spans in kiwi.presplit_pairs(normalized(), num_workers):
-                yield " ".join(kiwi.mark_pieces(text, spans))
+            pieces = (kiwi.mark_pieces(text, spans) for text, spans in kiwi.presplit_pairs(normalized(), num_workers))
         elif self.presplit == "kiwi_word":
-            chunk: list[str] = []
-            for t in normalized():
-                chunk.append(t)
-                if len(chunk) == CHUNK:
-                    yield from map(" ".join, wordsplit.pieces(chunk, num_workers, self.word_cache))
-                    chunk = []
-            yield from map(" ".join, wordsplit.pieces(chunk, num_workers, self.word_cache))
+            pieces = self._word_pieces(normalized(), num_workers)
         else:
-            yield from normalized()
+            pieces = ([t] if t else [] for t in normalized())
+        for first, rest in regroup(pieces, found):
+            yield " ".join(joined(first, rest))
+
+    def _word_pieces(self, texts: Iterator[str], num_workers: int | None) -> Iterator[list[str]]:
+        """The kiwi_word pieces of each text, ``CHUNK`` texts to the word cache (and Kiwi) at a time."""
+        chunk: list[str] = []
+        for t in texts:
+            chunk.append(t)
+            if len(chunk) == CHUNK:
+                yield from wordsplit.pieces(chunk, num_workers, self.word_cache)
+                chunk = []
+        yield from wordsplit.pieces(chunk, num_workers, self.word_cache)
 
     def run(self, index: int, texts: list[str], nbytes: int, num_workers: int | None = 1,
             tick: Callable[[int], None] | None = None) -> dict:

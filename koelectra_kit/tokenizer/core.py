@@ -24,6 +24,7 @@ from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds
 from .config import CORPUS_WORD_CACHE, KIWI_PRESPLITS, SPECIAL_TOKENS, WORD_CACHE, Encoding
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, Fallback
+from .specials import SpecialStrings, joined, regroup
 
 
 class KoTokenizer:
@@ -56,6 +57,11 @@ class KoTokenizer:
         else:
             self._special = {k: backend.token_to_id(f"[{k.upper()}]") for k in ("pad", "unk", "cls", "sep", "mask")}
             self.all_special_ids = sorted(backend.token_to_id(t) for t in SPECIAL_TOKENS)
+        # The added tokens' strings, kept whole in a text (specials.py). A foreign HF tokenizer's backend does that
+        # itself: it is given the text as it is.
+        added = {} if hf_tokenizer is not None else {
+            t.content: i for i, t in backend.get_added_tokens_decoder().items()}
+        self.specials, self._added_ids = SpecialStrings(added), added
         self._chars = self._character_ids()
         self.fallback = fallback
         # A loaded Kiwi tokenizer: the Kiwi versions it was saved with (from its folder, ``source``), compared with
@@ -135,18 +141,38 @@ class KoTokenizer:
 
     # -- text -> pieces
     def normalize(self, text: str) -> str:
-        return self._norm(text) if self._norm is not None else text
+        """The text as the pre-split sees it. Special strings ([MASK], ...) are left as they are and the parts
+        between them normalized each on its own, then joined by a space (by nothing when whitespace is kept as
+        it is): ``encode_batch(..., normalized=True)`` of the result cuts it into the same parts again."""
+        if self._norm is None:
+            return text
+        found = self.specials.find(text)
+        if not found:
+            return self._norm(text)
+        first, *parts = map(self._norm, self.specials.split([text])[0])
+        pieces = [first, *(x for m, part in zip(found, parts) for x in (m.group(), part))]
+        return (" " if self.normalize_cfg.collapse_whitespace else "").join(x for x in pieces if x)
 
     def presplit_text(self, text: str) -> list[str]:
         """The pre-split pieces of one text, as the subword model sees them ("##" = glued to the previous; with
-        the fallback, its rewrite of pieces holding characters outside the alphabet)."""
-        normalized = self.normalize(text)
-        return self._words(normalized, self._pieces([normalized])[0])[0]
+        the fallback, its rewrite of pieces holding characters outside the alphabet; a special string one piece)."""
+        return self._presplit([text])[0]
 
     def presplit_batch(self, texts: list[str]) -> list[str]:
         """Pre-split strings (pieces joined by spaces): what ``tokenizer.json`` alone expects as input."""
-        normalized = [self.normalize(t) for t in texts]
-        return [" ".join(self._words(x, p)[0]) for x, p in zip(normalized, self._pieces(normalized))]
+        return [" ".join(p) for p in self._presplit(texts)]
+
+    def _presplit(self, texts: list[str]) -> list[list[str]]:
+        parts, found, _ = self.specials.split(texts)
+        normalized = [self._norm(t) if self._norm is not None else t for t in parts]
+        words = (self._words(x, p)[0] for x, p in zip(normalized, self._pieces(normalized)))
+        return [joined(first, rest) for first, rest in regroup(words, found)]
+
+    def presplit_words(self, text: str) -> list[str]:
+        """The words of ``text`` a ``kiwi_word`` pre-split looks up (its word list, its cache, Kiwi): those of the
+        normalized parts between its special strings."""
+        parts = self.specials.split([text])[0]
+        return [w for part in parts for w in (self._norm(part) if self._norm is not None else part).split()]
 
     def presplit_line(self, line: str) -> str:
         """A line of a pre-split cache file (pieces joined by spaces) as the subword model is fed it."""
@@ -295,15 +321,7 @@ class KoTokenizer:
             if budget < 1:
                 raise ConfigError(f"max_length {max_length} leaves no room for text tokens")
         out_ids, out_offsets, out_trunc, out_tokens = [], [], [], []
-        ids_only = not (return_offsets or return_tokens)
-        encoded = self._encoded(texts, return_offsets, ids_only, normalized)
-        for enc, norm_text, pieces, norm_map, char_spans in encoded:
-            ids = enc if isinstance(enc, list) else enc.ids
-            trunc = budget is not None and len(ids) > budget
-            n = budget if trunc else len(ids)
-            ids = ids[:n]
-            offs = self._offsets(enc, n, norm_text, pieces, norm_map, char_spans) if return_offsets else []
-            toks = enc.tokens[:n] if return_tokens else []
+        for ids, offs, toks, trunc in self._rows(texts, budget, return_offsets, return_tokens, normalized):
             if add_special_tokens:
                 ids = [self.cls_token_id] + ids + [self.sep_token_id]
                 offs = [(0, 0)] + offs + [(0, 0)] if return_offsets else offs
@@ -340,6 +358,45 @@ class KoTokenizer:
             for key in ("input_ids", "attention_mask"):  # an empty batch is (0, 0), not 1-D (0,)
                 result[key] = as_array(result[key]) if out_ids else as_array([]).reshape(0, 0)
         return result
+
+    def _rows(self, texts: list[str], budget: int | None, with_offsets: bool, with_tokens: bool, normalized: bool):
+        """(ids, offsets, tokens, truncated) per text, no [CLS]/[SEP], cut to ``budget`` tokens. A text with special
+        strings is encoded as its parts (``specials.py``), each special string its id and its span."""
+        ids_only = not (with_offsets or with_tokens)
+        if not any(map(self.specials.find, texts)):  # nearly every batch: the texts as they are
+            for item in self._encoded(texts, with_offsets, ids_only, normalized):
+                yield self._row(item, budget, with_offsets, with_tokens)
+            return
+        trim = normalized and self._norm is not None and self.normalize_cfg.collapse_whitespace
+        parts, found, spans = self.specials.split(texts, trim)
+        encoded = self._encoded(parts, with_offsets, ids_only, normalized)
+        for (first, rest), cuts in zip(regroup(encoded, found), spans):
+            if not rest:  # a text without a special string is one part, itself
+                yield self._row(first, budget, with_offsets, with_tokens)
+                continue
+            ids, offs, toks = [], [], []
+            for (m, item), (start, _) in zip([(None, first), *rest], cuts):  # m: the special string before the part
+                if m is not None:
+                    ids.append(self._added_ids[m.group()])
+                    offs.append(m.span())
+                    toks.append(m.group())
+                i, o, t, _ = self._row(item, None, with_offsets, with_tokens)
+                ids += i
+                offs += [(a + start, b + start) for a, b in o]
+                toks += t
+            trunc = budget is not None and len(ids) > budget
+            n = budget if trunc else len(ids)
+            yield ids[:n], offs[:n] if with_offsets else [], toks[:n] if with_tokens else [], trunc
+
+    def _row(self, item, budget: int | None, with_offsets: bool, with_tokens: bool):
+        """(ids, offsets, tokens, truncated) of one ``_encoded`` item, cut to ``budget`` before the offsets are
+        computed (a long text's offsets past the cut cost as much as the rest of its encoding)."""
+        enc, norm_text, pieces, norm_map, char_spans = item
+        ids = enc if isinstance(enc, list) else enc.ids
+        trunc = budget is not None and len(ids) > budget
+        n = budget if trunc else len(ids)
+        offs = self._offsets(enc, n, norm_text, pieces, norm_map, char_spans) if with_offsets else []
+        return ids[:n], offs, enc.tokens[:n] if with_tokens else [], trunc
 
     def _offsets(self, enc, n: int, normalized: str, pieces: list[str] | None, norm_map,
                  char_spans=None) -> list[tuple[int, int]]:
@@ -429,7 +486,8 @@ def iter_corpus_ids(tok: KoTokenizer, paths, text_column: str | None = None, num
             tok.check_kiwi_versions()
         cached = presplit_file(p, text_column=text_column, normalize=tok.normalize_cfg, presplit=tok.presplit,
                                num_workers=num_workers or tok.num_workers, cache_dir=cache_dir, progress=progress,
-                               word_cache=CORPUS_WORD_CACHE if tok.word_cache else 0)
+                               word_cache=CORPUS_WORD_CACHE if tok.word_cache else 0,
+                               specials=tok.specials.strings)
         yield from cached_ids(tok.backend, cached, chunk, tok.presplit_line if tok.fallback else None)
 
 

@@ -214,6 +214,28 @@ def load_tokenizer_parts(name_or_dir: str | Path) -> dict:
     return {"backend": hf.backend_tokenizer, "normalize": None, "presplit": "none", "model": "hf", "hf_tokenizer": hf}
 
 
+def tokenizer_files_hint(folder: str | Path) -> str:
+    """Which tokenizer files a model folder of this kind carries, for the message of one whose tokenizer cannot
+    be used: a folder made by koelectra-kit's own tokenizer (its koelectra_tokenizer.json, or a
+    tokenizer_config.json that names the toolkit), one fine-tuned from a published checkpoint (that checkpoint's
+    BERT-style files, which never include koelectra_tokenizer.json), or, with no tokenizer file left, either."""
+    d = Path(folder)
+    own = "a model dir made with a koelectra-kit tokenizer carries tokenizer.json + " + SETTINGS_FILE
+    published = ("a model dir fine-tuned from a published checkpoint carries that checkpoint's tokenizer files "
+                 "(vocab.txt, tokenizer_config.json, special_tokens_map.json)")
+    if (d / SETTINGS_FILE).is_file():
+        return own
+    try:
+        config = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = None
+    if isinstance(config, dict) and (config.get("tokenizer_class") == HF_TOKENIZER_CLASS or "koelectra_note" in config):
+        return own
+    if config is not None or (d / "vocab.txt").is_file() or (d / "tokenizer.json").is_file():
+        return published
+    return f"{own}; {published}"
+
+
 def vocab_digest(tok) -> str:
     """A digest of the token -> id table alone: what a model's weights depend on. Recorded in the config.json of
     every model folder the toolkit writes (``koelectra_kit.vocab_digest``), so that another tokenizer copied beside

@@ -141,7 +141,7 @@ def add_words(tok, texts: Iterable[str], num_workers: int | None = None, progres
         words, replace = {}, True
     new: dict[str, None] = {}
     for text in texts:
-        for w in tok.normalize(text).split():
+        for w in tok.presplit_words(text):
             if w not in words:
                 new[w] = None
     todo = list(new)
