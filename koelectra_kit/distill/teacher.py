@@ -21,7 +21,7 @@ from ..runtime import log, warn
 from .config import TFIDF
 
 SHARD = 4096  # texts a cache shard holds: a killed pass loses at most this much teacher work
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # bump when a teacher's probabilities for the same texts change (2: special strings kept whole)
 
 
 def teacher_labels(spec: str) -> list[str] | None:
