@@ -103,6 +103,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, bool):  # YAML 1.1 reads yes/no/on/off/true/false unquoted as a bool, not the word
             raise ConfigError(f"{key}: expected a string, got {value!r} (YAML reads yes, no, on, off, true and false "
                               "as true/false: quote the word, e.g. labels=['no','yes'])")
+        if value is None and key.endswith("]"):  # a list's item: labels=[null,hate] meant the word, as yes/no do
+            raise ConfigError(f"{key}: expected a string, got None (YAML reads null and ~ as no value: quote the "
+                              "word, e.g. labels=['null','hate'])")
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     return value
 

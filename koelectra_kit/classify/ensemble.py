@@ -319,7 +319,7 @@ def run_ensemble(cfg, fitted_texts=None) -> dict:
     from ..io.fileio import staged_dir, write_json_atomic, write_text_atomic
     from ..io.labelled import format_file_report, read_labelled, require_every_class
     from ..io.output import check_kind, check_not_input, check_out_dir, replaced_note
-    from .metrics import format_report, format_side_by_side
+    from .metrics import format_side_by_side
     from ..runtime import log
 
     out = Path(cfg.out)

@@ -37,7 +37,8 @@ class EvaluateConfig:
     label_column: str | None = None  # None = 'label' (or another usual name) unless a rating is used
     rating_column: str | None = None  # a numeric rating column instead of labels (needs rating_map)
     rating_map: str | None = None  # stars5 | nsmc10 | bands "1-2:negative,3:neutral,4-5:positive"
-    label_map: dict[str, str] = field(default_factory=dict)  # file value -> model label, e.g. {0: negative}
+    # file value -> model label, e.g. {0: negative}; {}: the label_map the model was trained with (its saved config)
+    label_map: dict[str, str] = field(default_factory=dict)
     drop_unknown_labels: bool = False  # false: a label outside the model's set is an error; true: drop + report
     format: str | None = None  # csv|tsv|jsonl|parquet; None = from the file extension
     encoding: str | None = None  # None = detect (utf-8, utf-8 with BOM, cp949/EUC-KR)
@@ -99,8 +100,9 @@ def run_evaluate(cfg: EvaluateConfig, fitted_texts=None) -> dict:
         raise InputError(f"{cfg.model} has no named labels ({', '.join(labels)}): a pretraining discriminator or a "
                          "bare encoder has no trained classification head; fine-tune it with `koelectra-kit "
                          "finetune` first (a trained classifier with such names: map your labels, label_map=)")
+    label_map = cfg.label_map if cfg.rating_map or cfg.rating_column else label_map_for(cfg, labels)
     rows = read_labelled(cfg.data, labels, text_column=cfg.text_column, label_column=cfg.label_column,
-                         rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=cfg.label_map,
+                         rating_column=cfg.rating_column, rating_map=cfg.rating_map, label_map=label_map,
                          drop_unknown_labels=cfg.drop_unknown_labels, fmt=cfg.format, encoding=cfg.encoding,
                          labels_of="the model")  # (evaluate has no labels= key: the model's are fixed)
     print(format_file_report(rows.report))
@@ -124,11 +126,77 @@ def run_evaluate(cfg: EvaluateConfig, fitted_texts=None) -> dict:
         from .references import format_references
 
         result["references"] = references_for(cfg, rows, labels)
-        print(format_references(report, result["references"]))
+        print(format_references(report, result["references"], kind=getattr(clf, "kind", None)))
     log(f"predicted {len(rows.y)} rows in {predict_s:.1f}s")
     if cfg.out:
         write_outputs(Path(cfg.out), result, rows, preds, y_pred, labels, cfg.plots)
     return result
+
+
+# What a toolkit folder records its training run in (finetune's encoder, a TF-IDF folder, finetune's or baseline's).
+TRAINING_CONFIGS = ("finetune_config.yaml", "baseline_config.yaml")
+
+
+def training_label_map(model: str) -> tuple[dict, str] | None:
+    """(the label_map ``model`` was trained with, the file that records it), or None: a hub id, a folder that records
+    none (or trained on ratings), or an ensemble whose members record different ones (each member's own else)."""
+    import os
+
+    from ..config import read_yaml
+    from .registry import read_manifest, toolkit_kind
+
+    folder = Path(os.path.expanduser(str(model)))
+    if not folder.is_dir():
+        return None
+    if toolkit_kind(folder) == "ensemble":
+        found = [training_label_map(os.path.normpath(folder / m.get("path", "")))
+                 for m in read_manifest(folder)["members"]]
+        maps = {repr(sorted((str(k), str(v)) for k, v in got[0].items())) for got in found if got}
+        return next(got for got in found if got) if len(maps) == 1 else None
+    for name in TRAINING_CONFIGS:
+        if (folder / name).is_file():
+            try:
+                saved = read_yaml(folder / name)
+            except KitError:
+                return None  # changed or damaged since: nothing to go by
+            trained = saved.get("label_map")
+            if trained and isinstance(trained, dict) and not saved.get("rating_map"):
+                return trained, str(folder / name)
+            return None
+    return None
+
+
+def label_map_for(cfg: EvaluateConfig, labels: list[str]) -> dict:
+    """The label_map ``cfg.data``'s label column is read with: the one given, else the one the model was trained
+    with (``training_label_map``), said in a note. A model trained with label_map={1: negative, 0: positive} was
+    evaluated only with label_map= typed again, and the usual 0=negative typed instead flipped every score without a
+    word: a given one that maps a value otherwise than training did is said in a warning naming both."""
+    from ..io.labelled import checked_label_map
+
+    saved = training_label_map(cfg.model)
+    if saved is None:
+        return cfg.label_map
+    trained, source = saved
+    try:
+        was = checked_label_map(trained, labels)
+    except ConfigError:
+        return cfg.label_map  # names no label of the model's (its labels were changed since): nothing to go by
+    if not cfg.label_map:
+        warn(f"note: {cfg.data}'s labels are read with the label_map {cfg.model} was trained with, "
+             f"{_shown(trained)} ({source}); give label_map= to read them otherwise")
+        return trained
+    given = checked_label_map(cfg.label_map, labels)
+    differ = sorted(k for k in given.keys() & was.keys() if given[k] != was[k])
+    if differ:
+        said = ", ".join(f"{k} -> {given[k]} (trained: {was[k]})" for k in differ)
+        warn(f"warning: label_map {_shown(cfg.label_map)} is not the one {cfg.model} was trained with, "
+             f"{_shown(trained)} ({source}): {said}; the scores are of the label_map given here")
+    return cfg.label_map
+
+
+def _shown(label_map: dict) -> str:
+    """A label_map as it is typed: {1: negative, 0: positive}."""
+    return "{" + ", ".join(f"{k}: {v}" for k, v in label_map.items()) + "}"
 
 
 def warn_fitted_rows(clf, folder: Path, texts: list[str], fitted_texts) -> None:

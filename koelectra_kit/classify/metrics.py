@@ -7,9 +7,9 @@ side by side field by field. (The confusion-matrix picture is ``plots.plot_confu
 """
 from __future__ import annotations
 
-import unicodedata
-
 import numpy as np
+
+from ..io.printed import display_width, pad
 
 
 def classification_report(y_true, y_pred, labels: list[str], scores=None) -> dict:
@@ -20,9 +20,9 @@ def classification_report(y_true, y_pred, labels: list[str], scores=None) -> dic
     that never predicts a class is not flattered. ``majority_accuracy`` is what always answering the
     most frequent true class would score: the bar any model has to clear.
 
-    With a positive, a negative and a neutral label (English or 긍정/부정/중립), ``binary`` adds the protocol
-    of the published NSMC figures (``binary_sentiment``); ``scores`` ([n, k] logits or probabilities, columns
-    in ``labels`` order) lets it restrict each prediction to those two classes.
+    When the labels are exactly a positive, a negative and a neutral one (English or 긍정/부정/중립; no other
+    class), ``binary`` adds the protocol of the published NSMC figures (``binary_sentiment``); ``scores`` ([n, k]
+    logits or probabilities, columns in ``labels`` order) lets it restrict each prediction to those two classes.
     """
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
@@ -64,7 +64,8 @@ def macro_f1(y_true, y_pred, k: int) -> float:
     return float(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0).mean())
 
 
-# Names that mean the three sentiments (any case); the binary figure needs exactly one label of each.
+# Names that mean the three sentiments (any case): a label set made of them, one positive and one negative (and at
+# most one neutral), is a sentiment set.
 def sentiment_names() -> dict[str, set[str]]:
     """Each sentiment's spellings: the names reading a labelled file maps onto it (neg/neu/pos, 부정적, 보통, ...), so
     a model trained with labels=[neg,neu,pos] gets its binary figure too (it got none)."""
@@ -74,16 +75,29 @@ def sentiment_names() -> dict[str, set[str]]:
     return {"positive": positive, "negative": negative, "neutral": neutral}
 
 
-def sentiment_columns(labels: list[str]) -> tuple[int, int] | None:
-    """(positive column, negative column) when ``labels`` holds one positive, one negative and one neutral
-    label; None otherwise (the binary figure means nothing for other label sets)."""
-    found = {}
-    for kind, names in sentiment_names().items():
-        idx = [i for i, lab in enumerate(labels) if str(lab).strip().casefold() in names]
-        if len(idx) != 1:
+def sentiment_roles(labels: list[str]) -> dict[str, int] | None:
+    """``{"positive": i, "negative": j}`` (and ``"neutral": k``) when every label is one of the three sentiments,
+    one positive, one negative and at most one neutral; None for any other set. Every label must have a role: on
+    [very negative, negative, neutral, positive, very positive] the "binary" figure dropped the two extreme classes
+    unsaid, and a topic set with a "mixed" class beside positive/negative/neutral is no sentiment scale either."""
+    names = sentiment_names()
+    roles: dict[str, int] = {}
+    for i, lab in enumerate(labels):
+        kind = next((k for k, spellings in names.items() if str(lab).strip().casefold() in spellings), None)
+        if kind is None or kind in roles:
             return None
-        found[kind] = idx[0]
-    return found["positive"], found["negative"]
+        roles[kind] = i
+    return roles if "positive" in roles and "negative" in roles else None
+
+
+def sentiment_columns(labels: list[str]) -> tuple[int, int] | None:
+    """(positive column, negative column) when ``labels`` is exactly one positive, one negative and one neutral
+    label; None otherwise: the binary figure means nothing for other label sets, and on a two-label set it is the
+    accuracy itself."""
+    roles = sentiment_roles(labels)
+    if roles is None or "neutral" not in roles:
+        return None
+    return roles["positive"], roles["negative"]
 
 
 def binary_sentiment(y_true, y_pred, labels: list[str], scores=None) -> dict:
@@ -110,20 +124,10 @@ def binary_sentiment(y_true, y_pred, labels: list[str], scores=None) -> dict:
     return {"binary": {"accuracy": acc, "n": n, "positive": labels[pos], "negative": labels[neg], "from": source}}
 
 
-def _width(text: str) -> int:
-    """Terminal columns of ``text``: Hangul and other East Asian wide characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int, right: bool = False) -> str:
-    fill = " " * max(width - _width(text), 0)
-    return fill + text if right else text + fill
-
-
 def format_report(report: dict, title: str = "") -> str:
     """The report as a plain-text table (aligned for Korean label names too)."""
     labels = report["labels"]
-    w = max([_width(lab) for lab in labels] + [8])
+    w = max([display_width(lab) for lab in labels] + [8])
     lines = []
     head = f"{title}: " if title else ""
     lines.append(f"{head}{report['n']} rows   accuracy {report['accuracy']:.4f}   "
@@ -133,25 +137,46 @@ def format_report(report: dict, title: str = "") -> str:
         how = "argmax of the two" if b["from"] == "scores" else "a neutral answer counts as wrong"
         lines.append(f"  binary accuracy {b['accuracy']:.4f} on the {b['n']} {b['positive']}/{b['negative']} rows "
                      f"(neutral rows dropped, {how}: the published NSMC protocol)")
-    lines.append(f"  {_pad('label', w)}  precision  recall      f1  support")
+    lines.append(f"  {pad('label', w)}  precision  recall      f1  support")
     for lab in labels:
         c = report["per_class"][lab]
-        lines.append(f"  {_pad(lab, w)}  {c['precision']:9.4f}  {c['recall']:6.4f}  {c['f1']:6.4f}  "
+        lines.append(f"  {pad(lab, w)}  {c['precision']:9.4f}  {c['recall']:6.4f}  {c['f1']:6.4f}  "
                      f"{c['support']:7d}")
-    lines.append("  confusion matrix (rows = true label, columns = predicted)")
-    cw = max([_width(lab) for lab in labels] + [len(str(v)) for row in report["confusion_matrix"] for v in row])
-    lines.append("  " + _pad("", w) + "  " + "  ".join(_pad(lab, cw, right=True) for lab in labels))
-    for lab, row in zip(labels, report["confusion_matrix"]):
-        lines.append("  " + _pad(lab, w) + "  " + "  ".join(_pad(str(v), cw, right=True) for v in row))
+    lines += confusion_lines(labels, report["confusion_matrix"], w)
     return "\n".join(lines)
+
+
+# Widest text confusion matrix with the label names over its columns; a wider one numbers them. Twelve labels of 25
+# characters made a 330-column matrix no terminal shows; five "very negative" (92 columns) keep their names.
+MATRIX_COLUMNS = 100
+
+
+def confusion_lines(labels: list[str], matrix: list[list[int]], w: int) -> list[str]:
+    """The matrix under a header line; ``w``: the row names' column width. Where names over the columns would pass
+    ``MATRIX_COLUMNS``, each row name starts with its number (``#0 very negative``) and the columns carry the
+    number alone: the rows are the key. Numbered from 0, as eval.json's ``labels`` and confusion.png's ticks where
+    no font draws the names."""
+    cw = max([display_width(lab) for lab in labels] + [len(str(v)) for row in matrix for v in row])
+    heads, rows, how = list(labels), list(labels), ""
+    if 4 + w + len(labels) * (cw + 2) - 2 > MATRIX_COLUMNS:
+        heads = [f"#{i}" for i in range(len(labels))]
+        rows = [f"#{i} {lab}" for i, lab in enumerate(labels)]
+        w = max(display_width(r) for r in rows)
+        cw = max([len(h) for h in heads] + [len(str(v)) for row in matrix for v in row])
+        how = ", numbered as the rows"
+    lines = [f"  confusion matrix (rows = true label, columns = predicted{how})",
+             "  " + pad("", w) + "  " + "  ".join(pad(h, cw, right=True) for h in heads)]
+    for name, row in zip(rows, matrix):
+        lines.append("  " + pad(name, w) + "  " + "  ".join(pad(str(v), cw, right=True) for v in row))
+    return lines
 
 
 def format_side_by_side(reports: dict[str, dict]) -> str:
     """One line per run: ``{"ELECTRA": report, "TF-IDF": report}`` -> accuracy / macro-F1 table."""
-    w = max(_width(k) for k in reports) if reports else 5
+    w = max(display_width(k) for k in reports) if reports else 5
     binary = any(r.get("binary") for r in reports.values())
-    lines = [f"{_pad('model', w)}  accuracy  macro-F1       n" + ("  binary acc" if binary else "")]
+    lines = [f"{pad('model', w)}  accuracy  macro-F1       n" + ("  binary acc" if binary else "")]
     for name, r in reports.items():
         extra = f"  {r['binary']['accuracy']:10.4f}" if r.get("binary") else ""
-        lines.append(f"{_pad(name, w)}  {r['accuracy']:8.4f}  {r['macro_f1']:8.4f}  {r['n']:6d}{extra}".rstrip())
+        lines.append(f"{pad(name, w)}  {r['accuracy']:8.4f}  {r['macro_f1']:8.4f}  {r['n']:6d}{extra}".rstrip())
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..io.fileio import write_text_atomic
 from ..io.hfdata import card_name
+from ..io.printed import label_list
 
 LIBRARY = "transformers"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -117,11 +118,20 @@ def _eval_results(report: dict, model_name: str, dataset: str, split: str) -> li
                        metric_args={"average": "macro"}, **common)]
 
 
+def card_tags(labels: list[str]) -> list[str]:
+    """The hub tags: ``sentiment-analysis`` only for a sentiment label set (``metrics.sentiment_roles``: positive and
+    negative, perhaps neutral, nothing else); a topic or emotion model is text classification (the pipeline tag)."""
+    from .metrics import sentiment_roles
+
+    return ["koelectra-kit", "electra", "korean", *(["sentiment-analysis"] if sentiment_roles(labels) else [])]
+
+
 def _label_table(report: dict) -> str:
     rows = ["| label | precision | recall | F1 | dev support |", "|---|---|---|---|---|"]
     for lab in report["labels"]:
         c = report["per_class"][lab]
-        rows.append(f"| {lab} | {c['precision']:.3f} | {c['recall']:.3f} | {c['f1']:.3f} | {c['support']} |")
+        cell = str(lab).replace("|", "\\|")  # a bare | would end the cell
+        rows.append(f"| {cell} | {c['precision']:.3f} | {c['recall']:.3f} | {c['f1']:.3f} | {c['support']} |")
     return "\n".join(rows)
 
 
@@ -150,7 +160,7 @@ def classifier_card(cfg, result: dict, labels: list[str], tok, data_report: dict
     datasets = list(cfg.card_datasets) or list(dict.fromkeys(card_name(p) for p in (cfg.train, cfg.dev) if p))
     data = ModelCardData(
         language="ko", license=cfg.card_license, library_name=LIBRARY, pipeline_tag="text-classification",
-        tags=["koelectra-kit", "electra", "korean", "sentiment-analysis"], datasets=datasets,
+        tags=card_tags(labels), datasets=datasets,
         base_model=hub_id_of(cfg.model), model_name=name,
         eval_results=_eval_results(report, name, datasets[0], "dev" if cfg.dev else "validation"))
     dr = data_report or {}
@@ -161,7 +171,7 @@ def classifier_card(cfg, result: dict, labels: list[str], tok, data_report: dict
     body = f"""
 # {name}
 
-Korean text classifier ({", ".join(labels)}) fine-tuned from `{cfg.model}` with
+Korean text classifier ({label_list(labels)}) fine-tuned from `{cfg.model}` with
 koelectra-kit.
 
 ## Use

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InputError
+from ..io.printed import display_width, pad
 from .metrics import classification_report
 
 
@@ -127,13 +128,20 @@ def reference_scores(train_texts, y_train, eval_texts, y_eval, labels: list[str]
                                      fitted)}
 
 
-def reference_warnings(report: dict, refs: dict) -> list[str]:
-    """One line per bar the model does not clear (accuracy against the majority class, macro-F1 against TF-IDF)."""
+# What helps a model that is no better than always answering one class, by the classifier's ``kind``: epochs and an
+# encoder mean nothing to a TF-IDF fit, which has no epochs and no encoder.
+ADVICE = {"tfidf": "more labelled rows; or fine-tune a pretrained encoder on them, `koelectra-kit finetune`",
+          None: "more data, more epochs, or a pretrained encoder"}
+
+
+def reference_warnings(report: dict, refs: dict, kind: str | None = None) -> list[str]:
+    """One line per bar the model does not clear (accuracy against the majority class, macro-F1 against TF-IDF).
+    ``kind``: the classifier's (``"tfidf"`` for a TF-IDF model; None for a fine-tuned one), for the advice."""
     out = []
     maj = refs.get("majority")
     if maj and report["accuracy"] <= maj["accuracy"]:
         out.append(f"warning: accuracy {report['accuracy']:.4f} is not above {maj['name']} ({maj['accuracy']:.4f}): "
-                   "the model has learned nothing usable yet (more data, more epochs, or a pretrained encoder)")
+                   f"the model has learned nothing usable yet ({ADVICE.get(kind, ADVICE[None])})")
     tf = refs.get("tfidf")
     if tf and report["macro_f1"] <= tf["macro_f1"]:
         out.append(f"warning: macro-F1 {report['macro_f1']:.4f} is not above {tf['name']} ({tf['macro_f1']:.4f}): "
@@ -141,12 +149,14 @@ def reference_warnings(report: dict, refs: dict) -> list[str]:
     return out
 
 
-def format_references(report: dict, refs: dict) -> str:
+def format_references(report: dict, refs: dict, kind: str | None = None) -> str:
+    """The model's row beside the references' rows, then ``reference_warnings`` (``kind``: as there)."""
     # as wide as the longest name: "TF-IDF + logistic regression (fitted on the model's training file)" was cut
-    width = max([58, *(len(ref["name"]) + 1 for ref in refs.values() if ref)])
-    lines = ["beside the references:", f"  {'':<{width}}{'accuracy':>9}{'macro-F1':>10}",
-             f"  {'this model':<{width}}{report['accuracy']:>9.4f}{report['macro_f1']:>10.4f}"]
+    # (by display width: "always '기쁨'" is 10 characters in 12 columns)
+    width = max([58, *(display_width(ref["name"]) + 1 for ref in refs.values() if ref)])
+    lines = ["beside the references:", f"  {pad('', width)}{'accuracy':>9}{'macro-F1':>10}",
+             f"  {pad('this model', width)}{report['accuracy']:>9.4f}{report['macro_f1']:>10.4f}"]
     for ref in refs.values():
         if ref:
-            lines.append(f"  {ref['name']:<{width}}{ref['accuracy']:>9.4f}{ref['macro_f1']:>10.4f}")
-    return "\n".join(lines + reference_warnings(report, refs))
+            lines.append(f"  {pad(ref['name'], width)}{ref['accuracy']:>9.4f}{ref['macro_f1']:>10.4f}")
+    return "\n".join(lines + reference_warnings(report, refs, kind))

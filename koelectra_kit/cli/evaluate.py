@@ -46,7 +46,7 @@ def register(subparsers) -> None:
         p.add_argument(flag, dest=key, default=None, **opts)
     p.add_argument("--label-map", action="append", default=[], metavar="VALUE=LABEL",
                    help="map a file label value onto a model label (repeatable; neither side empty), e.g. "
-                        "--label-map 0=negative")
+                        "--label-map 0=negative (default: the label_map the model was trained with, if any)")
     p.add_argument("--drop-unknown-labels", dest="drop_unknown_labels", action="store_true", default=None,
                    help="drop (and report) rows whose label maps to none of the model's labels instead of failing")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="don't draw confusion.png")

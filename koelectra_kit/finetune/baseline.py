@@ -18,6 +18,7 @@ from .config import FinetuneConfig, with_absolute_paths
 from .data import format_data_report, load_splits
 from ..io.output import check_kind, check_not_input, check_report_dir, replaced_note
 from ..classify.references import format_references, majority_reference
+from ..io.printed import label_list
 from ..runtime import log
 
 WRITES = ("eval.json", "data_report.json", "baseline_config.yaml", "confusion.png", "classifier.json",
@@ -57,7 +58,7 @@ def run_baseline(cfg: FinetuneConfig) -> dict:
     print(format_report(report, title=f"dev ({name})"))
     majority = majority_reference(splits.train.y, splits.dev.y, labels)
     result["references"] = {"majority": majority}
-    print(format_references(report, result["references"]))
+    print(format_references(report, result["references"], kind=clf.kind))
     log(f"fit in {train_s:.1f}s on {len(splits.train.y)} rows, {n_features} features")
     if out:
         replaced = replaced_note(out)
@@ -84,7 +85,7 @@ def tfidf_card(name: str, labels: list[str], report: dict, rows: int, features: 
     """README.md of a TF-IDF classifier folder."""
     return f"""# koelectra-kit TF-IDF classifier
 
-{name}, fitted on {rows:,} labelled rows ({features:,} n-gram features). Labels: {', '.join(labels)}.
+{name}, fitted on {rows:,} labelled rows ({features:,} n-gram features). Labels: {label_list(labels)}.
 Dev: accuracy {report['accuracy']:.4f}, macro-F1 {report['macro_f1']:.4f}.
 
 A koelectra-kit folder (`classifier.json` with the n-gram vocabulary, `tfidf.safetensors` with idf and the

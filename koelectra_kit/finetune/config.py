@@ -12,7 +12,7 @@ from ..classify.references import BaselineConfig
 from ..config import check_batch_cap, check_not_blank
 from ..errors import ConfigError
 from ..io.labelled import (ID_COLUMNS, LABEL_ALIASES, LABEL_COLUMNS, RATING_COLUMNS,  # noqa: F401 - re-exported
-                          RATING_PRESETS, checked_label_map, parse_rating_map)
+                          RATING_PRESETS, check_label_set, checked_label_map, parse_rating_map)
 from ..io.trackers import report_to_names
 
 DEFAULT_LABELS = ["negative", "neutral", "positive"]
@@ -152,6 +152,9 @@ class FinetuneConfig:
             raise ConfigError(f"labels: need at least 2 labels, got {self.labels}")
         if len(set(self.labels)) != len(self.labels) or any(not str(x).strip() for x in self.labels):
             raise ConfigError(f"labels: must be distinct non-empty names, got {self.labels}")
+        # NFC, as a file's cells are read: a name typed or copied on macOS (decomposed Korean) is the model's
+        # id2label as the same name typed elsewhere; two that a file's cells could not tell apart are refused
+        self.labels = check_label_set(self.labels)
         checked_label_map(self.label_map, self.labels)
         if self.rating_map is not None:
             parse_rating_map(self.rating_map)  # raises ConfigError if malformed

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..io.labelled import (Labelled, class_counts, format_file_report, label_resolver, read_labelled,  # noqa: F401 - re-exported
                            require_every_class)
-from .config import FinetuneConfig
+from .config import DEFAULT_LABELS, FinetuneConfig
 
 
 def stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,12 +71,13 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
                           "hf:OWNER/NAME:SPLIT)")
     train = read_configured(cfg, cfg.train)
     report: dict = {"labels": list(cfg.labels), "train_file": train.report}
-    require_every_class(train, cfg.labels, f"{cfg.train}")
+    require_every_class(train, cfg.labels, f"{cfg.train}", _missing_class_fix(cfg, train))
     if cfg.dev:
         dev = read_configured(cfg, cfg.dev)
         report["dev_file"] = dev.report
         report["dev_source"] = f"file {cfg.dev}"
-        require_every_class(dev, cfg.labels, f"{cfg.dev}")
+        require_every_class(dev, cfg.labels, f"{cfg.dev}", "add examples or remove the label from labels=, or leave "
+                            "out dev= for a stratified split of train")
     else:
         counts = np.bincount(train.y, minlength=len(cfg.labels))
         single = [lab for lab, c in zip(cfg.labels, counts) if c < 2]
@@ -100,6 +101,17 @@ def load_splits(cfg: FinetuneConfig) -> Splits:
     report["dev"] = {"rows": len(dev.y), "class_counts": class_counts(dev.y, cfg.labels)}
     report["dev_texts_also_in_train"] = overlap
     return Splits(train, dev, report)
+
+
+def _missing_class_fix(cfg: FinetuneConfig, train: Labelled) -> str:
+    """What a train file without a label's rows is told to do. With the default label set, which the user may never
+    have chosen, the labels its rows have: a 긍정/부정 file read with [negative, neutral, positive] was told to
+    "remove the label from labels=", a key it never set."""
+    present = [lab for lab, c in class_counts(train.y, cfg.labels).items() if c]
+    if cfg.labels != DEFAULT_LABELS or len(present) < 2:
+        return "add examples or remove the label from labels="
+    return (f"labels= is the default [{','.join(DEFAULT_LABELS)}]: give labels=[{','.join(present)}] for this "
+            "file's classes, or add examples")
 
 
 def format_data_report(rep: dict) -> str:

@@ -10,6 +10,8 @@
 - ``labelled``: a labelled table as texts and label indices (columns, label or rating mapping, dropped rows);
 - ``output``: which output folders a command may replace;
 - ``plots``: the figures (confusion matrix, curves, label distribution), Korean fonts included;
+- ``printed``: label names in printed tables and lists (padded by display width, quoted where a comma would split
+  one);
 - ``trackers``: a run's metrics rows as TensorBoard / wandb scalars (``report_to``).
 
 Nothing here imports a stage: every stage reads through these.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +36,12 @@ ID_COLUMNS = ("id", "review_id", "doc_id", "번호", "아이디")  # kept in eva
 LABEL_COLUMNS = ("label", "labels", "sentiment", "class", "라벨", "레이블", "감성", "감정")
 RATING_COLUMNS = ("rating", "stars", "star", "score", "별점", "평점")
 # File label values that mean the same sentiment; used only when the label set has exactly one
-# member of a group, so "긍정" in a file maps to "positive" (and "positive" to "긍정") by itself.
+# member of a group, so "긍정" in a file maps to "positive" (and "positive" to "긍정") by itself. In the order a
+# message offers them (``LabelResolver.alias_hint``: the first Korean and the first English one).
 LABEL_ALIASES = (
-    {"positive", "pos", "긍정", "긍정적"},
-    {"negative", "neg", "부정", "부정적"},
-    {"neutral", "neu", "중립", "중립적", "보통"},
+    ("positive", "pos", "긍정", "긍정적"),
+    ("negative", "neg", "부정", "부정적"),
+    ("neutral", "neu", "중립", "중립적", "보통"),
 )
 
 
@@ -92,31 +94,123 @@ def _column_as_str(df, col, whole_as_int: bool = False) -> "list[str]":
     return [text(v) for v in df[col].tolist()]
 
 
+def nfc(value) -> str:
+    """A label as one string whatever wrote it: a file saved on macOS spells Korean decomposed (NFD: 기쁨 as the
+    jamo ㄱ ㅣ ㅃ ㅡ ㅁ), which prints as the composed 기쁨 (NFC) the same label typed elsewhere is, but is another
+    string: the two were two classes (prob_기쁨 twice) or "'기쁨' is not in the label set ['기쁨', ...]". Texts are
+    NFC already (``tokenizer.normalize``); labels are NFC wherever they are read, and a model's id2label is."""
+    return unicodedata.normalize("NFC", str(value))
+
+
 def _norm(value: str) -> str:
-    return str(value).strip().casefold()
+    return nfc(value).strip().casefold()
 
 
-def label_resolver(labels: list[str], label_map: dict | None = None):
-    """A function file value -> label (or None). Tries, in order: the explicit ``label_map``, an
-    exact label name, the same ignoring case/spaces, then the built-in Korean/English sentiment
-    aliases (긍정/pos/positive ...) when the label set has exactly one label of that meaning."""
-    table: dict[str, str] = {}
-    for group in LABEL_ALIASES:
-        targets = [lab for lab in labels if _norm(lab) in group]
-        if len(targets) == 1:
-            table.update({alias: targets[0] for alias in group})
-    table.update({_norm(lab): lab for lab in labels})
-    table.update({_norm(k): v for k, v in (label_map or {}).items()})
-    exact = {str(k): v for k, v in (label_map or {}).items()}
+# A whole number as a table spells it: '4', or '4.0' where pandas or a spreadsheet wrote an integer column as floats
+# (a CSV's label column with one empty cell). No leading zeros: '04' is a code, not the number 4.
+_WHOLE = re.compile(r"-?(?:0|[1-9]\d*)(?:\.0+)?")
 
-    def resolve(value: str) -> str | None:
-        if value in exact:
-            return exact[value]
-        if value in labels:
-            return value
-        return table.get(_norm(value))
 
-    return resolve
+def _whole(value) -> int | None:
+    """The whole number ``value`` spells ('4', '4.0'), else None."""
+    text = str(value).strip()
+    return int(text.split(".")[0]) if _WHOLE.fullmatch(text) else None
+
+
+def same_label_groups(labels) -> list[list[str]]:
+    """The names of ``labels`` that a file's cells could not tell apart (the same after NFC, spaces and case: the
+    rule ``label_resolver`` reads a cell by), each group in the set's order; [] when every name stands alone."""
+    groups: dict[str, list[str]] = {}
+    for lab in labels:
+        groups.setdefault(_norm(lab), []).append(str(lab))
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def unicode_note(*names) -> str:
+    """' (a Unicode NFC/NFD difference: ...)' where two of ``names`` print alike but differ only in Unicode form,
+    else ''. A message that shows them side by side ('기쁨' and '기쁨') reads as nonsense without it."""
+    shown = {str(n) for n in names}
+    if len(shown) > 1 and len({nfc(n) for n in shown}) < len(shown):
+        return " (a Unicode NFC/NFD difference: the same letters composed or decomposed, as macOS saves Korean)"
+    return ""
+
+
+def check_label_set(labels, key: str = "labels") -> list[str]:
+    """``labels`` as NFC strings, or a ``ConfigError`` naming the names a file's cells could not tell apart: with
+    [기쁨 (NFC), 기쁨 (NFD)] (a label set built from a file mixing both) a model trained two classes of one label;
+    with [Pos, pos] a cell 'POS' went to whichever came last."""
+    clash = same_label_groups(labels)
+    if clash:
+        said = "; ".join(" and ".join(repr(n) for n in g) for g in clash[:6]) + (" ..." if len(clash) > 6 else "")
+        alike = ("; those that print alike differ only in Unicode form (NFC/NFD: the same letters composed or "
+                 "decomposed, as files saved on macOS spell Korean)") if any(unicode_note(*g) for g in clash) else ""
+        raise ConfigError(f"{key}: {said} are one label{' each' if len(clash) > 1 else ''} to a file's cells, read "
+                          f"ignoring case, spaces and Unicode form{alike}; give each label once")
+    return [nfc(lab) for lab in labels]
+
+
+class LabelResolver:
+    """File value -> label (or None), the one rule every reader of a label uses. Tries, in order: the explicit
+    ``label_map``, an exact label name (both NFC: ``nfc``), the same ignoring case/spaces, then the built-in
+    Korean/English sentiment aliases (긍정/pos/positive ...) where the label set has exactly one label of that
+    meaning, then a whole number as the set spells it ('4.0' for the label 4, '4' for 4.0: a CSV of integers
+    pandas wrote as floats). A name several labels share once case is ignored resolves to none of them (an error
+    that names the cell, not a guess)."""
+
+    def __init__(self, labels: list[str], label_map: dict | None = None):
+        labels = [str(lab) for lab in labels]
+        if len({nfc(lab) for lab in labels}) < len(labels):
+            check_label_set(labels, "the label set")  # the same name twice in two Unicode forms: say which
+        self.labels, self.aliased = labels, []
+        table: dict[str, str] = {}
+        for group in LABEL_ALIASES:
+            targets = [lab for lab in labels if _norm(lab) in group]
+            if len(targets) == 1:
+                table.update({alias: targets[0] for alias in group})
+                self.aliased.append(group)
+        ambiguous = {_norm(g[0]) for g in same_label_groups(labels)}
+        table.update({_norm(lab): lab for lab in labels if _norm(lab) not in ambiguous})
+        for key in ambiguous:
+            table.pop(key, None)
+        pairs = [(str(k), v) for k, v in (label_map or {}).items()]
+        table.update({_norm(k): v for k, v in pairs})
+        self.table = table
+        self.exact = {**{nfc(lab): lab for lab in labels}, **{nfc(k): v for k, v in pairs}}  # label_map's first
+        self.numbers = {**_by_number((lab, lab) for lab in labels), **_by_number(pairs)}
+
+    def __call__(self, value: str) -> str | None:
+        key = nfc(value)
+        if key in self.exact:
+            return self.exact[key]
+        found = self.table.get(_norm(value))
+        return found if found is not None else self.numbers.get(_whole(value))
+
+    def alias_hint(self) -> str:
+        """' (or 긍정/부정, pos/neg)': the alias spellings this label set takes, for a message listing its labels;
+        '' where none applies (a set of emotions or topics: 긍정 there is no label, and the hint said it was)."""
+        if not self.aliased:
+            return ""
+        own = {_norm(lab) for lab in self.labels}
+        korean, english = [], []
+        for group in self.aliased:
+            spare = [a for a in group if a not in own]
+            korean += [a for a in spare if not a.isascii()][:1]
+            english += [a for a in spare if a.isascii()][:1]
+        return f" (or {', '.join('/'.join(side) for side in (korean, english) if side)})"
+
+
+def _by_number(pairs) -> dict[int, str]:
+    """Whole number -> label, for the (spelling, label) pairs that spell one, where only one label has it."""
+    found: dict[int, set] = {}
+    for spelling, label in pairs:
+        if _whole(spelling) is not None:
+            found.setdefault(_whole(spelling), set()).add(label)
+    return {n: next(iter(got)) for n, got in found.items() if len(got) == 1}
+
+
+def label_resolver(labels: list[str], label_map: dict | None = None) -> LabelResolver:
+    """The resolver of file values onto ``labels`` (``LabelResolver``: call it with a value)."""
+    return LabelResolver(labels, label_map)
 
 
 # The words YAML (1.1, as the config reads it) takes for true and false; case is ignored where they are matched.
@@ -129,7 +223,7 @@ def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, st
     one of the labels ['0', '1']"; and ``{0:negative}`` (no space after the colon) is one key '0:negative' with no
     label, which the error showed as 'None'. A label may be spelled as a file's cells may (``NEGATIVE``, ``부정``:
     ``label_resolver``'s case and aliases)."""
-    checked, spelled = {}, label_resolver(labels)
+    checked, spelled, given = {}, label_resolver(labels), {}
     for src, dst in (label_map or {}).items():
         if dst is None:
             fix = (f" (YAML reads '{src}' as one value: write a space after the colon, "
@@ -144,7 +238,12 @@ def checked_label_map(label_map: dict | None, labels: list[str]) -> dict[str, st
             for spelling in (str(src), *YAML_BOOLS[src]):
                 checked.setdefault(spelling, str(dst))  # a key written as a string ('yes': ...) comes first
             continue
-        checked[str(src)] = str(dst)
+        key = nfc(src)  # a value as the file's cells are read: 기쁨 decomposed (macOS) is 기쁨
+        if checked.get(key, dst) != dst and key in given:
+            # {1: a, '1': b}, or one name in both Unicode forms: the last one won without a word
+            raise ConfigError(f"label_map: {given[key]!r} and {src!r} are one file value{unicode_note(given[key], src)}"
+                              f", mapped to {checked[key]!r} and {dst!r}; map it once")
+        given[key], checked[key] = src, str(dst)
     return checked
 
 
@@ -223,16 +322,27 @@ def _map_labels(raw: list[str], kind: str, source_col: str, labels: list[str], l
     report["label_source"] = f"label column '{source_col}'"
     resolve = label_resolver(labels, label_map)
     cache = {v: resolve(v) for v in set(raw)}
-    renamed = {v: m for v, m in cache.items() if m is not None and m != v}
+    renamed = {v: m for v, m in cache.items() if m is not None and m != v and nfc(v) != nfc(m)}
     if renamed:
         report["label_mapping"] = dict(sorted(renamed.items()))
+    # the label itself in the other Unicode form (a file saved on macOS): said apart, as "'기쁨' -> '기쁨'" among the
+    # mapped names read as nonsense
+    decomposed = {v for v, m in cache.items() if m is not None and m != v and nfc(v) == nfc(m)}
+    if decomposed:
+        counts: dict[str, int] = {}
+        for v in raw:
+            if v in decomposed:
+                counts[cache[v]] = counts.get(cache[v], 0) + 1
+        report["labels_decomposed"] = dict(sorted(counts.items()))
     return [cache[v] for v in raw]
 
 
 def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, drop: bool,
-                  labels_of: str | None = None) -> dict:
+                  labels_of: str | None = None, none_known: bool = False) -> dict:
     """Rows whose label maps to none: an error with counts and examples, or (``drop``) their report entry.
-    ``labels_of``: whose label set it is when the user cannot change it (evaluate: the model's)."""
+    ``labels_of``: whose label set it is when the user cannot change it (evaluate: the model's). ``none_known``: no
+    row's label is in the set (a file of its own labels, 1 to 5, read with the default set): the error names the
+    labels= that reads the file as it is."""
     values: dict[str, int] = {}
     for i in idx:
         values[raw[i]] = values.get(raw[i], 0) + 1
@@ -252,9 +362,33 @@ def _unknown_rows(path, idx, rows, texts, raw, kind: str, labels, rating_map, dr
             what = f"labels are not in the label set {labels}"
             hint = "map them with label_map={value: label}" + (f" onto {labels_of}'s labels" if labels_of else
                                                                ", change labels=")
+            if none_known and not labels_of and 2 <= len(values) <= 20 and all(v == _short(v) for v in values):
+                hint = f"to train on the file's own labels give {_labels_setting(values)}; or {hint}"
         raise InputError(f"{path}: {len(idx)} rows' {what}: {shown}; e.g. {examples}; "
                          f"{hint}, or pass drop_unknown_labels=true to drop these rows")
     return {"count": int(len(idx)), "values": dict(top[:20]), "rows": rows[idx][:10].tolist()}
+
+
+def _labels_setting(values) -> str:
+    """``labels=[...]`` of a file's label values as a user types it: numbers sorted as numbers ('5.0' as 5, the
+    whole number a float column holds), other names sorted, quoted where YAML would read them as something else
+    (yes, null, 1.5e3)."""
+    import yaml
+
+    if all(_is_number(v) for v in values):
+        items = [str(_whole(v)) if _whole(v) is not None else v for v in sorted(values, key=float)]
+    else:
+        items = sorted(values)
+
+    def item(v: str) -> str:
+        try:
+            read = yaml.safe_load(f"[{v}]")
+        except yaml.YAMLError:
+            read = None
+        plain = read == [v] or (_whole(v) is not None and read == [_whole(v)])
+        return v if plain and v.strip() == v else "'" + v.replace("'", "''") + "'"
+
+    return f"labels=[{','.join(dict.fromkeys(item(v) for v in items))}]"
 
 
 def _is_number(value: str) -> bool:
@@ -349,6 +483,8 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
     raw = [v.strip() for v in _column_as_str(df, source_col, whole_as_int=True)]
     rows = np.arange(1, len(df) + 1)
     report: dict = {"path": str(path), "format": fmt, "rows_read": len(df), "text_column": str(text_col)}
+    if labels_of:
+        report["labels_of"] = labels_of
     if log is not None:
         report["label_log"] = log
     if used_encoding is not None:
@@ -363,7 +499,8 @@ def read_labelled(path: str | Path, labels: list[str], *, text_column: str | Non
         dropped["empty_text"] = {"count": int(len(idx)), "rows": rows[idx][:10].tolist()}
     if unknown.any():
         dropped["unknown_label"] = _unknown_rows(path, np.flatnonzero(unknown), rows, texts, raw, kind, labels,
-                                                 rating_map, drop_unknown_labels, labels_of)
+                                                 rating_map, drop_unknown_labels, labels_of,
+                                                 none_known=not (~unknown & ~empty).any())
     keep = ~(empty | unknown)
     if not len(df):  # a header and nothing under it: "no usable rows (0 empty texts, 0 unknown labels out of 0)"
         raise InputError(f"{path}: the {'dataset' if fmt == 'dataset' else 'file'} has no rows"
@@ -411,9 +548,13 @@ def format_file_report(f: dict) -> str:
         g = f["label_log"]
         lines.append(f"  the app's label log: {g['events']} lines give {g['labels']} labels (the latest answer per "
                      f"text that no undo retracts; {g['skipped']} texts skipped)")
+    if f.get("labels_decomposed"):
+        lines.append("  labels written decomposed (Unicode NFD, as macOS saves Korean) read as the same labels: "
+                     + ", ".join(f"{k!r} {v} rows" for k, v in f["labels_decomposed"].items()))
     if f.get("label_mapping"):
+        keep = "" if f.get("labels_of") else "; labels= with the file's own names keeps those"  # (evaluate: no key)
         lines.append("  label names mapped: " + ", ".join(f"{k!r} -> {v!r}" for k, v in f["label_mapping"].items())
-                     + " (the model's labels; labels= with the file's own names keeps those)")
+                     + f" (the model's labels{keep})")
     for reason, d in f["dropped"].items():
         more = f" values {d['values']}" if "values" in d else ""
         lines.append(f"  dropped {d['count']} rows: {reason.replace('_', ' ')}{more} (rows {d['rows']}"

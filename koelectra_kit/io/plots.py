@@ -7,6 +7,7 @@ module costs nothing.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from pathlib import Path
@@ -15,8 +16,13 @@ import numpy as np
 
 from .fileio import atomic_path
 
-KOREAN_FONTS = ("NanumGothic", "Malgun Gothic", "AppleGothic", "Noto Sans CJK KR", "Noto Sans KR",
-                "UnDotum", "Baekmuk Gulim")
+KOREAN_FONTS = ("NanumGothic", "Malgun Gothic", "AppleGothic", "Apple SD Gothic Neo", "Noto Sans CJK KR",
+                "Noto Sans KR", "UnDotum", "Baekmuk Gulim")
+# Where Korean fonts are installed, for a machine without fc-list to ask (macOS, Windows, a slim container)
+KOREAN_FONT_FILES = ("/usr/share/fonts/truetype/nanum/NanumGothic*.ttf", "/usr/share/fonts/opentype/noto/*CJK*",
+                     "/usr/share/fonts/noto-cjk/*CJK*", "/usr/share/fonts/truetype/unfonts-core/UnDotum*.ttf",
+                     "/Library/Fonts/AppleGothic.ttf", "/System/Library/Fonts/Supplemental/AppleGothic.ttf",
+                     "/System/Library/Fonts/AppleSDGothicNeo.ttc", "C:/Windows/Fonts/malgun.ttf")
 
 
 def _pyplot():
@@ -28,16 +34,59 @@ def _pyplot():
     return plt
 
 
-def use_korean_font() -> None:
-    """Prefer an installed Korean font so Hangul labels render (none is bundled with matplotlib)."""
+def use_korean_font() -> str | None:
+    """Prefer an installed Korean font so Hangul labels render (none is bundled with matplotlib); returns its family,
+    or None when there is none.
+
+    matplotlib lists the fonts it found when it built its font cache, and never looks again: fonts-nanum installed
+    after that (the usual order in a container) was not used, and confusion.png showed #0..#11. So when the cache
+    has no Korean font, the system's are looked up (``_korean_font_files``) and added for this process."""
     import matplotlib
     from matplotlib import font_manager
 
+    name = _korean_family()
+    if name is None:
+        added = []
+        for path in _korean_font_files():
+            try:
+                before = len(font_manager.fontManager.ttflist)
+                font_manager.fontManager.addfont(path)
+                added += [f.name for f in font_manager.fontManager.ttflist[before:]]
+            except Exception:  # noqa: BLE001 - an unreadable font file is skipped; a plot never fails over a font
+                continue
+        name = _korean_family() or next(iter(added), None)  # fc-list's :lang=ko fonts all draw Hangul
+    if name:
+        matplotlib.rcParams["font.family"] = [name, "DejaVu Sans"]
+    return name
+
+
+def _korean_family() -> str | None:
+    from matplotlib import font_manager
+
     have = {f.name for f in font_manager.fontManager.ttflist}
-    for name in KOREAN_FONTS:
-        if name in have:
-            matplotlib.rcParams["font.family"] = [name, "DejaVu Sans"]
-            return
+    return next((name for name in KOREAN_FONTS if name in have), None)
+
+
+@functools.cache
+def _korean_font_files() -> tuple[str, ...]:
+    """Font files that draw Korean: fontconfig's answer (``fc-list :lang=ko``) where it is installed, and the
+    files of ``KOREAN_FONT_FILES`` that exist. Looked up once a process."""
+    import glob
+    import shutil
+    import subprocess
+
+    found = []
+    if shutil.which("fc-list"):
+        try:
+            got = subprocess.run(["fc-list", ":lang=ko", "--format", "%{file}\\n"], capture_output=True, text=True,
+                                 timeout=20)
+            found = [line.strip() for line in got.stdout.splitlines()]
+        except (OSError, subprocess.SubprocessError):
+            found = []
+    for pattern in KOREAN_FONT_FILES:
+        found += sorted(glob.glob(pattern))
+    # matplotlib reads TrueType and OpenType (.ttc collections too); fontconfig also lists bitmap fonts
+    return tuple(dict.fromkeys(f for f in found if f.lower().endswith((".ttf", ".otf", ".ttc"))))
 
 
 def save_png(fig, path: str | Path, dpi: int = 120, tight: bool = True) -> Path:
@@ -51,7 +100,7 @@ def save_png(fig, path: str | Path, dpi: int = 120, tight: bool = True) -> Path:
 
 
 def _tick_labels(labels: list[str]) -> list[str]:
-    """Label names if the plotting font has their glyphs, else ``#i`` (names are in eval.json).
+    """Label names if the plotting font has their glyphs, else ``#i`` (``plot_confusion`` then adds a key).
 
     Matplotlib's bundled DejaVu has no Hangul: Korean labels would render as empty boxes on a
     machine without a Korean font, so say ``#0, #1`` instead of drawing boxes."""
@@ -67,14 +116,29 @@ def _tick_labels(labels: list[str]) -> list[str]:
     return [f"#{i}" for i in range(len(labels))]
 
 
+def _numbered_note(labels: list[str], path) -> str:
+    """The log line when confusion.png numbers its labels: the key (the terminal draws the names the figure
+    cannot) and how to get the names drawn."""
+    from matplotlib import get_cachedir
+
+    from .printed import quoted
+
+    key = ", ".join(f"#{i} = {quoted(lab)}" for i, lab in enumerate(labels))
+    return (f"note: {Path(path).name} numbers its labels ({key}): no installed font draws them. For the names, "
+            "install a Korean font (Debian/Ubuntu: apt install fonts-nanum); one installed where it was not found "
+            f"needs matplotlib's font cache rebuilt (delete {get_cachedir()}/fontlist-*.json)")
+
+
 def plot_confusion(report: dict, path: str | Path, title: str = "") -> None:
     """Confusion matrix of a ``metrics.classification_report`` as a PNG: counts in each cell, colour = share
-    of the true class (row)."""
+    of the true class (row). Labels no installed font draws are numbered, with a key under the matrix and a note
+    in the log."""
     plt = _pyplot()
     use_korean_font()
     cm = np.asarray(report["confusion_matrix"], dtype=float)
     share = cm / np.maximum(cm.sum(axis=1, keepdims=True), 1)
-    ticks = _tick_labels(report["labels"])
+    labels = list(report["labels"])
+    ticks = _tick_labels(labels)
     k = len(ticks)
     fig, ax = plt.subplots(figsize=(1.2 * k + 2.5, 1.1 * k + 1.8))
     ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
@@ -88,6 +152,13 @@ def plot_confusion(report: dict, path: str | Path, title: str = "") -> None:
     ax.set_ylabel("true")
     ax.set_title(title or f"accuracy {report['accuracy']:.3f}  macro-F1 {report['macro_f1']:.3f}  "
                           f"(n={report['n']})", fontsize=9)
+    if ticks != labels:
+        # the key: the names themselves have no glyphs here, so it points at where they are written
+        fig.text(0.01, 0.005, f"#0-#{k - 1}: the labels in eval.json's order (#i = labels[i]); no installed font "
+                 "draws their names", fontsize=7, ha="left", va="bottom")
+        from ..runtime import log
+
+        log(_numbered_note(labels, path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing-glyph warnings if a label slipped through
         save_png(fig, path)

@@ -146,8 +146,8 @@ def read_human_labels(path: str | Path, labels: list[str]) -> HumanLabels:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         at = _excel_rows(src, name)  # a workbook's: the row Excel shows, not the count under the header
         said = "; ".join(f"row {at[row] if at else row}: {value!r}" for row, value in bad[:3])
-        raise InputError(f"{name}: {said}{more}: not one of the model's labels {', '.join(labels)} "
-                         "(or 긍정/부정/중립, pos/neg/neu)")
+        raise InputError(f"{name}: {said}{more}: not one of the model's labels {', '.join(labels)}"
+                         f"{resolve.alias_hint()}")  # (the aliases only where they apply: one label of that meaning)
     found, conflicts = keyed_labels(answers)
     return HumanLabels(found, str(src), conflicts)
 

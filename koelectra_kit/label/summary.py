@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..io.printed import display_width, pad
+
 
 @dataclass
 class LabelSummary:
@@ -30,8 +32,9 @@ def format_summary(s: LabelSummary) -> str:
     shard = f" (shard {s.shard})" if s.shard else ""
     lines = [f"labelled {s.rows:,} rows{shard} -> {s.output}"]
     total = max(1, sum(s.per_label.values()))
+    width = max([12, *(display_width(lab) for lab in s.per_label)])  # '기쁨' is 4 columns wide; a long label widens
     for lab, c in sorted(s.per_label.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {lab:<12}{c:>10,}  {c / total:6.1%}")
+        lines.append(f"  {pad(lab, width)}{c:>10,}  {c / total:6.1%}")
     flagged = {k: v for k, v in s.status.items() if k != "ok"}
     if flagged:
         lines.append("  flagged: " + ", ".join(f"{k} {v:,}" for k, v in sorted(flagged.items())))

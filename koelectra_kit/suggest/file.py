@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import check_not_blank
 from ..errors import ConfigError, InputError
+from ..io.printed import quoted
 from .rows import Suggestions, check_options, entropies, margins, suggest_rows
 
 # -- koelectra-kit suggest ----------------------------------------------------------------------------------------
@@ -95,7 +96,8 @@ class SuggestSummary:
         passed = ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"
         out = [f"wrote {self.picked:,} rows to label next to {self.out} ({why[self.strategy]})",
                f"pool: {self.rows:,} rows; passed over: {passed}",
-               "the model's guesses: " + (", ".join(f"{k} {v:,}" for k, v in self.guesses.items()) or "none")]
+               "the model's guesses: " + (", ".join(f"{quoted(k)} {v:,}" for k, v in self.guesses.items())
+                                           or "none")]
         if self.picked < self.asked:
             out.append(f"note: {self.asked:,} asked, only {self.picked:,} distinct unlabelled texts left in the pool")
         return out
@@ -315,8 +317,9 @@ def _answered(reopen, columns: list[str], column: str, texts: list, path: str, l
         getattr(records, "close", lambda: None)()
     if unknown and known:  # (none known: another label scheme, ratings or codes, not a typo to catch here)
         line, value = unknown[0]
-        raise InputError(f"{path} line {line}: label {value!r} is none of the model's ({', '.join(labels)}) where "
-                         f"{known:,} other rows' are ({len(unknown):,} such row(s)); fix the file")
+        raise InputError(f"{path} line {line}: label {value!r} is none of the model's ({', '.join(labels)})"
+                         f"{resolve.alias_hint()} where {known:,} other rows' are ({len(unknown):,} such row(s)); "
+                         "fix the file")
     return [t for t, a in zip(texts, answered) if a]
 
 
