@@ -52,9 +52,11 @@ print("pretraining:", summary["steps"], "steps; final metrics:", {k: summary["fi
 ft_cfg = load_config(FinetuneConfig, PRESETS / "finetune" / f"{args.preset}.yaml",
                      [f"model={out / 'pretrain' / 'discriminator'}", f"train={args.labelled}",
                       f"out={out / 'sentiment'}"])
-result = finetune(ft_cfg)
+result = finetune(ft_cfg)  # Ctrl-C: the best model so far is written, then KeyboardInterrupt stops the script
+# best_model: the folder that scored best on dev (OUT/sentiment, or its ensemble/ or tfidf/ with ensemble=tfidf)
+print("best on dev:", result["best_model"])
 
 # 4. Label every row of a CSV (streaming, resumable; status column flags empty/truncated/malformed rows)
-#    koelectra-kit label --model OUT/sentiment --input UNLABELLED --text-column review --output OUT/labelled.csv
-s = label_file(out / "sentiment", args.unlabelled, out / "labelled.csv", args.text_column, overwrite=True)
+#    koelectra-kit label --model BEST_MODEL --input UNLABELLED --text-column review --output OUT/labelled.csv
+s = label_file(result["best_model"], args.unlabelled, out / "labelled.csv", args.text_column, overwrite=True)
 print(format_summary(s))

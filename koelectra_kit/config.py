@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import logging
 import math
+import os
 import types
 import typing
 from pathlib import Path
@@ -100,6 +101,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
+        if isinstance(value, os.PathLike):  # a pathlib.Path from Python: saved as its text (json.dumps refuses Path)
+            return os.fspath(value)
         if isinstance(value, bool):  # YAML 1.1 reads yes/no/on/off/true/false unquoted as a bool, not the word
             raise ConfigError(f"{key}: expected a string, got {value!r} (YAML reads yes, no, on, off, true and false "
                               "as true/false: quote the word, e.g. labels=['no','yes'])")
@@ -121,7 +124,7 @@ def _build(cls: type[T], data: dict, prefix: str = "") -> T:
     # old key -> current key (``RENAMED``): old configs and commands keep working (load_config renamed each layer)
     for key, value in _new_names(cls, data, prefix).items():
         if key not in fields:
-            raise ConfigError(_unknown_key_message(prefix + key, list(fields), prefix))
+            raise ConfigError(unknown_key_message(prefix + key, list(fields), prefix))
         kwargs[key] = _coerce(value, hints[key], prefix + key)
         if key == "seed" and isinstance(kwargs[key], int) and not 0 <= kwargs[key] < 2**32:
             # numpy's generators take 0 <= seed < 2**32: -1 ended deep in a split with numpy's traceback
@@ -143,7 +146,7 @@ def _notice_renamed(old: str, new: str) -> None:
         warn(f"note: config key '{old}' is now '{new}' (the old name still works)")
 
 
-def _unknown_key_message(key: str, allowed: list[str], prefix: str) -> str:
+def unknown_key_message(key: str, allowed: list[str], prefix: str) -> str:
     leaf = key[len(prefix):]
     close = difflib.get_close_matches(leaf, allowed, n=1)
     hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
@@ -281,10 +284,28 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def parse_overrides(overrides: list[str] | None) -> dict:
-    """``["model.hidden_size=64", "corpus=[a.txt,b.txt]"]`` -> nested dict. Values are parsed as YAML."""
+def parse_overrides(overrides: list[str] | dict | None) -> dict:
+    """``["model.hidden_size=64", "corpus=[a.txt,b.txt]"]`` -> nested dict. Values are parsed as YAML. From Python,
+    a dict ``{"model.hidden_size": 64}`` says the same with its values as given (not parsed)."""
     out: dict = {}
+    if isinstance(overrides, dict):
+        for key, value in overrides.items():
+            if not isinstance(key, str) or not key.strip():
+                raise ConfigError(f"overrides: key {key!r} is not a config key (a dict of 'key': value)")
+            node = out
+            *parents, leaf = key.strip().split(".")
+            for p in parents:
+                node = node.setdefault(p, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(f"override '{key}' conflicts with another override")
+            node[leaf] = value
+        return out
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple, type(None))):
+        # a str was iterated a character at a time ("override 'e' is not key=value")
+        raise ConfigError(f"overrides: a list of 'key=value' strings (or a dict of key: value), got {overrides!r}")
     for item in overrides or []:
+        if not isinstance(item, str):
+            raise ConfigError(f"overrides: a list of 'key=value' strings, got the item {item!r}")
         if "=" not in item:
             raise ConfigError(f"override '{item}' is not key=value")
         key, raw = item.split("=", 1)
@@ -305,7 +326,7 @@ def parse_overrides(overrides: list[str] | None) -> dict:
     return out
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | dict | None = None) -> T:
     """Defaults of ``cls`` <- YAML at ``path`` (or a shipped preset named so, see ``preset_path``) <-
     ``key=value`` overrides; typed and validated. ``cls.STAGE`` names the presets folder to look in. A renamed key
     is renamed in its own layer, so an override's old name overrides the preset's new one."""
@@ -348,6 +369,23 @@ def to_dict(cfg: Any) -> dict:
 
 
 def from_dict(cls: type[T], data: dict) -> T:
+    return _build(cls, data)
+
+
+def checked(cfg: Any, cls: type[T], entry: str) -> T:
+    """``cfg`` (a ``cls``, or a dict of its keys) typed and validated as ``load_config`` leaves it, for the Python
+    entry functions (``finetune()``, ``pretrain()``...): a config built directly or edited with
+    ``dataclasses.replace`` skipped every check (max_steps=0 ran unbounded, batch_size=0 ended in ZeroDivisionError,
+    a section given as a dict in AttributeError). The round trip through the typed loader is the one set of checks;
+    a config that has been through it comes back equal."""
+    if isinstance(cfg, cls):
+        data = to_dict(cfg)
+    elif isinstance(cfg, dict):
+        data = cfg
+    else:
+        name = cls.__name__
+        raise ConfigError(f"{entry}() takes a {name} or a dict of its keys, got {type(cfg).__name__} {cfg!r} (e.g. "
+                          f"{entry}(load_config({name}, 'config.yaml', ['key=value'])))")
     return _build(cls, data)
 
 

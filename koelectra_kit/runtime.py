@@ -335,6 +335,7 @@ class StopRequest:
 
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.requested, self.what, self.after, self.saved = False, what, after, {}
+        self.signal: str | None = None  # the first request's signal's name (SIGINT, SIGTERM)
         self.signals, self.same_within_s, self.at = signals, same_within_s, 0.0
 
     def _handle(self, signum, frame) -> None:
@@ -345,8 +346,8 @@ class StopRequest:
             if now - self.at < self.same_within_s:
                 return
             raise KeyboardInterrupt
-        self.requested, self.at = True, now
-        warn(f"{signal.Signals(signum).name}: {self.what} stops after {self.after} and writes what it has "
+        self.requested, self.at, self.signal = True, now, signal.Signals(signum).name
+        warn(f"{self.signal}: {self.what} stops after {self.after} and writes what it has "
              "(Ctrl-C again to stop at once)")
 
     def __enter__(self) -> StopRequest:

@@ -8,7 +8,7 @@ fine-tuned encoder (transformers ``config.json``), a TF-IDF folder or an ensembl
 - ``tfidf``: TF-IDF character n-grams + logistic regression as a folder (and the TF-IDF fit's config);
 - ``ensemble``: several classifiers' probabilities averaged with weights chosen on a dev set;
 - ``onnx_backend``: the exported graph run in onnxruntime (fp32 or int8);
-- ``predictions``: what every kind returns;
+- ``predictions``: what every kind takes (one check of its arguments) and returns;
 - ``metrics``, ``references``: macro-F1 and its report; the majority-class and TF-IDF reference rows;
 - ``evaluate``: a classifier scored on a labelled table; ``modelcard``: the README.md of an exported folder.
 """

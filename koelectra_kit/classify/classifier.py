@@ -29,9 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io.records import texts_of
 from ..hub.modelio import check_model_source, loading
-from .predictions import Predictions
+from .predictions import Predictions, predict_args
 from .registry import load_kind, toolkit_kind  # noqa: F401 - toolkit_kind: callers take it from here too
 from ..runtime import autocast, autocast_dtype, check_precision_name, pad_multiple, quiet_transformers, resolve_device
 
@@ -78,13 +77,6 @@ def attention_mask_for(model, mask):
     if not hasattr(module, "create_bidirectional_mask"):
         return mask
     return mask.bool()[:, None, None, :]
-
-
-def check_batch_size(batch_size) -> None:
-    """A given batch size is a whole number of at least 1: -1 made no batches and every text got the first label
-    with uniform probabilities."""
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise InputError(f"batch_size={batch_size!r}: a whole number of texts, at least 1")
 
 
 def default_batch_size(device) -> int:
@@ -360,9 +352,8 @@ class Classifier:
         shape, and 20,000 texts' ids are a few tens of MB)."""
         import torch
 
-        check_batch_size(batch_size)
+        texts = predict_args(texts, batch_size)
         batch_size = batch_size or default_batch_size(self.device)
-        texts = texts_of(texts)
         n = len(texts)
         k = len(self.labels)
         probs = np.zeros((n, k), dtype=np.float32)
@@ -395,7 +386,7 @@ class Classifier:
             probs[start:start + len(logits)] = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
             truncated.extend(enc["truncated"])
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if n else []
-        return Predictions(labels, probs, truncated)
+        return Predictions(labels, probs, truncated, list(self.labels))
 
     def digest(self) -> str:
         """``model_digest``'s hash of the weights, once per loaded classifier: its weights never change after loading

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..config import check_batch_cap, check_not_blank
 from ..errors import InputError
-from .predictions import Predictions
+from .predictions import Predictions, predict_args
 from .registry import FORMAT, MANIFEST, read_manifest
 
 
@@ -104,7 +104,7 @@ class EnsembleClassifier:
         self.max_length = max(int(getattr(m, "max_length", 512)) for m in members)
 
     def predict(self, texts, batch_size: int = 128, normalized: bool = False, **_) -> Predictions:
-        texts = list(texts)
+        texts = predict_args(texts, batch_size)
         probs = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
         truncated = np.zeros(len(texts), dtype=bool)
         for m, w in zip(self.members, self.weights):
@@ -116,7 +116,7 @@ class EnsembleClassifier:
                 truncated |= np.asarray(pred.truncated, dtype=bool)
         probs = probs.astype(np.float32)
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if len(texts) else []
-        return Predictions(labels, probs, truncated.tolist())
+        return Predictions(labels, probs, truncated.tolist(), list(self.labels))
 
     def digest(self) -> str:
         """Members' own digests and the weights: what ``label --resume`` compares."""

@@ -71,13 +71,22 @@ def evaluate(model_dir: str, data: str, *, out: str | None = None, text_column: 
              drop_unknown_labels: bool = False, fmt: str | None = None, encoding: str | None = None,
              batch_size: int = 64, device: str = "auto", precision: str = "auto",
              plots: bool = True) -> dict:
-    """``run_evaluate`` with the options as arguments (``fmt`` is the config's ``format``)."""
-    cfg = EvaluateConfig(model=str(model_dir), data=str(data), out=out, text_column=text_column,
-                         label_column=label_column, rating_column=rating_column, rating_map=rating_map,
-                         label_map=dict(label_map or {}), drop_unknown_labels=drop_unknown_labels, format=fmt,
-                         encoding=encoding, batch_size=batch_size, device=device, precision=precision,
-                         plots=plots)
-    cfg.validate()
+    """``run_evaluate`` with the options as arguments (``fmt`` is the config's ``format``). Built as ``--config``'s
+    keys are (``from_dict``: types checked, batch_size="big" a ConfigError, not a TypeError from inside)."""
+    from ..config import from_dict
+    from ..io.fileio import path_arg
+
+    model_dir = path_arg(model_dir, "model_dir", "a model folder or hub id (Classifier.load(...).predict scores texts "
+                         "in memory)")
+    data = path_arg(data, "data", "a labelled file; write a DataFrame to one first (df.to_csv('dev.csv', "
+                    "index=False)), or score it in memory with Classifier.load(model).predict(df['review'])")
+    if label_map is not None and not isinstance(label_map, dict):
+        raise ConfigError(f"label_map: a dict of file value -> model label, not a {type(label_map).__name__}")
+    cfg = from_dict(EvaluateConfig, dict(
+        model=model_dir, data=data, out=None if out is None else path_arg(out, "out"), text_column=text_column,
+        label_column=label_column, rating_column=rating_column, rating_map=rating_map, label_map=dict(label_map or {}),
+        drop_unknown_labels=drop_unknown_labels, format=fmt, encoding=encoding, batch_size=batch_size, device=device,
+        precision=precision, plots=plots))
     return run_evaluate(cfg)
 
 

@@ -9,6 +9,7 @@ No torch here: ``baseline`` and ``evaluate`` use it too.
 """
 from __future__ import annotations
 
+import contextlib
 import unicodedata
 from dataclasses import dataclass
 from typing import Literal
@@ -52,6 +53,29 @@ def tfidf_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).lower()
 
 
+@contextlib.contextmanager
+def _quiet_convergence():
+    """scikit-learn's ConvergenceWarning ignored while the fit runs: its warning is a paragraph on stderr, said in one
+    line after the fit instead. One filter added, then that one taken out again: a filter left in place silenced
+    the user's own scikit-learn models for the rest of the process, and catch_warnings, which puts back the whole
+    list it saved, would undo filters set meanwhile by the run the fit runs beside (companions.fit_in_background)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    before = list(warnings.filters)
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+    mine = warnings.filters[0]
+    try:
+        yield
+    finally:
+        if mine not in before:  # (the user's own identical filter stays)
+            try:
+                warnings.filters.remove(mine)  # ("ignore" leaves no mark in the warning registries to clear)
+            except ValueError:  # the filters were reset meanwhile (catch_warnings' exit): nothing of ours is left
+                pass
+
+
 def fit_tfidf(texts: list[str], y: np.ndarray, cfg=None, class_weight: str | None = None):
     """TF-IDF character n-grams + logistic regression fitted on ``texts`` (``cfg``: a BaselineConfig or None for
     its defaults); returns (vectorizer, model, name). The one place the baseline is defined."""
@@ -68,15 +92,8 @@ def fit_tfidf(texts: list[str], y: np.ndarray, cfg=None, class_weight: str | Non
         raise InputError(f"TF-IDF on {len(texts)} training texts: {str(e).splitlines()[0]} (baseline.min_df="
                          f"{b.min_df}; lower it)") from None
     model = LogisticRegression(C=b.C, max_iter=b.max_iter, tol=b.tol, class_weight=class_weight)
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-
-    # scikit-learn's own warning is a paragraph on stderr: said in one line below instead. A filter, not
-    # catch_warnings, which swaps the process's filters and would swallow a fine-tune's warnings while the fit runs
-    # in a thread beside it (companions.fit_in_background)
-    warnings.filterwarnings("ignore", category=ConvergenceWarning)
-    model.fit(x, y)
+    with _quiet_convergence():
+        model.fit(x, y)
     if int(np.max(model.n_iter_)) >= b.max_iter:
         from ..runtime import warn
 

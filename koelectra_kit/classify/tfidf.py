@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.records import texts_of
 from ..io.textcheck import is_blank
-from .predictions import Predictions
+from .predictions import Predictions, predict_args
 from .registry import FORMAT, MANIFEST, read_manifest
 
 WEIGHTS = "tfidf.safetensors"
@@ -86,10 +85,10 @@ class TfidfClassifier:
         makes it (NFC, lowercased)."""
         # (batch_size is the encoder's: a TF-IDF scores all at once.) A text of only invisible characters is empty,
         # as training and label read it: its zero-width n-grams scored it apart from "".
-        texts = ["" if is_blank(t) else t for t in texts_of(texts)]
+        texts = ["" if is_blank(t) else t for t in predict_args(texts, batch_size)]
         probs = self.decision(texts) if texts else np.zeros((0, len(self.labels)), dtype=np.float32)
         labels = [self.labels[i] for i in probs.argmax(axis=1)] if len(texts) else []
-        return Predictions(labels, probs, [False] * len(texts))
+        return Predictions(labels, probs, [False] * len(texts), list(self.labels))
 
     def digest(self) -> str:
         """What ``label --resume`` compares: the fitted state, so a refitted model is a different model."""

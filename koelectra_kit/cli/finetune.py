@@ -40,8 +40,13 @@ def run(args) -> int:
     from ..config import load_config
     from ..finetune import FinetuneConfig, finetune
 
+    from ..errors import Interrupted
+
     cfg = load_config(FinetuneConfig, args.config, args.overrides)
-    result = finetune(cfg)
+    try:
+        result = finetune(cfg)
+    except Interrupted as e:  # Ctrl-C, after the run wrote what it had: said below, as a SIGTERM's stop is
+        result = e.result
     if result["train"]["stopped"] == "interrupted":
         # the best checkpoint so far is written, but the run did not finish: a script must be able to tell
         print(f"interrupted: the best checkpoint so far is in {cfg.out}; rerun to train to the end")

@@ -88,7 +88,13 @@ def run(args) -> int:
             return launch(["pretrain", *(["--verbose"] if args.verbose else [])], nproc, config=cfg,
                           resume="rerun the same command with resume=true to continue from the last checkpoint",
                           grace_s=STOP_GRACE_S)
-    if pretrain(cfg).get("stopped") == "interrupted":
+    from ..errors import Interrupted
+
+    try:
+        summary = pretrain(cfg)
+    except Interrupted as e:  # Ctrl-C, after the checkpoint and the export: said below, as a SIGTERM's stop is
+        summary = e.result
+    if summary.get("stopped") == "interrupted":
         # the checkpoint and the encoder at that step are written, but the budget is not used up: as finetune,
         # a script must be able to tell
         from .launch import note_interrupted

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..classify.classifier import attention_mask_for, collate, cpu_streams, predict_logits
-from ..config import dump_yaml, to_dict
+from ..config import checked, dump_yaml, to_dict
 from ..errors import ConfigError, InputError
 from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
                          write_text_atomic)
@@ -33,6 +33,7 @@ from ..finetune.tokens import encode_texts
 from ..io.hfdata import check_input
 from ..classify.metrics import classification_report, format_report
 from ..hub.modelio import check_model_source
+from ..io.scope import entry_scope
 from ..runtime import (StopRequest, autocast, autocast_dtype, log, optimizer_step, quiet_transformers,
                        resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
@@ -461,10 +462,14 @@ def load_student(cfg: DistillConfig, labels: list[str]):
     return model, [f"random-init student of shape {cfg.student_shape} ({name}'s vocabulary)"]
 
 
-def distill(cfg: DistillConfig, on_step: OnStep | None = None) -> dict:
-    """Label, distill, write ``cfg.out``; returns eval.json's dict. ``on_step(step)`` runs after every optimizer
-    step (tests stop a run there, as a kill would)."""
-    return DistillRecipe(cfg, on_step).run()
+def distill(cfg: DistillConfig | dict, on_step: OnStep | None = None) -> dict:
+    """Label, distill, write ``cfg.out``; returns eval.json's dict. ``cfg``: a DistillConfig or a dict of its keys,
+    validated as ``load_config`` validates. ``on_step(step)`` runs after every optimizer step (tests stop a run
+    there, as a kill would). Ctrl-C or SIGTERM checkpoints the step in OUT.work and raises KeyboardInterrupt (the
+    same call continues the run)."""
+    cfg = checked(cfg, DistillConfig, "distill")
+    with entry_scope():
+        return DistillRecipe(cfg, on_step).run()
 
 
 __all__ = ["DistillRecipe", "distill", "distill_loss", "lr_factor", "load_student", "TFIDF"]

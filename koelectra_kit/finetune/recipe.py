@@ -18,15 +18,16 @@ from typing import Callable
 import numpy as np
 
 from ..classify.classifier import collate, cpu_streams, predict_logits
-from ..config import dump_yaml, to_dict
-from ..errors import ConfigError
+from ..config import checked, dump_yaml, to_dict
+from ..errors import ConfigError, Interrupted
 from ..io.fileio import (cache_dir, make_staging_dir, publish_dir, remove_staging, write_json_atomic,
                          write_text_atomic)
 from ..io.trackers import Trackers, trackers_to_open
 from ..classify.metrics import classification_report, cross_entropy, format_report
 from ..hub.modelio import check_model_source
-from ..runtime import (StopRequest, autocast_dtype, log, pad_multiple, precision_name, quiet_transformers,
-                       resolve_device, set_seed, synchronize, warn)
+from ..io.scope import entry_scope
+from ..runtime import (StopRequest, autocast_dtype, log, pad_multiple, precision_name,
+                       quiet_transformers, resolve_device, set_seed, synchronize, warn)
 from . import checkpoint
 from .batching import length_grouped_batches, shuffled_batches
 from .checkpoint import RunState
@@ -90,6 +91,7 @@ class FinetuneRecipe:
         self.tfidf_future = None  # on a GPU: the TF-IDF fit running beside training (run, _background_fit)
         self.metrics: MetricsLog | None = None
         self.bar = None
+        self.stop_signal: str | None = None  # what stopped training early: SIGINT (Ctrl-C, KeyboardInterrupt), SIGTERM
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -351,6 +353,7 @@ class FinetuneRecipe:
                         st.epoch, st.batch = st.epoch + 1, 0
             except KeyboardInterrupt:
                 st.stopped = "interrupted"
+                self.stop_signal = stop.signal if stop.requested else "SIGINT"  # (on_step's, a handler not ours)
                 warn(f"\ninterrupted at step {st.step}: writing the best model so far")
                 if st.best.state is None:
                     self.evaluate()
@@ -484,10 +487,27 @@ class FinetuneRecipe:
             from ..hub.repo import push_folder
 
             log(f"pushed to {push_folder(self.out, self.cfg.push_to_hub, self.cfg.hub_private)}")
+        # the folder to label with, for the caller (not in eval.json, where an absolute path goes stale with a move)
+        best = (self.candidates or {}).get("folder", ".")
+        result["best_model"] = str((self.out if best == "." else self.out / best).resolve())
         return result
 
 
-def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) -> dict:
-    """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict. ``on_step(step)``
-    runs after every optimizer step (tests stop a run there, as a kill would)."""
-    return FinetuneRecipe(cfg, on_step).run()
+def finetune(cfg: FinetuneConfig | dict, on_step: Callable[[int], None] | None = None) -> dict:
+    """Train, pick the best dev macro-F1 checkpoint, write ``cfg.out``; returns eval.json's dict, with
+    ``best_model``: the absolute folder of the best of the candidates (OUT, or OUT/ensemble, OUT/tfidf with
+    ensemble=tfidf). ``cfg``: a FinetuneConfig or a dict of its keys, validated as ``load_config`` validates.
+    ``on_step(step)`` runs after every optimizer step (tests stop a run there, as a kill would).
+
+    Ctrl-C (a KeyboardInterrupt, Jupyter's interrupt) publishes the best model so far as the CLI does, then raises
+    ``errors.Interrupted`` (a KeyboardInterrupt; ``.result`` holds the dict): the code after the call must not go on
+    with a half-trained model. A SIGTERM (a scheduler's) returns, with ``result["train"]["stopped"] == "interrupted"``.
+    """
+    cfg = checked(cfg, FinetuneConfig, "finetune")
+    with entry_scope():
+        recipe = FinetuneRecipe(cfg, on_step)
+        result = recipe.run()
+    if recipe.stop_signal != "SIGTERM" and (result["train"]["stopped"] == "interrupted"
+                                           or result.get("interrupted") == "tfidf"):
+        raise Interrupted(result)
+    return result

@@ -14,7 +14,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 
 try:
     import fcntl
@@ -90,6 +90,16 @@ def check_cache_dir(value: str | Path | None, key: str = "cache_dir") -> None:
         what = f"{key}={value} is a file" if probe == path else f"{key}={value}: {probe} is a file"
         raise InputError(f"{what}, and {key} must be a folder (the caches are written in it, made when missing): "
                          f"give a folder, or leave {key} out for $KOELECTRA_CACHE or ~/.cache/koelectra-kit")
+
+
+def path_arg(value, key: str, instead: str = "") -> str:
+    """A Python function's path argument (a str or a Path) as a str; anything else in one line, ``instead`` saying
+    what takes it: str(DataFrame) was taken for a file name ("File name too long"), str([path]) for a glob that
+    matched nothing."""
+    if isinstance(value, (str, os.PathLike)):
+        return str(value)
+    raise ConfigError(f"{key}: a file path (a str or Path), not a {type(value).__name__}"
+                      f"{'; ' + instead if instead else ''}")
 
 
 def check_input_file(path: str | Path) -> Path:

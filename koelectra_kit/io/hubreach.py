@@ -4,11 +4,13 @@ dataset, a push) is looked up.
 Offline, huggingface_hub retries every request five times with backoff (25-50 s and a dozen "Retrying" lines per
 name) before transformers says it could not connect; a mistyped local path that happens to look like a hub id
 (``tokenizer=t1x``) paid that on every run. One quick request through huggingface_hub's own session (its proxies,
-its ``HF_ENDPOINT``) tells: when nothing answers, the process switches to offline mode, so an id in the local cache
-still loads at once, and one that is not fails in one line that says the hub could not be reached (a network problem
-is named, not hidden). ``HF_HUB_OFFLINE=1`` set by the user skips the question."""
+its ``HF_ENDPOINT``) tells: when nothing answers, the process (a Python entry call: until it returns, see
+``offline_scope``) switches to offline mode, so an id in the local cache still loads at once, and one that is not
+fails in one line that says the hub could not be reached (a network problem is named, not hidden).
+``HF_HUB_OFFLINE=1`` set by the user skips the question."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..errors import InputError
@@ -38,17 +40,56 @@ def unreachable() -> str | None:
     return reason
 
 
-def _go_offline() -> None:
+def _offline_state() -> tuple:
+    """(huggingface_hub's switch, the environment's, datasets'): what ``_go_offline`` sets."""
     from huggingface_hub import constants
 
-    constants.HF_HUB_OFFLINE = True  # is_offline_mode() reads it at each call; transformers asks that function
-    os.environ["HF_HUB_OFFLINE"] = "1"  # worker processes started later
     try:
         import datasets.config
 
-        datasets.config.HF_HUB_OFFLINE = True
+        ds = datasets.config.HF_HUB_OFFLINE
     except ImportError:  # datasets is a dependency, but this module must not need it
-        pass
+        ds = None
+    return constants.HF_HUB_OFFLINE, os.environ.get("HF_HUB_OFFLINE"), ds
+
+
+def _set_offline_state(state: tuple) -> None:
+    from huggingface_hub import constants
+
+    hub, env, ds = state
+    constants.HF_HUB_OFFLINE = hub  # is_offline_mode() reads it at each call; transformers asks that function
+    if env is None:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = env  # worker processes started later
+    if ds is not None:
+        import datasets.config
+
+        datasets.config.HF_HUB_OFFLINE = ds
+
+
+def _go_offline() -> None:
+    _set_offline_state((True, "1", True))
+
+
+_scopes: list[int] = []  # open offline_scope()s (nested entry calls: the outermost one restores)
+
+
+@contextlib.contextmanager
+def offline_scope():
+    """The offline mode an unanswered question switches on lasts until the outermost scope ends (a Python entry
+    function's call, ``io.scope.entry_scope``): then the switches are put back and the next call asks again, so a
+    notebook whose network came back is not left offline for good. Outside any scope (a CLI command, whose process
+    ends with it), the switch lasts for the process, as before."""
+    before, asked = _offline_state(), bool(_answer)
+    _scopes.append(1)
+    try:
+        yield
+    finally:
+        _scopes.pop()
+        if not _scopes and not asked and _answer and _answer[0] is not None:  # this call went offline: undone
+            _set_offline_state(before)
+            _answer.clear()
 
 
 def in_cache(repo_id: str, repo_type: str = "model") -> bool:

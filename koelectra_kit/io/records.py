@@ -133,11 +133,26 @@ def cell_text(value) -> tuple[str, str | None]:
 
 
 def texts_of(texts) -> list[str]:
-    """``texts`` (a list, tuple, Series, array or generator) as the strings a model reads, each as a file's cell is
-    read (``cell_text``: missing values empty, bytes as UTF-8). One text passed alone (a str, bytes, a dict) is
-    refused: read item by item, "좋아요" was three texts and a dict its keys."""
-    if texts is None or isinstance(texts, (str, bytes, bytearray, dict)):
-        raise InputError(f"texts: a list of texts, not {type(texts).__name__}; put one text in a list: [text]")
+    """``texts`` (a list, tuple, Series, 1-D array, Index, generator, a Dataset's column) as the strings a model
+    reads, each as a file's cell is read (``cell_text``: missing values empty, bytes as UTF-8). What is not one column
+    of texts is refused, since read item by item each was scored as something else, without a word: a str (each
+    character a text), a dict (its keys), a DataFrame (its column names), a ``datasets.Dataset`` (each row's dict, as
+    the empty text), a 2-D array (each row, as the empty text), a set (no order to answer in)."""
+    name = type(texts).__name__
+    if texts is None or isinstance(texts, (str, bytes, bytearray)):
+        raise InputError(f"texts: a list of texts, not {name}; put one text in a list: [text]")
+    if hasattr(texts, "columns"):  # pandas', polars' DataFrame
+        raise InputError(f"texts: a list of texts, not a {name}; pass its text column: df[\"review\"]")
+    if hasattr(texts, "column_names"):  # datasets' Dataset, IterableDataset, DatasetDict
+        raise InputError(f"texts: a list of texts, not a {name}; pass its text column: ds[\"text\"]")
+    if isinstance(texts, dict):
+        raise InputError("texts: a list of texts, not a dict; pass the texts themselves: list(d.values())")
+    if isinstance(texts, (set, frozenset)):
+        raise InputError(f"texts: a list of texts, not a {name} (no order for the answers); pass a list")
+    if getattr(texts, "ndim", 1) != 1:  # a numpy array of any other shape; a Series and an Index are 1-D
+        shape = tuple(getattr(texts, "shape", ()))
+        raise InputError(f"texts: a 1-D array of texts, not one of shape {shape}; pass one column: a[:, 0], or "
+                         "a.ravel() for every cell")
     return [cell_text(t)[0] for t in texts]
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..classify.classifier import placeholder_labels
+from ..classify.predictions import check_classifier
 from ..errors import ConfigError, InputError
 from ..io.labelcols import label_prefixes
 from ..io.records import cell_text
-from ..io.tables import column_hint
+from ..io.tables import TEXT_COLUMNS, column_hint, pick_column
 from ..io.textcheck import check_text_column, is_blank
+from ..runtime import warn
 from .dedupe import PredictionCache, predict_once
 
 # A text this many times longer than the model's token budget is cut before tokenizing: the model reads only
@@ -107,6 +109,19 @@ def label_chunk(clf, df, text_column: str, errors: list[str | None], batch_size:
     return out, names
 
 
+def pick_text_column(columns: list, where: str, flag: str = "--text-column", hint: str = "") -> str:
+    """The text column where none is named: review, else the first of the usual names present (``TEXT_COLUMNS``, as
+    finetune, evaluate and suggest pick it), said in a note; none of them is an error naming ``flag``. ``label`` and
+    ``label_dataframe`` alike (``hint``: more to say about ``where``, e.g. a workbook's other sheets)."""
+    column = pick_column(columns, None, TEXT_COLUMNS, where)
+    if column is None:
+        raise InputError(f"{where}: no text column among {columns} (review, text, document, comment, ...); pass "
+                         f"{flag} NAME{hint}")
+    if column != "review":
+        warn(f"note: {where} has no column 'review': labelling its column {column!r} ({flag} names another)")
+    return column
+
+
 def check_model_args(model, classifier) -> None:
     """``model=`` (a folder or hub id) or ``classifier=`` (one loaded): exactly one of them. Both given, ``model`` was
     ignored; ``classifier="folder"`` failed deep inside with an AttributeError."""
@@ -115,27 +130,46 @@ def check_model_args(model, classifier) -> None:
                           "loaded Classifier)")
     if classifier is None and model is None:
         raise ConfigError("give model= (a model folder or hub id) or classifier= (a loaded Classifier)")
-    if classifier is not None and not callable(getattr(classifier, "predict", None)):
-        raise ConfigError(f"classifier={classifier!r}: a loaded Classifier (Classifier.load(...)); a folder or hub id "
-                          "goes in model=")
+    if classifier is not None:
+        check_classifier(classifier, "classifier", " (or give it as model=)")
 
 
-def label_dataframe(df, model=None, text_column: str = "review", batch_size: int | None = None, classifier=None,
+def check_load_kwargs(load_kwargs: dict) -> None:
+    """``label_dataframe``'s other keywords go to ``Classifier.load``: a mistyped one (bach_size=) is said as a
+    config's unknown key is, with its "did you mean", not as load's TypeError."""
+    import inspect
+
+    from ..classify.classifier import Classifier
+    from ..config import unknown_key_message
+
+    allowed = [n for n in inspect.signature(label_dataframe).parameters if n not in ("df", "load_kwargs")]
+    allowed += [n for n in inspect.signature(Classifier.load).parameters if n not in ("cls", "name_or_dir")]
+    for key in load_kwargs:
+        if key not in allowed:
+            raise ConfigError(unknown_key_message(key, allowed, "").replace("config key", "option", 1))
+
+
+def label_dataframe(df, model=None, text_column: str | None = None, batch_size: int | None = None, classifier=None,
                     allow_generic_labels: bool = False, dedupe: bool = True, human_labels=None, **load_kwargs):
     """Label an in-memory DataFrame: the same columns and rows plus the prediction columns (``dedupe``: one
     prediction per distinct normalized text, the same output; ``human_labels``: a labels file whose labels win, as
-    ``label --human-labels``)."""
+    ``label --human-labels``). ``text_column`` None: review, else the first of the usual names present, as ``label``
+    picks it (with the same note). ``load_kwargs``: ``Classifier.load``'s options (precision, device, ...)."""
     import pandas as pd
 
-    from ..classify.classifier import Classifier, check_batch_size
+    from ..classify.classifier import Classifier
+    from ..classify.predictions import check_batch_size
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"label_dataframe takes a pandas DataFrame, not {type(df).__name__} (a list of dicts: "
                          "pd.DataFrame(rows))")
     check_model_args(model, classifier)
+    check_load_kwargs(load_kwargs)
     if classifier is not None and load_kwargs:  # they were dropped without a word (precision="FP16", device=...)
         raise ConfigError(f"{', '.join(load_kwargs)}: how to load model=; a classifier= given is loaded already "
                           "(pass them to Classifier.load)")
+    if text_column is None:
+        text_column = pick_text_column(list(df.columns), "the DataFrame", "text_column=")
     if not isinstance(text_column, (str, int)) or isinstance(text_column, bool):
         raise ConfigError(f"text_column={text_column!r}: the name of the one column that holds the texts")
     if text_column not in df.columns:

@@ -12,8 +12,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import InputError
-from ..io.fileio import same_file
+from ..errors import ConfigError, InputError
+from ..io.fileio import path_arg, same_file
 from ..io.hfdata import is_dataset_source
 from ..runtime import log, warn
 from .config import OUTPUTS, WRITABLE, LabelConfig
@@ -256,15 +256,33 @@ def _newest_mtime(path: Path) -> float:
 
 
 def _config(model, input, output, text_column, fmt, classifier, options) -> LabelConfig:
-    return LabelConfig(model=str(model or getattr(classifier, "source", "") or "in-memory"), input=input,
-                       output=str(output or ""), text_column=text_column, format=fmt, **options)
+    """The Python functions' arguments as the command's config: built as ``--config``'s keys are (``from_dict``), so
+    a mistyped option gets its "did you mean" and a value of the wrong type a ConfigError, not a TypeError from
+    inside. ``format=`` (the config's name for ``fmt=``) is taken as ``fmt=``."""
+    from ..config import from_dict
+
+    if "format" in options:
+        if fmt is not None:
+            raise ConfigError("fmt= and format= both given: they name the same option (the input's format); give one")
+        fmt = options.pop("format")
+    if model is not None:
+        model = path_arg(model, "model", "a model folder or hub id (a loaded one goes in classifier=)")
+    if output is not None:
+        output = path_arg(output, "output")
+    return from_dict(LabelConfig, {"model": model or getattr(classifier, "source", "") or "in-memory", "input": input,
+                                   "output": output or "", "text_column": text_column, "format": fmt, **options})
 
 
 def label_files(model, inputs, output=None, text_column: str | None = None, *, fmt: str | None = None,
                 classifier=None, _after_chunk=None, **options) -> list[LabelSummary]:
     """Label several files (paths and/or globs), one output each: ``output`` a folder, or ``output_suffix=``.
     ``options``: any ``LabelConfig`` field (batch_size, resume, shard, backend, dedupe, ...)."""
-    inputs = [str(i) for i in ([inputs] if isinstance(inputs, (str, Path)) else inputs)]
+    instead = "label_dataframe(df, ...) labels a DataFrame"
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    elif not isinstance(inputs, (list, tuple)):  # a DataFrame was its column names, a str() of anything a glob
+        raise ConfigError(f"inputs: a list of file paths or globs, not a {type(inputs).__name__}; {instead}")
+    inputs = [path_arg(i, f"inputs[{n}]", instead) for n, i in enumerate(inputs)]
     cfg = _config(model, inputs, output, text_column, fmt, classifier, options)
     return FilesLabeller(cfg, classifier=classifier, after_chunk=_after_chunk).run()
 
@@ -275,7 +293,9 @@ def label_file(model, input, output=None, text_column: str | None = None, *, fmt
     ``classifier``: an already loaded ``Classifier`` (``model`` is then only recorded). ``options``: any
     ``LabelConfig`` field (batch_size, chunk_rows, resume, overwrite, shard, backend, dedupe, cache_rows, ...);
     with ``shard="K/N"`` the output is OUTPUT.shard-K-of-N.EXT."""
-    cfg = _config(model, str(input), output, text_column, fmt, classifier, options)
+    instead = ("label_files(model, paths, output_folder) labels several files" if isinstance(input, (list, tuple))
+               else "label_dataframe(df, ...) labels a DataFrame")
+    cfg = _config(model, path_arg(input, "input", instead), output, text_column, fmt, classifier, options)
     labeller = FilesLabeller(cfg, classifier=classifier, after_chunk=_after_chunk)
     if len(labeller.jobs) != 1:
         raise InputError(f"{input} names {len(labeller.jobs)} files: label_file labels one (use label_files)")

@@ -23,7 +23,7 @@ from ..io.tables import (FORMATS, LINES_COLUMN, TEXT_COLUMNS, check_lines_file, 
 from ..io.textcheck import check_text_column
 from ..io.workbook import EXCEL_SUFFIXES, WORKBOOK_SUFFIXES, other_sheets_hint, xlsx_to_csv
 from . import excel
-from .chunk import check_trained_head, label_chunk, load_classifier, output_columns
+from .chunk import check_trained_head, label_chunk, load_classifier, output_columns, pick_text_column
 from .config import WORKBOOK, LabelConfig
 from .dedupe import PredictionCache
 from .paths import (TEMP_TAIL, InputGuard, check_name_lengths, check_not_written, check_writable, naming, one_file,
@@ -190,14 +190,9 @@ class FileLabeller(JobRecords):
             refuse_other_separator(self.src, self.read_fmt, self.columns,
                                    cfg.sep or ("\t" if self.read_fmt == "tsv" else ","),
                                    _separator_fix if cfg.sep is None else _given_separator_fix(self.read_fmt))
-        if column is None:
-            raise InputError(f"{self.src}: no text column among {self.columns} (review, text, document, comment, ...); "
-                             "pass --text-column NAME"
-                             f"{other_sheets_hint(self.src, TEXT_COLUMNS) if self.in_fmt == 'xlsx' else ''}")
         if cfg.text_column is None:
-            if column != "review":
-                warn(f"note: {self.src} has no column 'review': labelling its column {column!r} (--text-column "
-                     "names another)")
+            column = pick_text_column(self.columns, str(self.src), hint=other_sheets_hint(self.src, TEXT_COLUMNS)
+                                      if self.in_fmt == 'xlsx' else '')
             self.cfg = cfg = replace(cfg, text_column=column)
         if cfg.text_column not in self.columns:
             raise InputError(f"{self.src}: no column {cfg.text_column!r}; columns present: {self.columns}"

@@ -17,11 +17,12 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from ..config import dump_yaml, to_dict
-from ..errors import ConfigError
+from ..config import checked, dump_yaml, to_dict
+from ..errors import ConfigError, Interrupted
 from ..io.fileio import write_json_atomic, write_text_atomic
 from ..io.hfdata import corpus_paths
 from ..io.trackers import Trackers, trackers_to_open
+from ..io.scope import entry_scope
 from ..runtime import (StopRequest, autocast_dtype, get_logger, log, memory_refusal, nonfinite_weights,
                        precision_name, refuse_unless_batch_fits, refuse_unless_it_fits, set_seed, warn)
 from ..tokenizer import tokenizer_fingerprint
@@ -40,21 +41,29 @@ from .schedule import budget_progress, disc_weight_at, lr_factor, warmup_done
 OnStep = Callable[[int, "dict | None"], None]
 
 
-def pretrain(cfg: PretrainConfig, on_step: OnStep | None = None) -> dict:
-    """Run (or resume) pretraining; returns the summary (also written to ``out/summary.json``).
+def pretrain(cfg: PretrainConfig | dict, on_step: OnStep | None = None) -> dict:
+    """Run (or resume) pretraining; returns the summary (also written to ``out/summary.json``). ``cfg``: a
+    PretrainConfig or a dict of its keys, validated as ``load_config`` validates.
 
     ``on_step(step, metrics_row_or_None)`` is called after every optimizer step (tests use it to stop a run
-    mid-way, as a kill would)."""
-    recipe = PretrainRecipe(cfg, DistContext(cfg.device, cfg.ddp_timeout_minutes), on_step)
-    try:
+    mid-way, as a kill would). Ctrl-C checkpoints and exports the step it stopped at, then raises
+    ``errors.Interrupted`` (``.result``: the summary); a SIGTERM's stop returns, its summary's ``stopped``
+    "interrupted"."""
+    cfg = checked(cfg, PretrainConfig, "pretrain")
+    with entry_scope():
+        recipe = PretrainRecipe(cfg, DistContext(cfg.device, cfg.ddp_timeout_minutes), on_step)
         try:
-            recipe.setup()
-        except BaseException:
-            recipe.discard_new_out()
-            raise
-        return recipe.train()
-    finally:
-        recipe.cleanup()
+            try:
+                recipe.setup()
+            except BaseException:
+                recipe.discard_new_out()
+                raise
+            summary = recipe.train()
+        finally:
+            recipe.cleanup()
+    if summary.get("stopped") == "interrupted" and recipe.stop_signal == "SIGINT":
+        raise Interrupted(summary)
+    return summary
 
 
 class PretrainRecipe:
@@ -62,6 +71,7 @@ class PretrainRecipe:
 
     def __init__(self, cfg: PretrainConfig, dist_ctx: DistContext, on_step: OnStep | None = None):
         self.cfg, self.dist, self.on_step = cfg, dist_ctx, on_step
+        self.stop_signal: str | None = None  # what stopped the run before its budget: SIGINT (Ctrl-C) or SIGTERM
         self.out = Path(cfg.out)
         self.device, self.rank, self.world, self.main = dist_ctx.device, dist_ctx.rank, dist_ctx.world, dist_ctx.is_main
 
@@ -339,7 +349,7 @@ class PretrainRecipe:
                 if progress >= 1.0:
                     break
                 if agreed.now():
-                    interrupted = True
+                    interrupted, self.stop_signal = True, stop.signal or "SIGINT"  # (a DDP rank: rank 0's stop)
                     break
                 next_progress = budget_progress(cfg, s.step + 1, elapsed + ahead)
                 if s.warm_end is None and warmup_done(cfg, s.step, progress):

@@ -35,7 +35,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..classify.predictions import check_classifier, predict_args
+from ..errors import ConfigError, InputError
 from ..label.human import match_key
 
 STRATEGIES = ("margin", "entropy", "random")
@@ -151,9 +152,13 @@ def suggest_rows(clf, texts: list, n: int, strategy: str = "margin", *, exclude:
     ``Classifier.load`` result). Empty texts (None, "") are never picked; only the candidates are predicted, and
     for ``random`` only the rows picked."""
     check_options(n, strategy, threshold)
-    texts = list(texts)
+    check_classifier(clf, "clf")
+    # what every classifier's predict takes (one column of texts, a batch size of at least 1), checked before any work
+    texts = predict_args(texts, batch_size)
     keys = [text_key(t) for t in texts]
-    excluded = {text_key(t) for t in exclude}
+    if isinstance(exclude, (str, bytes)) or hasattr(exclude, "columns"):  # its characters / column names were excluded
+        raise InputError(f"exclude: a list of texts (or a set) to leave out, not {type(exclude).__name__}")
+    excluded = {text_key(t) for t in exclude}  # a set is fine here: no order is answered in
     skipped = Counter(empty=0, labelled=0, duplicate=0, near_duplicate=0)
     first: dict[str, int] = {}  # normalized text -> its candidate row
     copies: Counter = Counter()

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import runtime
 from ..errors import InputError
 from ..io.fileio import check_input_file, staged_dir
+from ..io.scope import entry_scope
 from ..io.output import check_out_dir
 from .normalize import PLACEHOLDERS
 from .cache import presplit_file
@@ -24,12 +25,20 @@ from .core import KoTokenizer
 from .fallback import BYTE_TOKENS, NAME as FALLBACK, fallback_tokens
 
 
-def train_tokenizer(cfg: TokenizerConfig, shown_as: str | Path | None = None) -> KoTokenizer:
+def train_tokenizer(cfg: TokenizerConfig | dict, shown_as: str | Path | None = None) -> KoTokenizer:
     """Pre-split the corpus (cached), train the subword model on it, save to ``cfg.out``; returns the tokenizer.
-    ``shown_as``: the folder the log names (``prepare`` trains into a staging folder renamed later)."""
+    ``cfg``: a TokenizerConfig or a dict of its keys, validated as ``load_config`` validates. ``shown_as``: the
+    folder the log names (``prepare`` trains into a staging folder renamed later)."""
+    from ..config import checked
+
+    cfg = checked(cfg, TokenizerConfig, "train_tokenizer")
+    with entry_scope():
+        return _train(cfg, shown_as)
+
+
+def _train(cfg: TokenizerConfig, shown_as: str | Path | None) -> KoTokenizer:
     from tokenizers import AddedToken
 
-    cfg.validate()
     _check_out(Path(cfg.out), cfg.input)
     t0 = time.perf_counter()
     files = [presplit_file(p, text_column=cfg.text_column, normalize=cfg.normalize, presplit=cfg.presplit,

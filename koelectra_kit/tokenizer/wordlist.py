@@ -147,7 +147,7 @@ def add_words(tok, texts: Iterable[str], num_workers: int | None = None, progres
     todo = list(new)
     bar = None
     if progress and todo:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), unit="word", desc="Kiwi", mininterval=1.0)
     for start in range(0, len(todo), batch):
