@@ -127,6 +127,14 @@ def test_a_pattern_leaves_out_the_files_label_writes_beside_its_outputs(tmp_path
     assert expand_inputs([str(d / "a_v1.csv")], "_l.csv")[0] == [d / "a_v1.csv"]
     again = expand_inputs([str(d / "a_?.csv"), str(d / "a_v?.csv")], ".again.csv")[0]
     assert [p.name for p in again] == ["a_l.csv", "a_v1.csv"]
+    # a real input that ends in the suffix (no record: no run of ours wrote it) is left out, but said
+    (d / "c_l.csv").write_text("review\n좋아요\n", encoding="utf-8")
+    capsys.readouterr()
+    assert [p.name for p in expand_inputs([str(d / "*")], "_l.csv")[0]] == ["a.csv", "b.csv", "notes.tsv"]
+    err = capsys.readouterr().err
+    assert "c_l.csv: each ends in --output-suffix '_l.csv'" in err and "a_l.csv" not in err.split("c_l.csv")[0]
+    with pytest.raises(InputError, match="each ends in --output-suffix '_l.csv'.*name them one by one"):
+        expand_inputs([str(d / "c_*.csv")], "_l.csv")
 
 
 def test_a_killed_run_with_an_output_suffix_resumes_over_the_same_pattern(tmp_path, tiny_classifier_dir, capsys):

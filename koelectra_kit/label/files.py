@@ -34,17 +34,23 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
     Left out of a pattern's matches: the files a run writes beside its output (``paths.is_working_file``: a killed
     run's .partial, a record), an output an earlier run labelled from another of this run's inputs
     (``_labelled_from``: said in a note), and with ``skip_suffix`` one ending in it or a shard of one
-    (``'data/*.csv'`` with ``.labelled.csv``)."""
+    (``'data/*.csv'`` with ``.labelled.csv``: said in a note, since a real input may end in it too)."""
     groups, many = [], len(inputs) > 1  # (the pattern, or None for a path taken as named; its files)
+    suffixed = []  # matches ending in --output-suffix without a record: said in a note (a real input may end in it)
     for item in inputs:
         if is_dataset_source(item):  # hf:..., a dataset folder: one input, never a pattern (hf:x/y:train[:10%])
             groups.append((None, [Path(item)]))
         elif GLOB_CHARS & set(item) and not Path(item).exists():
             matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))]
-            files = [m for m in matches if m.is_file() and not is_working_file(m)
-                     and not (skip_suffix and unsharded_name(str(m)).endswith(skip_suffix))]
+            found = [m for m in matches if m.is_file() and not is_working_file(m)]
+            ours = [m for m in found if skip_suffix and unsharded_name(str(m)).endswith(skip_suffix)]
+            files = [m for m in found if m not in ours]
             if not files:
-                raise InputError(f"--input {item!r} matches no file" + (" to label" if matches else ""))
+                why = (f" to label (each ends in --output-suffix {skip_suffix!r}, as this run's outputs do: name "
+                       f"them one by one, or give another --output-suffix)" if ours else " to label" if matches else "")
+                raise InputError(f"--input {item!r} matches no file{why}")
+            # (an output with its record is this toolkit's, left out without a word; one without may be a real input)
+            suffixed += [m for m in ours if unsharded_name(str(m)) == str(m) and _labelled_from(m) is None]
             groups.append((item, files))
             many = True
         else:
@@ -59,11 +65,17 @@ def expand_inputs(inputs: list[str], skip_suffix: str | None = None) -> tuple[li
         earlier += left_out
         paths += [p for p in files if p not in left_out]
     if earlier:
-        shown = ", ".join(map(str, earlier[:3])) + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
-        warn(f"note: left out {shown}: labelled by an earlier run from another of these inputs (its record, "
+        warn(f"note: left out {_shown(earlier)}: labelled by an earlier run from another of these inputs (its record, "
              f"{done_path(earlier[0]).name}, says which); name it to label it again")
+    if suffixed:
+        warn(f"note: left out {_shown(suffixed)}: each ends in --output-suffix {skip_suffix!r}, as this run's outputs "
+             "do; name it to label it")
     seen = set()
     return [p for p in paths if not (p.resolve() in seen or seen.add(p.resolve()))], many
+
+
+def _shown(paths: list[Path]) -> str:
+    return ", ".join(map(str, paths[:3])) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def _labelled_from(path: Path) -> str | None:
