@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from koelectra_kit.tokenizer import KoTokenizer
@@ -162,3 +163,17 @@ def test_transformers_class_and_the_fill_mask_pipeline(dirs, tmp_path):
     fill = pipeline("fill-mask", model=str(folder), device=-1)
     assert len(fill("영화 [MASK] 재밌다")) == 5
     assert [len(r) for r in fill("[MASK] 영화 [MASK]")] == [5, 5]
+
+
+def test_label_predicts_a_text_whose_normalization_writes_a_special_string_as_given(tiny_classifier):
+    """`label` predicts each distinct normalized text once, encoding the key as normalized text; "[MA\\u200bSK]"
+    normalizes to "[MASK]", which the key's encoding read as the [MASK] id where the text as given (finetune,
+    evaluate, transformers' order: special strings found before normalizing) is plain characters."""
+    from koelectra_kit.label.dedupe import PredictionCache, predict_once
+
+    tok = tiny_classifier.tok
+    texts = ["[MA\u200bSK] 좋아요", "좋아요 [MASK]", "별로예요"]
+    assert tok.normalize(texts[0]).startswith("[MASK]")  # the case: normalization wrote the special string
+    got, _ = predict_once(tiny_classifier, texts, 8, PredictionCache(100))
+    want = tiny_classifier.predict(texts, batch_size=8).probs
+    np.testing.assert_allclose(got, want, atol=1e-6)

@@ -69,8 +69,13 @@ def predict_once(clf, texts: list[str], batch_size: int | None, cache: Predictio
     truncated = [False] * n
     first: dict[str, int] = {}  # normalized text -> its position among the texts to predict
     new_texts, new_keys, pending = [], [], []  # pending: (row, position among the new texts)
+    made = _made_special(clf) if keyed else None
+    raw = []  # (row, text): texts whose normalization wrote a special string, predicted as they are, not cached
     for i, text in enumerate(texts):
         key = normalize(text)
+        if made is not None and made(text, key):
+            raw.append((i, text))
+            continue
         hit = cache.get(key)
         if hit is not None:
             probs[i], truncated[i] = hit
@@ -93,4 +98,23 @@ def predict_once(clf, texts: list[str], batch_size: int | None, cache: Predictio
             truncated[i] = bool(pred.truncated[j])
         for j, key in enumerate(new_keys):
             cache.put(key, pred.probs[j], pred.truncated[j])
+    if raw:
+        pred = clf.predict([t for _, t in raw], batch_size=batch_size)
+        for j, (i, _) in enumerate(raw):
+            probs[i], truncated[i] = pred.probs[j], bool(pred.truncated[j])
     return probs, truncated
+
+
+def _made_special(clf):
+    """Whether normalizing a text wrote a special string it did not hold ("[MA\u200bSK]" -> "[MASK]"), as a
+    function of (text, key), or None for a tokenizer without special strings. The tokenizer finds them in the text
+    as given and normalizes the parts between (as transformers does): such a text is plain characters there, but
+    its normalized key, encoded as normalized text, would hold the [MASK] id; so it is predicted as given."""
+    specials = getattr(getattr(clf, "tok", None), "specials", None)
+    if not specials:
+        return None
+
+    def made(text: str, key: str) -> bool:
+        return [m.group() for m in specials.find(key)] != [m.group() for m in specials.find(text)]
+
+    return made
