@@ -292,13 +292,7 @@ def parse_overrides(overrides: list[str] | dict | None) -> dict:
         for key, value in overrides.items():
             if not isinstance(key, str) or not key.strip():
                 raise ConfigError(f"overrides: key {key!r} is not a config key (a dict of 'key': value)")
-            node = out
-            *parents, leaf = key.strip().split(".")
-            for p in parents:
-                node = node.setdefault(p, {})
-                if not isinstance(node, dict):
-                    raise ConfigError(f"override '{key}' conflicts with another override")
-            node[leaf] = value
+            _put(out, key.strip(), value, key)
         return out
     if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple, type(None))):
         # a str was iterated a character at a time ("override 'e' is not key=value")
@@ -316,14 +310,19 @@ def parse_overrides(overrides: list[str] | dict | None) -> dict:
             value = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
             value = raw  # e.g. a path with a colon: keep the raw string
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override '{item}' conflicts with another override")
-        node[leaf] = value
+        _put(out, key, value, item)
     return out
+
+
+def _put(out: dict, key: str, value, said: str) -> None:
+    """``value`` at the dotted ``key`` of the nested ``out`` (``said``: the override as the user gave it)."""
+    node = out
+    *parents, leaf = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override '{said}' conflicts with another override")
+    node[leaf] = value
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | dict | None = None) -> T:
