@@ -177,3 +177,33 @@ def test_label_predicts_a_text_whose_normalization_writes_a_special_string_as_gi
     got, _ = predict_once(tiny_classifier, texts, 8, PredictionCache(100))
     want = tiny_classifier.predict(texts, batch_size=8).probs
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_placeholders_normalization_writes_read_the_same_on_both_paths_and_stay_deduplicated(tmp_path):
+    """A tokenizer trained with urls=placeholder: normalization writes [URL], an added token, which the text as
+    given and its normalized key both encode as its id; label keeps deduplicating such texts."""
+    from koelectra_kit.config import load_config
+    from koelectra_kit.label.dedupe import _made_special
+    from koelectra_kit.tokenizer import KoTokenizer, training
+    from koelectra_kit.tokenizer.config import TokenizerConfig
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(["배송 빠르고 좋아요 http://shop.kr/a", "별로예요 www.x.com", "그냥 그래요"] * 30),
+                      encoding="utf-8")
+    cfg = load_config(TokenizerConfig, None, [f"input=[{corpus}]", f"out={tmp_path / 'tok'}", "vocab_size=300",
+                                              "normalize.urls=placeholder", "presplit=none"])
+    training.train_tokenizer(cfg)
+    tok = KoTokenizer.from_pretrained(tmp_path / "tok")
+    texts = ["여기 봐 http://x.com/a 좋아요", "[URL] 좋아요", "좋아요[URL]"]
+    raw = tok.encode_batch(texts)["input_ids"]
+    keyed = tok.encode_batch([tok.normalize(t) for t in texts], normalized=True)["input_ids"]
+    assert [list(x) for x in raw] == [list(x) for x in keyed]
+    assert tok.backend.token_to_id("[URL]") in list(raw[0])
+
+    class Clf:
+        pass
+
+    clf = Clf()
+    clf.tok = tok
+    made = _made_special(clf)
+    assert not any(made(t, tok.normalize(t)) for t in texts)
