@@ -69,11 +69,11 @@ def predict_once(clf, texts: list[str], batch_size: int | None, cache: Predictio
     truncated = [False] * n
     first: dict[str, int] = {}  # normalized text -> its position among the texts to predict
     new_texts, new_keys, pending = [], [], []  # pending: (row, position among the new texts)
-    made = _made_special(clf) if keyed else None
-    raw = []  # (row, text): texts whose normalization wrote a special string, predicted as they are, not cached
+    alike = clf.tok.normalized_reads_alike if keyed and hasattr(clf.tok, "normalized_reads_alike") else None
+    raw = []  # (row, text): texts whose normalized key would read otherwise ("[MA\u200bSK]"): predicted as given
     for i, text in enumerate(texts):
         key = normalize(text)
-        if made is not None and made(text, key):
+        if alike is not None and not alike(text, key):
             raw.append((i, text))
             continue
         hit = cache.get(key)
@@ -103,22 +103,3 @@ def predict_once(clf, texts: list[str], batch_size: int | None, cache: Predictio
         for j, (i, _) in enumerate(raw):
             probs[i], truncated[i] = pred.probs[j], bool(pred.truncated[j])
     return probs, truncated
-
-
-def _made_special(clf):
-    """Whether normalizing a text wrote a special string it did not hold ("[MA\u200bSK]" -> "[MASK]"), as a
-    function of (text, key), or None for a tokenizer without special strings. The tokenizer finds them in the text
-    as given and normalizes the parts between (as transformers does): such a text is plain characters there, but
-    its normalized key, encoded as normalized text, would hold the [MASK] id; so it is predicted as given."""
-    from ..tokenizer.normalize import PLACEHOLDERS
-
-    specials = getattr(getattr(clf, "tok", None), "specials", None)
-    if not specials:
-        return None
-    written = set(PLACEHOLDERS.values())  # [URL] ...: normalization writes these, and both paths read them as ids
-
-    def made(text: str, key: str) -> bool:
-        return ([m.group() for m in specials.find(key) if m.group() not in written]
-                != [m.group() for m in specials.find(text) if m.group() not in written])
-
-    return made

@@ -18,7 +18,7 @@ from ..io.corpus import iter_texts
 from ..errors import ConfigError
 from ..io.fileio import check_input_file
 from ..io.records import texts_of
-from .normalize import NormalizeConfig, Normalizer
+from .normalize import PLACEHOLDERS, NormalizeConfig, Normalizer
 from . import kiwi, saving, wordlist, wordsplit
 from .cache import cached_ids, encode_lines, presplit_file
 from .charids import CharIds
@@ -167,6 +167,18 @@ class KoTokenizer:
         normalized = [self._norm(t) if self._norm is not None else t for t in parts]
         words = (self._words(x, p)[0] for x, p in zip(normalized, self._pieces(normalized)))
         return [joined(first, rest) for first, rest in regroup(words, found)]
+
+    def normalized_reads_alike(self, text: str, normalized: str) -> bool:
+        """Whether ``normalized`` (``normalize(text)``), encoded with ``normalized=True``, gives ``text``'s ids. Not
+        when normalization wrote a special string the text did not hold ("[MA\u200bSK]" -> "[MASK]"): special
+        strings are found in the text as given, before normalizing (as transformers finds added tokens), so the
+        text reads plain characters there, its normalized form the [MASK] id. The placeholders normalization
+        writes on purpose ([URL], [EMAIL], [USER]) read as their ids either way."""
+        if not self.specials:
+            return True
+        written = set(PLACEHOLDERS.values())
+        return ([m.group() for m in self.specials.find(normalized) if m.group() not in written]
+                == [m.group() for m in self.specials.find(text) if m.group() not in written])
 
     def presplit_words(self, text: str) -> list[str]:
         """The words of ``text`` a ``kiwi_word`` pre-split looks up (its word list, its cache, Kiwi): those of the
